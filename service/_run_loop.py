@@ -1,0 +1,265 @@
+"""The ReAct loop: call the model, run the tools it asked for, repeat.
+
+Kept apart from ``Agent`` so the loop reads top to bottom in small steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from ._templates import MissingVariable, render
+from .events import (
+    FinalOutput,
+    JsonValue,
+    ModelDelta,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    Usage,
+)
+from .exceptions import (
+    BadRequest,
+    MaxStepsExceeded,
+    ModelError,
+    OutputValidationError,
+    RunError,
+    ToolFailed,
+)
+from .interceptors.base import RunContext, ToolOutcome
+from .models.base import Message, ModelRequest, ModelResponse, TextDelta, ToolCallRequest
+
+if TYPE_CHECKING:
+    from .agent import Agent, AgentInput
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+async def execute_run(
+    agent: Agent, ctx: RunContext, input: AgentInput, *, stream: bool
+) -> tuple[JsonValue, Usage, int]:
+    """Run the loop; returns (output, usage, model calls)."""
+    new_messages = _input_messages(input)
+    if agent.sessions is None or ctx.session_id is None:
+        return await _Loop(agent, ctx, stream).run(_system(agent, ctx), [], new_messages)
+    async with agent.sessions.lock(ctx.session_id):
+        history = await agent.sessions.load(ctx.session_id)
+        loop = _Loop(agent, ctx, stream)
+        result = await loop.run(_system(agent, ctx), history, new_messages)
+        await agent.sessions.append(ctx.session_id, loop.produced)
+        return result
+
+
+def _input_messages(input: AgentInput) -> list[Message]:
+    if isinstance(input, str):
+        return [{"role": "user", "content": input}]
+    return [dict(m) for m in input]
+
+
+def _system(agent: Agent, ctx: RunContext) -> list[Message]:
+    if not agent.system_prompt:
+        return []
+    try:
+        text = render(agent.system_prompt, ctx.variables)
+    except MissingVariable as exc:
+        raise BadRequest(
+            f"the prompt of agent {agent.name!r} needs variable {exc.name!r}; "
+            "pass it in 'variables'"
+        ) from None
+    return [{"role": "system", "content": text}]
+
+
+class _Loop:
+    def __init__(self, agent: Agent, ctx: RunContext, stream: bool) -> None:
+        self.agent = agent
+        self.ctx = ctx
+        self.stream = stream
+        self.usage = Usage()
+        self.produced: list[Message] = []
+        """Input and answers of this run, in order: what a session keeps."""
+        output = agent.spec.output
+        self.schema = output.schema_ if output else None
+        self.validator = jsonschema.Draft202012Validator(self.schema) if self.schema else None
+        self.output_retries = output.retries if output else 0
+        self.definitions = tuple(tool.definition for tool in agent.tools.values())
+
+    async def run(
+        self, system: list[Message], history: list[Message], new: list[Message]
+    ) -> tuple[JsonValue, Usage, int]:
+        messages = [*system, *history, *new]
+        self.produced.extend(new)
+        for step in range(1, self.agent.spec.limits.max_steps + 1):
+            response = await self._model_step(step, messages)
+            self._keep(messages, response.to_message())
+            if response.tool_calls:
+                for message in await self._run_tools(step, response.tool_calls):
+                    self._keep(messages, message)
+                continue
+            output, problem = self._check_output(response.content or "")
+            if problem is None:
+                self.ctx.emit(FinalOutput(trace_id=self.ctx.trace_id, step=step, output=output))
+                return output, self.usage, step
+            self._keep(messages, {"role": "user", "content": problem})
+        raise MaxStepsExceeded(
+            f"no final answer within limits.max_steps = {self.agent.spec.limits.max_steps}"
+        )
+
+    def _keep(self, messages: list[Message], message: Message) -> None:
+        messages.append(message)
+        self.produced.append(message)
+
+    async def _model_step(self, step: int, messages: list[Message]) -> ModelResponse:
+        ctx = self.ctx
+        ctx.model_calls = step
+        request = ModelRequest(
+            tuple(messages), self.definitions, self.agent.spec.parallel_tool_calls, self.schema
+        )
+        ctx.emit(
+            ModelRequestEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                model=self.agent.model.name,
+                messages=len(messages),
+            )
+        )
+        started = time.perf_counter()
+        handler = self._streamed if self.stream else self.agent.model.request
+        response = await self.agent.chain.call_model(ctx, request, handler)
+        self.usage += response.usage
+        ctx.state["_usage"] = self.usage
+        ctx.emit(
+            ModelResponseEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                model=response.model or self.agent.model.name,
+                content=response.content,
+                tool_calls=[
+                    {"id": c.id, "name": c.name, "arguments": c.arguments}
+                    for c in response.tool_calls
+                ],
+                usage=response.usage,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        )
+        return response
+
+    async def _streamed(self, request: ModelRequest) -> ModelResponse:
+        final: ModelResponse | None = None
+        async for item in self.agent.model.stream(request):
+            if isinstance(item, TextDelta):
+                self.ctx.emit(
+                    ModelDelta(
+                        trace_id=self.ctx.trace_id, step=self.ctx.model_calls, text=item.text
+                    )
+                )
+            else:
+                final = item
+        if final is None:
+            raise ModelError("the model stream ended without a response")
+        return final
+
+    async def _run_tools(self, step: int, calls: Sequence[ToolCallRequest]) -> list[Message]:
+        if self.agent.spec.parallel_tool_calls and len(calls) > 1:
+            outcomes = await asyncio.gather(*(self._run_tool(step, c) for c in calls))
+        else:
+            outcomes = [await self._run_tool(step, c) for c in calls]
+        return [
+            {"role": "tool", "tool_call_id": call.id, "content": outcome.output}
+            for call, outcome in zip(calls, outcomes, strict=True)
+        ]
+
+    async def _run_tool(self, step: int, call: ToolCallRequest) -> ToolOutcome:
+        ctx = self.ctx
+        ctx.tool_calls += 1
+        ctx.emit(
+            ToolCallEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+            )
+        )
+        started = time.perf_counter()
+        try:
+            outcome = await self.agent.chain.call_tool(ctx, call, self._execute_tool)
+        except RunError:
+            raise
+        except Exception as exc:
+            outcome = self._tool_error(call, exc)
+        ctx.emit(
+            ToolResultEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                call_id=call.id,
+                name=call.name,
+                output=outcome.output,
+                is_error=outcome.is_error,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        )
+        return outcome
+
+    async def _execute_tool(self, call: ToolCallRequest) -> ToolOutcome:
+        tool = self.agent.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.agent.tools) or "none"
+            return _error(f"unknown tool {call.name!r}; available: {known}")
+        try:
+            arguments: Any = json.loads(call.arguments or "{}")
+        except ValueError as exc:
+            return _error(f"arguments are not valid JSON ({exc}); send a JSON object")
+        problem = tool.argument_errors(arguments)
+        if problem is not None:
+            return _error(f"invalid arguments: {problem}")
+        try:
+            output = await asyncio.wait_for(tool.function(arguments), tool.timeout)
+        except TimeoutError:
+            raise TimeoutError(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
+        return ToolOutcome(output)
+
+    def _tool_error(self, call: ToolCallRequest, exc: Exception) -> ToolOutcome:
+        tool = self.agent.tools.get(call.name)
+        message = str(exc) or type(exc).__name__
+        if tool is not None and tool.on_error == "fail":
+            raise ToolFailed(f"tool {call.name!r} failed: {message}")
+        return _error(f"{type(exc).__name__}: {message}")
+
+    def _check_output(self, content: str) -> tuple[JsonValue, str | None]:
+        """The final output, or a message telling the model what to fix."""
+        if self.validator is None:
+            return content, None
+        text = content.strip()
+        fenced = _FENCE.match(text)
+        try:
+            value = json.loads(fenced.group(1) if fenced else text)
+        except ValueError:
+            return self._retry_output(content, "the answer is not valid JSON")
+        error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
+        if error is None:
+            return value, None
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        return self._retry_output(content, f"at {where}: {error.message}")
+
+    def _retry_output(self, content: str, problem: str) -> tuple[JsonValue, str]:
+        if self.output_retries <= 0:
+            raise OutputValidationError(
+                f"the final answer does not match the output schema: {problem}"
+            )
+        self.output_retries -= 1
+        schema = json.dumps(self.schema)
+        return content, (
+            f"Your answer does not match the required output schema: {problem}. "
+            f"Reply with only a JSON value that validates against this schema: {schema}"
+        )
+
+
+def _error(text: str) -> ToolOutcome:
+    return ToolOutcome(f"TOOL_ERROR: {text}", is_error=True)

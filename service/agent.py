@@ -1,0 +1,231 @@
+"""The runtime agent: an immutable snapshot of one built definition.
+
+A new definition builds a new ``Agent``; a running request keeps the one it
+started with. Nothing here is ever patched in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._run_loop import execute_run
+from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
+from .exceptions import BadRequest, RunError, RunTimeout
+from .interceptors.base import InterceptorChain, RunContext
+from .models.base import Message, Model
+from .sessions.base import SessionStore
+from .spec import AgentSpec
+from .tools.base import Tool
+
+Variant = Literal["stable", "canary"]
+AgentInput = str | Sequence[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """Where a definition came from, shown in status and traces."""
+
+    kind: Literal["file", "nacos", "code"]
+    location: str = ""
+    """A file path, or ``namespace/group/dataId`` for Nacos."""
+    details: Mapping[str, str] = field(default_factory=dict)
+    """Extra facts: md5, prompt key and version, …"""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "location": self.location, **self.details}
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    output: JsonValue
+    """Text, or the parsed JSON value when the agent has an output schema."""
+    agent: str
+    revision: str
+    variant: Variant
+    trace_id: str
+    session_id: str | None
+    usage: Usage
+    steps: int
+    """Model calls made."""
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Agent:
+    spec: AgentSpec
+    model: Model
+    tools: Mapping[str, Tool]
+    """Tools by name, interceptors' first; fixed at build time."""
+    chain: InterceptorChain
+    system_prompt: str | None
+    """The system prompt template (``{{var}}`` still unfilled)."""
+    revision: str
+    sessions: SessionStore | None = None
+    source: SourceInfo = SourceInfo("code")
+    factory: str = "default"
+    built_at: float = field(default_factory=time.time)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    async def run(
+        self,
+        input: AgentInput,
+        *,
+        session_id: str | None = None,
+        variables: Mapping[str, str] | None = None,
+        trace_id: str | None = None,
+        variant: Variant = "stable",
+        on_event: Callable[[Event], None] | None = None,
+    ) -> RunResult:
+        """Run to the final answer; raises a ``RunError`` that carries the partial trace."""
+        events: list[Event] = []
+
+        def emit(event: Event) -> None:
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
+
+        ctx = self._context(trace_id, session_id, variables, emit)
+        try:
+            output, usage, steps = await self._guarded(input, ctx, variant, stream=False)
+        except RunError as exc:
+            exc.events = tuple(events)
+            raise
+        return RunResult(
+            output,
+            self.name,
+            self.revision,
+            variant,
+            ctx.trace_id,
+            session_id,
+            usage,
+            steps,
+            tuple(events),
+        )
+
+    async def stream(
+        self,
+        input: AgentInput,
+        *,
+        session_id: str | None = None,
+        variables: Mapping[str, str] | None = None,
+        trace_id: str | None = None,
+        variant: Variant = "stable",
+    ) -> AsyncIterator[Event]:
+        """Yield the run's events as they happen; a failed run ends with ``error`` and
+        ``run_finished`` events rather than an exception."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        ctx = self._context(trace_id, session_id, variables, queue.put_nowait)
+        task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            if not task.cancelled() and isinstance(task.exception(), RunError):
+                return
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    def _context(
+        self,
+        trace_id: str | None,
+        session_id: str | None,
+        variables: Mapping[str, str] | None,
+        emit: Callable[[Event], None],
+    ) -> RunContext:
+        merged = {**self.spec.prompt.variables, **(variables or {})}
+        ctx = RunContext(trace_id or uuid.uuid4().hex, self.name, self.revision, merged, session_id)
+        ctx.emit = lambda event: emit(_redacted(event, ctx) if ctx.redactors else event)
+        return ctx
+
+    async def _guarded(
+        self, input: AgentInput, ctx: RunContext, variant: Variant, *, stream: bool
+    ) -> tuple[JsonValue, Usage, int]:
+        started = time.perf_counter()
+        await self.chain.before_run(ctx)
+        ctx.emit(
+            RunStarted(
+                trace_id=ctx.trace_id,
+                step=0,
+                agent=self.name,
+                revision=self.revision,
+                variant=variant,
+                session_id=ctx.session_id,
+                input=_input_summary(input),
+            )
+        )
+        try:
+            async with asyncio.timeout(self.spec.limits.timeout):
+                output, usage, steps = await execute_run(self, ctx, input, stream=stream)
+        except TimeoutError:
+            error: RunError = RunTimeout(
+                f"run took longer than limits.timeout = {self.spec.limits.timeout} s"
+            )
+            raise self._failed(ctx, error, started) from None
+        except BadRequest:
+            raise
+        except RunError as exc:
+            raise self._failed(ctx, exc, started) from None
+        ctx.emit(
+            RunFinished(
+                trace_id=ctx.trace_id,
+                step=steps,
+                status="ok",
+                usage=usage,
+                duration_ms=_ms_since(started),
+            )
+        )
+        return output, usage, steps
+
+    def _failed(self, ctx: RunContext, error: RunError, started: float) -> RunError:
+        step = ctx.model_calls
+        ctx.emit(
+            ErrorEvent(
+                trace_id=ctx.trace_id, step=step, error_type=error.kind, message=error.message
+            )
+        )
+        ctx.emit(
+            RunFinished(
+                trace_id=ctx.trace_id,
+                step=step,
+                status="error",
+                usage=ctx.state.get("_usage", Usage()),
+                duration_ms=_ms_since(started),
+            )
+        )
+        error.trace_id = ctx.trace_id
+        return error
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _input_summary(input: AgentInput) -> JsonValue:
+    return input if isinstance(input, str) else [dict(m) for m in input]
+
+
+_TEXT_FIELDS = ("input", "content", "arguments", "output", "message", "text")
+
+
+def _redacted(event: Event, ctx: RunContext) -> Event:
+    changes: dict[str, Any] = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            changes[name] = ctx.redact(value)
+        elif value is not None and name in ("input", "output"):
+            changes[name] = json.loads(ctx.redact(json.dumps(value)))
+    return dataclasses.replace(event, **changes) if changes else event

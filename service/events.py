@@ -1,0 +1,138 @@
+"""Typed events of a run.
+
+The same events feed ``Agent.stream()``, SSE responses, structured logs and the
+trace store. Each carries the trace id, the step (model call) index and a
+timestamp; model responses and the run's end carry token usage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Literal
+
+JsonValue = Any
+"""A value that ``json.dumps`` accepts."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Event:
+    trace_id: str
+    step: int
+    at: float = dataclasses.field(default_factory=time.time)
+    """Unix time the event was emitted."""
+
+    def as_dict(self) -> dict[str, JsonValue]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for key, value in data.items():
+            if isinstance(value, Usage):
+                data[key] = value.as_dict()
+        return data
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(_Event):
+    type: Literal["run_started"] = "run_started"
+    agent: str
+    revision: str
+    variant: str
+    session_id: str | None
+    input: JsonValue
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequestEvent(_Event):
+    type: Literal["model_request"] = "model_request"
+    model: str
+    messages: int
+    """How many messages the model was sent."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponseEvent(_Event):
+    type: Literal["model_response"] = "model_response"
+    model: str
+    content: str | None
+    tool_calls: list[dict[str, str]]
+    usage: Usage
+    duration_ms: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ModelDelta(_Event):
+    type: Literal["model_delta"] = "model_delta"
+    text: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEvent(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultEvent(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    output: str
+    is_error: bool
+    duration_ms: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class FinalOutput(_Event):
+    type: Literal["final_output"] = "final_output"
+    output: JsonValue
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    error_type: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(_Event):
+    type: Literal["run_finished"] = "run_finished"
+    status: Literal["ok", "error"]
+    usage: Usage
+    duration_ms: float
+
+
+Event = (
+    RunStarted
+    | ModelRequestEvent
+    | ModelResponseEvent
+    | ModelDelta
+    | ToolCallEvent
+    | ToolResultEvent
+    | FinalOutput
+    | ErrorEvent
+    | RunFinished
+)

@@ -1,0 +1,157 @@
+"""Every error Dynagent raises, in one shallow tree.
+
+Each error carries the fields a caller needs to act on it and a message that
+says how to fix the problem. The HTTP layer maps ``DynagentError.kind`` to a
+status code in one place (``service.http.errors``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .events import Event
+
+ErrorKind = Literal[
+    "bad_request",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "too_large",
+    "config_error",
+    "output_invalid",
+    "limit_exceeded",
+    "model_error",
+    "timeout",
+    "tool_error",
+    "unavailable",
+]
+
+
+class DynagentError(Exception):
+    """Base of all Dynagent errors."""
+
+    kind: ErrorKind = "bad_request"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class FieldIssue:
+    """One problem in a document, located by its field path (``model.timeout``)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '<root>'}: {self.message}"
+
+
+class ConfigError(DynagentError):
+    """An agent definition could not be parsed, validated or built.
+
+    The last good version of the agent keeps serving; this error is what its
+    status shows as ``last_error``.
+    """
+
+    kind: ErrorKind = "config_error"
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        source: str = "",
+        agent: str = "",
+        issues: Sequence[FieldIssue] = (),
+    ) -> None:
+        self.source = source
+        self.agent = agent
+        self.reason = reason
+        self.issues = tuple(issues)
+        where = " ".join(part for part in (f"agent {agent!r}" if agent else "", source) if part)
+        details = "; ".join(str(issue) for issue in self.issues)
+        text = f"{where}: {reason}" if where else reason
+        super().__init__(f"{text} ({details})" if details else text)
+
+    @property
+    def path(self) -> str:
+        """Field path of the first issue, or '' when the error is not about one field."""
+        return self.issues[0].path if self.issues else ""
+
+
+class AgentNotFound(DynagentError):
+    kind: ErrorKind = "not_found"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no agent named {name!r}; GET /v1/agents lists the agents served")
+
+
+class BadRequest(DynagentError):
+    kind: ErrorKind = "bad_request"
+
+
+class Unauthorized(DynagentError):
+    kind: ErrorKind = "unauthorized"
+
+
+class Forbidden(DynagentError):
+    kind: ErrorKind = "forbidden"
+
+
+class RunError(DynagentError):
+    """A run ended without an answer; ``events`` holds the partial trace."""
+
+    kind: ErrorKind = "model_error"
+
+    def __init__(self, message: str, *, trace_id: str = "", events: Sequence[Event] = ()) -> None:
+        super().__init__(message)
+        self.trace_id = trace_id
+        self.events: tuple[Event, ...] = tuple(events)
+
+
+class MaxStepsExceeded(RunError):
+    kind: ErrorKind = "limit_exceeded"
+
+
+class LimitExceeded(RunError):
+    """A model or tool call limit set by an interceptor was reached."""
+
+    kind: ErrorKind = "limit_exceeded"
+
+
+class RunTimeout(RunError):
+    kind: ErrorKind = "timeout"
+
+
+class ModelError(RunError):
+    """The model endpoint failed after retries and fallback."""
+
+    kind: ErrorKind = "model_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        trace_id: str = "",
+        events: Sequence[Event] = (),
+    ) -> None:
+        super().__init__(message, trace_id=trace_id, events=events)
+        self.status = status
+        self.retryable = retryable
+
+
+class OutputValidationError(RunError):
+    kind: ErrorKind = "output_invalid"
+
+
+class ToolFailed(RunError):
+    """A tool configured with ``on_error: fail`` raised."""
+
+    kind: ErrorKind = "tool_error"

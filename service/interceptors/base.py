@@ -1,0 +1,176 @@
+"""Interceptors wrap model calls and tool calls with one hook vocabulary.
+
+``before_*`` may replace the request, ``after_*`` the result, ``wrap_*`` runs
+around the call (and may retry or short-circuit it), ``on_*_error`` may turn an
+error into a result. Interceptors are shared by every run of an agent, so
+per-run state lives in ``RunContext.state``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ..events import Event
+from ..models.base import ModelRequest, ModelResponse, ToolCallRequest
+from ..tools.base import Tool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    output: str
+    is_error: bool = False
+
+
+@dataclasses.dataclass(slots=True)
+class RunContext:
+    """What one run knows about itself; handed to every hook."""
+
+    trace_id: str
+    agent: str
+    revision: str
+    variables: dict[str, str]
+    session_id: str | None = None
+    model_calls: int = 0
+    tool_calls: int = 0
+    state: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Per-run scratch space for interceptors, keyed by their own choice of name."""
+    redactors: list[Callable[[str], str]] = dataclasses.field(default_factory=list)
+    """Applied to text in events before they reach traces and logs."""
+    emit: Callable[[Event], None] = lambda event: None
+
+    def redact(self, text: str) -> str:
+        for redactor in self.redactors:
+            text = redactor(text)
+        return text
+
+
+ModelHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
+ToolHandler = Callable[[ToolCallRequest], Awaitable[ToolOutcome]]
+
+
+class Interceptor:
+    """No-op hooks; subclasses override what they need."""
+
+    name: str = "interceptor"
+    tools: Sequence[Tool] = ()
+    """Tools this interceptor contributes; they come before the agent's own."""
+
+    async def before_run(self, ctx: RunContext) -> None:
+        return None
+
+    async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest:
+        return request
+
+    async def after_model(self, ctx: RunContext, response: ModelResponse) -> ModelResponse:
+        return response
+
+    async def wrap_model(
+        self, ctx: RunContext, request: ModelRequest, call: ModelHandler
+    ) -> ModelResponse:
+        return await call(request)
+
+    async def on_model_error(
+        self, ctx: RunContext, request: ModelRequest, error: Exception
+    ) -> ModelResponse | None:
+        return None
+
+    async def before_tool(self, ctx: RunContext, call: ToolCallRequest) -> ToolCallRequest:
+        return call
+
+    async def after_tool(
+        self, ctx: RunContext, call: ToolCallRequest, outcome: ToolOutcome
+    ) -> ToolOutcome:
+        return outcome
+
+    async def wrap_tool(
+        self, ctx: RunContext, call: ToolCallRequest, handler: ToolHandler
+    ) -> ToolOutcome:
+        return await handler(call)
+
+    async def on_tool_error(
+        self, ctx: RunContext, call: ToolCallRequest, error: Exception
+    ) -> ToolOutcome | None:
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InterceptorChain:
+    """Runs hooks in order: ``before_*`` first to last, ``after_*`` last to first,
+    ``wrap_*`` with the first interceptor outermost."""
+
+    interceptors: tuple[Interceptor, ...] = ()
+
+    async def before_run(self, ctx: RunContext) -> None:
+        for interceptor in self.interceptors:
+            await interceptor.before_run(ctx)
+
+    async def call_model(
+        self, ctx: RunContext, request: ModelRequest, handler: ModelHandler
+    ) -> ModelResponse:
+        if not self.interceptors:
+            return await handler(request)
+        for interceptor in self.interceptors:
+            request = await interceptor.before_model(ctx, request)
+        call = handler
+        for interceptor in reversed(self.interceptors):
+            call = _bind_model(interceptor, ctx, call)
+        try:
+            response = await call(request)
+        except Exception as error:
+            response = await self._recover_model(ctx, request, error)
+        for interceptor in reversed(self.interceptors):
+            response = await interceptor.after_model(ctx, response)
+        return response
+
+    async def _recover_model(
+        self, ctx: RunContext, request: ModelRequest, error: Exception
+    ) -> ModelResponse:
+        for interceptor in self.interceptors:
+            recovered = await interceptor.on_model_error(ctx, request, error)
+            if recovered is not None:
+                return recovered
+        raise error
+
+    async def call_tool(
+        self, ctx: RunContext, call: ToolCallRequest, handler: ToolHandler
+    ) -> ToolOutcome:
+        """Runs the tool through the hooks; an error no hook handles is raised."""
+        if not self.interceptors:
+            return await handler(call)
+        for interceptor in self.interceptors:
+            call = await interceptor.before_tool(ctx, call)
+        wrapped = handler
+        for interceptor in reversed(self.interceptors):
+            wrapped = _bind_tool(interceptor, ctx, wrapped)
+        try:
+            outcome = await wrapped(call)
+        except Exception as error:
+            outcome = await self._recover_tool(ctx, call, error)
+        for interceptor in reversed(self.interceptors):
+            outcome = await interceptor.after_tool(ctx, call, outcome)
+        return outcome
+
+    async def _recover_tool(
+        self, ctx: RunContext, call: ToolCallRequest, error: Exception
+    ) -> ToolOutcome:
+        for interceptor in self.interceptors:
+            recovered = await interceptor.on_tool_error(ctx, call, error)
+            if recovered is not None:
+                return recovered
+        raise error
+
+
+def _bind_model(interceptor: Interceptor, ctx: RunContext, inner: ModelHandler) -> ModelHandler:
+    async def call(request: ModelRequest) -> ModelResponse:
+        return await interceptor.wrap_model(ctx, request, inner)
+
+    return call
+
+
+def _bind_tool(interceptor: Interceptor, ctx: RunContext, inner: ToolHandler) -> ToolHandler:
+    async def call(request: ToolCallRequest) -> ToolOutcome:
+        return await interceptor.wrap_tool(ctx, request, inner)
+
+    return call

@@ -1,0 +1,53 @@
+"""``retry``: retry failed model calls (after the client's own retries) and tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..exceptions import ModelError
+from ..models.base import ModelRequest, ModelResponse, ToolCallRequest
+from .base import Interceptor, ModelHandler, RunContext, ToolHandler, ToolOutcome
+
+
+class RetryConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(default=2, ge=1, le=10)
+    """Attempts per call, the first included."""
+    backoff: float = Field(default=0.5, ge=0, le=30)
+    """Seconds before the second attempt; doubles each time."""
+    tools: bool = True
+    """Retry tool calls that raise, too."""
+
+
+class Retry(Interceptor):
+    name = "retry"
+
+    def __init__(self, config: RetryConfig) -> None:
+        self.config = config
+
+    async def wrap_model(
+        self, ctx: RunContext, request: ModelRequest, call: ModelHandler
+    ) -> ModelResponse:
+        for attempt in range(self.config.max_attempts - 1):
+            try:
+                return await call(request)
+            except ModelError as exc:
+                if exc.status is not None and not exc.retryable:
+                    raise
+                await asyncio.sleep(self.config.backoff * 2**attempt)
+        return await call(request)
+
+    async def wrap_tool(
+        self, ctx: RunContext, call: ToolCallRequest, handler: ToolHandler
+    ) -> ToolOutcome:
+        if not self.config.tools:
+            return await handler(call)
+        for attempt in range(self.config.max_attempts - 1):
+            try:
+                return await handler(call)
+            except (TimeoutError, OSError, RuntimeError, ValueError):
+                await asyncio.sleep(self.config.backoff * 2**attempt)
+        return await handler(call)

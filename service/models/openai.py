@@ -1,0 +1,214 @@
+"""Any OpenAI-compatible chat completions endpoint, through ``openai.AsyncOpenAI``.
+
+Retries 429, 5xx, timeouts and dropped connections with exponential backoff
+(honouring ``Retry-After``), then raises ``ModelError``. The client's own
+retries are off so that this is the one place that decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from ..events import Usage
+from ..exceptions import ModelError
+from ..spec import ModelSettings
+from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
+
+MAX_BACKOFF = 8.0
+
+
+class ClientPool:
+    """One ``AsyncOpenAI`` client (one connection pool) per endpoint and key.
+
+    Agents are rebuilt on every config change; they share clients from here so
+    a rebuild never opens new connections. Owned and closed by the service.
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+
+    def get(self, base_url: str, api_key: str) -> openai.AsyncOpenAI:
+        key = (base_url, api_key)
+        client = self._clients.get(key)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                base_url=base_url, api_key=api_key or "not-needed", max_retries=0
+            )
+            self._clients[key] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIModel:
+    client: openai.AsyncOpenAI = field(repr=False)
+    model_name: str
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    timeout: float = 30.0
+    retries: int = 2
+    structured_output: bool = True
+    backoff: float = 0.25
+    """First retry delay in seconds; doubles per attempt, with jitter."""
+
+    @property
+    def name(self) -> str:
+        return self.model_name
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        completion = await self._with_retries(lambda: self._create(request, stream=False))
+        return _from_completion(completion, self.model_name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        chunks = await self._with_retries(lambda: self._create(request, stream=True))
+        builder = _StreamAccumulator(self.model_name)
+        try:
+            async for chunk in chunks:
+                text = builder.add(chunk)
+                if text:
+                    yield TextDelta(text)
+        except openai.APIError as exc:
+            raise _model_error(exc) from exc
+        except (ValueError, KeyError) as exc:
+            raise ModelError(f"malformed stream from the model endpoint: {exc}") from exc
+        finally:
+            await chunks.close()
+        yield builder.response()
+
+    async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
+        kwargs: dict[str, Any] = self.settings.model_dump(exclude_none=True)
+        if request.tools:
+            kwargs["tools"] = [tool.to_openai() for tool in request.tools]
+            kwargs["parallel_tool_calls"] = request.parallel_tool_calls
+        if request.output_schema is not None and self.structured_output:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.output_schema},
+            }
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        return await self.client.chat.completions.create(
+            model=self.model_name,
+            messages=list(request.messages),  # type: ignore[arg-type]
+            timeout=self.timeout,
+            **kwargs,
+        )
+
+    async def _with_retries(self, call: Callable[[], Any]) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await call()
+            except openai.APIError as exc:
+                error = _model_error(exc)
+                if not error.retryable or attempt >= self.retries:
+                    raise error from exc
+                await asyncio.sleep(_delay(exc, self.backoff, attempt))
+                attempt += 1
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ModelError(f"malformed response from the model endpoint: {exc}") from exc
+
+
+def _delay(exc: openai.APIError, backoff: float, attempt: int) -> float:
+    headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
+    if headers is not None:
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            value = headers.get(name)
+            if value is not None:
+                try:
+                    return min(float(value) * scale, MAX_BACKOFF)
+                except ValueError:
+                    break
+    base: float = min(backoff * 2.0**attempt, MAX_BACKOFF)
+    return base * random.uniform(0.75, 1.25)
+
+
+def _model_error(exc: openai.APIError) -> ModelError:
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelError("the model endpoint timed out", retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelError("could not reach the model endpoint", retryable=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retryable = status == 429 or status >= 500
+        return ModelError(
+            f"the model endpoint answered {status}: {_short(exc.message)}",
+            status=status,
+            retryable=retryable,
+        )
+    return ModelError(f"model endpoint error: {_short(str(exc))}")
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+
+
+def _from_completion(completion: ChatCompletion, model: str) -> ModelResponse:
+    if not getattr(completion, "choices", None):
+        raise ModelError("the model endpoint answered without choices")
+    message = completion.choices[0].message
+    calls = tuple(
+        ToolCallRequest(call.id, call.function.name, call.function.arguments or "{}")
+        for call in message.tool_calls or ()
+        if call.type == "function"
+    )
+    return ModelResponse(
+        message.content, calls, _usage(completion.usage), completion.model or model
+    )
+
+
+class _StreamAccumulator:
+    """Folds streamed chunks (text and tool-call deltas) into one response."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self.calls: dict[int, list[str]] = {}
+        self.usage = Usage()
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        if chunk.model:
+            self.model = chunk.model
+        if not chunk.choices:
+            return ""
+        delta = chunk.choices[0].delta
+        for call in delta.tool_calls or ():
+            slot = self.calls.setdefault(call.index, ["", "", ""])
+            if call.id:
+                slot[0] = call.id
+            if call.function is not None:
+                slot[1] += call.function.name or ""
+                slot[2] += call.function.arguments or ""
+        if delta.content:
+            self.text.append(delta.content)
+            return delta.content
+        return ""
+
+    def response(self) -> ModelResponse:
+        calls = tuple(
+            ToolCallRequest(call_id or f"call_{index}", name, args or "{}")
+            for index, (call_id, name, args) in sorted(self.calls.items())
+        )
+        if any(not call.name for call in calls):
+            raise ModelError("malformed stream: a tool call without a name")
+        content = "".join(self.text) if self.text or not calls else None
+        return ModelResponse(content, calls, self.usage, self.model)

@@ -1,0 +1,118 @@
+"""The offline ``test`` model: schema-valid tool calls, then a schema-valid answer.
+
+Like pydantic-ai's ``TestModel``: it calls every tool once with arguments built
+from the tool's JSON Schema, then answers, so samples run with no network.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..events import Usage
+from .base import Message, ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
+
+
+@dataclass(frozen=True, slots=True)
+class TestModel:
+    model_name: str = "test"
+    call_tools: bool = True
+
+    __test__ = False  # not a pytest test class
+
+    @property
+    def name(self) -> str:
+        return self.model_name
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return self._respond(request)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        response = self._respond(request)
+        if response.content:
+            for word in response.content.split(" "):
+                yield TextDelta(word + " ")
+        yield response
+
+    def _respond(self, request: ModelRequest) -> ModelResponse:
+        usage = Usage(sum(len(str(m.get("content") or "")) for m in request.messages) // 4, 0)
+        last = request.messages[-1] if request.messages else {}
+        if self.call_tools and request.tools and last.get("role") == "user":
+            calls = tuple(
+                ToolCallRequest(f"call_{i}", tool.name, json.dumps(example(tool.parameters)))
+                for i, tool in enumerate(request.tools)
+            )
+            return ModelResponse(None, calls, usage, self.model_name)
+        content = _answer(request)
+        return ModelResponse(
+            content, (), Usage(usage.input_tokens, len(content) // 4), self.model_name
+        )
+
+
+def _answer(request: ModelRequest) -> str:
+    if request.output_schema is not None:
+        return json.dumps(example(request.output_schema))
+    results = [m for m in request.messages if m.get("role") == "tool"]
+    if results:
+        return "Tool results: " + "; ".join(str(m.get("content")) for m in results[-8:])
+    user = next((m for m in reversed(request.messages) if m.get("role") == "user"), None)
+    return f"[test model] you said: {_text(user)}" if user else "[test model] hello"
+
+
+def _text(message: Message) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def example(schema: dict[str, Any]) -> Any:
+    """A value that validates against a (reasonable) JSON Schema."""
+    if schema.get("examples"):
+        return schema["examples"][0]
+    for key in ("const", "default"):
+        if key in schema:
+            return schema[key]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return example(schema[key][0])
+    kind = schema.get("type", "object")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    return _BY_TYPE.get(kind, lambda s: None)(schema)
+
+
+def _object(schema: dict[str, Any]) -> dict[str, Any]:
+    properties: dict[str, Any] = schema.get("properties", {})
+    required = schema.get("required", list(properties))
+    return {name: example(properties.get(name, {})) for name in required}
+
+
+def _string(schema: dict[str, Any]) -> str:
+    return "a" * max(int(schema.get("minLength", 1)), 1) if "minLength" in schema else "example"
+
+
+def _number(schema: dict[str, Any]) -> float | int:
+    low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+    value = low + 1 if "exclusiveMinimum" in schema else low
+    return int(value) if schema.get("type") == "integer" else value
+
+
+def _array(schema: dict[str, Any]) -> list[Any]:
+    count = int(schema.get("minItems", 1))
+    return [example(schema.get("items", {"type": "string"})) for _ in range(count)]
+
+
+_BY_TYPE: dict[str, Any] = {
+    "object": _object,
+    "string": _string,
+    "integer": _number,
+    "number": _number,
+    "boolean": lambda s: True,
+    "array": _array,
+    "null": lambda s: None,
+}

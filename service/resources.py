@@ -1,0 +1,71 @@
+"""Connections shared by every agent build: model clients and HTTP tool sessions.
+
+Agents are rebuilt on every config change; they borrow connections from here
+so a rebuild opens nothing. The service owns one ``Resources`` and closes it
+at shutdown.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from .models.openai import ClientPool
+
+
+class PublicOnlyResolver(AbstractResolver):
+    """Resolves names but drops loopback, private, link-local and reserved addresses.
+
+    Checking at resolution (not before the request) means a DNS answer that
+    changes between check and connect cannot reach an internal address.
+    """
+
+    def __init__(self) -> None:
+        self._inner = aiohttp.ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        public = [r for r in results if is_public_address(r["host"])]
+        if not public:
+            raise OSError(f"{host} resolves only to private or loopback addresses")
+        return public
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def is_public_address(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host.split("%", maxsplit=1)[0])
+    except ValueError:
+        return False
+    return address.is_global and not address.is_multicast
+
+
+class Resources:
+    def __init__(self) -> None:
+        self.model_clients = ClientPool()
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}
+
+    def http_session(self, *, allow_private: bool) -> aiohttp.ClientSession:
+        """A shared session; unless ``allow_private``, it connects to public addresses only."""
+        session = self._sessions.get(allow_private)
+        if session is None or session.closed:
+            options: dict[str, Any] = {"limit": 100}
+            if not allow_private:
+                options["resolver"] = PublicOnlyResolver()
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(**options))
+            self._sessions[allow_private] = session
+        return session
+
+    async def aclose(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+        await self.model_clients.aclose()

@@ -1,0 +1,137 @@
+"""Tools: what the model sees (a definition) apart from how they run (timeout, policy)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
+from typing import Any, Literal
+
+import jsonschema
+from loguru import logger
+from pydantic import create_model
+
+from ..models.base import ToolDefinition
+
+ToolFunction = Callable[[dict[str, Any]], Awaitable[str]]
+"""Runs a tool with validated arguments and returns what the model sees."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    definition: ToolDefinition
+    function: ToolFunction = field(repr=False)
+    timeout: float = 30.0
+    """Seconds before the call counts as failed."""
+    on_error: Literal["report", "fail"] = "report"
+    """``report``: the model sees ``TOOL_ERROR: …`` and may recover; ``fail``: the run ends."""
+    validator: jsonschema.Draft202012Validator | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.validator is None:
+            checker = jsonschema.Draft202012Validator(self.definition.parameters)
+            object.__setattr__(self, "validator", checker)
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def with_options(self, *, timeout: float | None, on_error: str | None) -> Tool:
+        return replace(
+            self,
+            timeout=self.timeout if timeout is None else timeout,
+            on_error=self.on_error if on_error is None else on_error,  # type: ignore[arg-type]
+        )
+
+    def argument_errors(self, arguments: Any) -> str | None:
+        """A one-line description of what is wrong with ``arguments``, or None."""
+        assert self.validator is not None
+        error = jsonschema.exceptions.best_match(self.validator.iter_errors(arguments))
+        if error is None:
+            return None
+        where = ".".join(str(p) for p in error.absolute_path)
+        return f"{where}: {error.message}" if where else error.message
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Awaitable[Any]],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float = 30.0,
+    ) -> Tool:
+        """Make a tool of an async function; its typed signature becomes the schema."""
+        params = {
+            p.name: (
+                p.annotation if p.annotation is not inspect.Parameter.empty else Any,
+                ... if p.default is inspect.Parameter.empty else p.default,
+            )
+            for p in inspect.signature(function).parameters.values()
+        }
+        arguments_model = create_model(f"{function.__name__}_args", **params)  # type: ignore[call-overload]
+        schema = arguments_model.model_json_schema()
+        schema.pop("title", None)
+
+        async def call(arguments: dict[str, Any]) -> str:
+            result = await function(**arguments_model.model_validate(arguments).model_dump())
+            return result if isinstance(result, str) else str(result)
+
+        definition = ToolDefinition(
+            name or function.__name__, description or inspect.getdoc(function) or "", schema
+        )
+        return cls(definition, call, timeout=timeout)
+
+
+@dataclass
+class ToolRegistry:
+    """Named tools an agent definition may refer to: built-ins, code, plugins.
+
+    A definition names tools; it never names code. Plugins are installed
+    packages that expose a ``Tool`` (or a zero-argument callable returning one)
+    in the entry-point group ``dynagent.tools``.
+    """
+
+    _tools: dict[str, Tool] = field(default_factory=dict)
+
+    def register(self, tool: Tool) -> Tool:
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def extend(self, tools: Iterable[Tool]) -> None:
+        for tool in tools:
+            self.register(tool)
+
+    def load_plugins(self, group: str = "dynagent.tools") -> list[str]:
+        loaded = []
+        for point in entry_points(group=group):
+            try:
+                obj = point.load()
+                tool = obj if isinstance(obj, Tool) else obj()
+            except Exception as exc:  # a broken plugin must not stop the service
+                logger.error("tool plugin {} failed to load: {}", point.name, exc)
+                continue
+            if isinstance(tool, Tool):
+                self.register(tool)
+                loaded.append(tool.name)
+            else:
+                logger.error("tool plugin {} is not a dynagent Tool", point.name)
+        return loaded
+
+    @classmethod
+    def default(cls, extra: Mapping[str, Tool] | None = None) -> ToolRegistry:
+        """Built-ins plus installed plugins (plus ``extra``)."""
+        from .builtins import BUILTIN_TOOLS
+
+        registry = cls()
+        registry.extend(BUILTIN_TOOLS)
+        registry.load_plugins()
+        registry.extend((extra or {}).values())
+        return registry
