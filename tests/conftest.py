@@ -1,0 +1,27 @@
+"""Shared fixtures: the scripted model server and agents pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.support import AgentFactory, ScriptedModelServer
+
+
+@pytest.fixture
+async def model_server() -> AsyncIterator[ScriptedModelServer]:
+    """A scripted OpenAI-compatible server on loopback; the test fails if a request was
+    not foreseen by its script or a scripted step was never requested."""
+    async with ScriptedModelServer() as server:
+        yield server
+    server.assert_no_errors()
+    server.assert_complete()
+
+
+@pytest.fixture
+async def make_agent(model_server: ScriptedModelServer) -> AsyncIterator[AgentFactory]:
+    """Builds agents on the real ``openai`` client against ``model_server``."""
+    factory = AgentFactory(model_server)
+    yield factory
+    await factory.aclose()

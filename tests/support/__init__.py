@@ -1,0 +1,28 @@
+"""Test support: the scripted OpenAI-compatible model server and agents pointed at it."""
+
+from .agents import DEFAULT_MODEL, SYSTEM_PROMPT, AgentFactory, model_fields
+from .scripted_model import (
+    BrokenStream,
+    CallTools,
+    Fail,
+    Malformed,
+    Reply,
+    ScriptedModelServer,
+    Slow,
+    Step,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "SYSTEM_PROMPT",
+    "AgentFactory",
+    "BrokenStream",
+    "CallTools",
+    "Fail",
+    "Malformed",
+    "Reply",
+    "ScriptedModelServer",
+    "Slow",
+    "Step",
+    "model_fields",
+]

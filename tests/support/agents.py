@@ -1,0 +1,67 @@
+"""Agents pointed at the scripted model server, built the way the service builds them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from service import Agent, AgentBuilder, AgentSpec, Resources, Tool, ToolRegistry, load_spec
+from service.sessions.base import SessionStore
+
+from .scripted_model import ScriptedModelServer
+
+DEFAULT_MODEL = "gpt-main"
+SYSTEM_PROMPT = "You are a test agent."
+
+
+def model_fields(
+    server: ScriptedModelServer, name: str = DEFAULT_MODEL, **extra: Any
+) -> dict[str, Any]:
+    """The ``model`` block of a spec for ``server``: provider openai, its URL, key ``test``."""
+    return {
+        "provider": "openai",
+        "base_url": server.base_url,
+        "api_key": "test",
+        "name": name,
+        **extra,
+    }
+
+
+@dataclass
+class AgentFactory:
+    """Builds agents whose model is the scripted server; owns the shared ``Resources``."""
+
+    server: ScriptedModelServer
+    resources: Resources = field(default_factory=Resources)
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+    def spec(self, **fields: Any) -> AgentSpec:
+        """A spec with test defaults; ``model`` entries are merged over the server's."""
+        document: dict[str, Any] = {
+            "name": "test-agent",
+            "prompt": {"system": SYSTEM_PROMPT},
+            **fields,
+            "model": model_fields(self.server, **fields.get("model", {})),
+        }
+        return load_spec(document)
+
+    def __call__(
+        self,
+        *,
+        tools: Iterable[Tool] = (),
+        sessions: SessionStore | None = None,
+        **fields: Any,
+    ) -> Agent:
+        """Build an agent; code ``tools`` are registered and, unless ``tools`` is in
+        ``fields``, listed in the spec."""
+        code_tools = list(tools)
+        registry = ToolRegistry.default({tool.name: tool for tool in code_tools})
+        fields.setdefault("tools", [tool.name for tool in code_tools])
+        builder = AgentBuilder(
+            tools=registry, resources=self.resources, sessions=sessions, environ=self.environ
+        )
+        return builder.build(self.spec(**fields))
+
+    async def aclose(self) -> None:
+        await self.resources.aclose()
