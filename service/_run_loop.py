@@ -64,16 +64,20 @@ def _input_messages(input: AgentInput) -> list[Message]:
 
 
 def _system(agent: Agent, ctx: RunContext) -> list[Message]:
+    return [{"role": "system", "content": ctx.system}] if ctx.system else []
+
+
+def render_system(agent: Agent, variables: dict[str, str]) -> str | None:
+    """The agent's system prompt for these variables; ``BadRequest`` if one is missing."""
     if not agent.system_prompt:
-        return []
+        return None
     try:
-        text = render(agent.system_prompt, ctx.variables)
+        return render(agent.system_prompt, variables)
     except MissingVariable as exc:
         raise BadRequest(
             f"the prompt of agent {agent.name!r} needs variable {exc.name!r}; "
             "pass it in 'variables'"
         ) from None
-    return [{"role": "system", "content": text}]
 
 
 class _Loop:

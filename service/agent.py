@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ._run_loop import execute_run
 from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
-from .exceptions import BadRequest, RunError, RunTimeout
+from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
 from .models.base import Message, Model
 from .sessions.base import SessionStore
@@ -174,8 +174,6 @@ class Agent:
                 f"run took longer than limits.timeout = {self.spec.limits.timeout} s"
             )
             raise self._failed(ctx, error, started) from None
-        except BadRequest:
-            raise
         except RunError as exc:
             raise self._failed(ctx, exc, started) from None
         ctx.emit(

@@ -90,13 +90,14 @@ class AgentBuilder:
         if provider == "auto":
             configured = self.environ.get("OPENAI_BASE_URL") or self.environ.get("OPENAI_API_KEY")
             provider = "openai" if configured else "test"
+        name = self._env(model.name, f"{path}.name")
         if provider == "test":
-            return TestModel(model.name)
+            return TestModel(name)
         base_url = self._env(model.base_url, f"{path}.base_url")
         api_key = self._env(model.api_key, f"{path}.api_key")
         return OpenAIModel(
             self.resources.model_clients.get(base_url, api_key),
-            model.name,
+            name,
             model.settings,
             timeout=model.timeout,
             retries=model.retries,

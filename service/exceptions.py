@@ -83,9 +83,11 @@ class ConfigError(DynagentError):
         return self.issues[0].path if self.issues else ""
 
 
-class AgentNotFound(DynagentError):
+class NotFound(DynagentError):
     kind: ErrorKind = "not_found"
 
+
+class AgentNotFound(NotFound):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"no agent named {name!r}; GET /v1/agents lists the agents served")

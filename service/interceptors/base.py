@@ -32,6 +32,8 @@ class RunContext:
     revision: str
     variables: dict[str, str]
     session_id: str | None = None
+    system: str | None = None
+    """The system prompt with its variables filled."""
     model_calls: int = 0
     tool_calls: int = 0
     state: dict[str, Any] = dataclasses.field(default_factory=dict)

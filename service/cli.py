@@ -1,0 +1,184 @@
+"""The ``dynagent`` command: serve, validate, schema, agents, invoke."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from loguru import logger
+
+from .builder import AgentBuilder
+from .config import ServiceConfig, load_config
+from .exceptions import ConfigError
+from .http.app import create_app
+from .http.auth import ApiKeys
+from .logs import configure_logging
+from .spec import format_of, json_schema, load_spec
+
+DEFAULT_URL = "http://127.0.0.1:8090"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve_config(args: argparse.Namespace) -> ServiceConfig:
+    config = load_config(args.config)
+    if args.agents is not None:
+        config.factories.default.directory = args.agents.resolve()
+    if args.host is not None:
+        config.listen.host = args.host
+    if args.port is not None:
+        config.listen.port = args.port
+    if args.insecure:
+        config.insecure = True
+    return config
+
+
+def serve(args: argparse.Namespace) -> int:
+    config = _serve_config(args)
+    mask = configure_logging(config.logging.level, json_lines=config.logging.json_lines)
+    keys = ApiKeys.load(os.environ, config.auth.keys_env, config.auth.keys_file)
+    mask.add([*keys.secrets, config.nacos.password, os.environ.get("OPENAI_API_KEY", "")])
+    if not keys.enabled:
+        if not _is_loopback(config.listen.host) and not config.insecure:
+            logger.error(
+                "refusing to listen on {} with auth off: set {} (or auth.keys_file), "
+                "or pass --insecure",
+                config.listen.host,
+                config.auth.keys_env,
+            )
+            return 2
+        logger.warning("auth is OFF: any caller can use every agent (set {})", config.auth.keys_env)
+    app = create_app(config, factories=_extra_factories(config))
+    web.run_app(
+        app,
+        host=config.listen.host,
+        port=config.listen.port,
+        shutdown_timeout=config.listen.drain_seconds,
+        access_log=None,
+        print=lambda text: logger.info(
+            "listening on http://{}:{}", config.listen.host, config.listen.port
+        ),
+    )
+    return 0
+
+
+def _extra_factories(config: ServiceConfig) -> list[Any]:
+    return []
+
+
+def validate(args: argparse.Namespace) -> int:
+    failed = 0
+    builder = AgentBuilder()
+    for path in args.files:
+        try:
+            text = path.read_text(encoding="utf-8")
+            spec = load_spec(text, fmt=format_of(path.name), source=str(path))
+            builder.build(spec)
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"{path}: cannot read: {exc}", file=sys.stderr)
+            failed += 1
+        except ConfigError as exc:
+            print(f"{path}: {exc.reason}", file=sys.stderr)
+            for issue in exc.issues:
+                print(f"  {issue}", file=sys.stderr)
+            failed += 1
+        else:
+            print(f"{path}: ok ({spec.name}, revision {spec.revision})")
+    return 1 if failed else 0
+
+
+def schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+async def _call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> int:
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, args.url.rstrip("/") + path, json=body, headers=headers) as resp,
+    ):
+        data = await resp.json(content_type=None)
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0 if resp.status < 400 else 1
+
+
+def agents(args: argparse.Namespace) -> int:
+    return asyncio.run(_call(args, "GET", "/v1/agents"))
+
+
+def invoke(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"input": args.text}
+    if args.session:
+        body["session_id"] = args.session
+    if args.var:
+        body["variables"] = dict(v.split("=", 1) for v in args.var)
+    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/invoke", body))
+
+
+def _client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=os.environ.get("DYNAGENT_URL", DEFAULT_URL))
+    parser.add_argument(
+        "--api-key", default=os.environ.get("DYNAGENT_API_KEY"), help="default: $DYNAGENT_API_KEY"
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="dynagent", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("serve", help="run the service")
+    run.add_argument("--config", type=Path, help="service config (YAML)")
+    run.add_argument("--agents", type=Path, help="folder of agent files (default factory)")
+    run.add_argument("--host")
+    run.add_argument("--port", type=int)
+    run.add_argument("--insecure", action="store_true", help="allow non-loopback with auth off")
+    run.set_defaults(func=serve)
+
+    check = commands.add_parser("validate", help="check agent files")
+    check.add_argument("files", nargs="+", type=Path)
+    check.set_defaults(func=validate)
+
+    commands.add_parser("schema", help="print the AgentSpec JSON Schema").set_defaults(func=schema)
+
+    listing = commands.add_parser("agents", help="list the agents of a running service")
+    _client_options(listing)
+    listing.set_defaults(func=agents)
+
+    call = commands.add_parser("invoke", help="invoke an agent of a running service")
+    call.add_argument("name")
+    call.add_argument("text")
+    call.add_argument("--session")
+    call.add_argument("--var", action="append", help="prompt variable NAME=VALUE")
+    _client_options(call)
+    call.set_defaults(func=invoke)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except aiohttp.ClientError as exc:
+        print(f"error: cannot reach the service at {args.url}: {exc}", file=sys.stderr)
+        return 3
+    return code

@@ -1,0 +1,162 @@
+"""The service configuration: a YAML file, ``${VAR}`` from the environment, then
+``DYNAGENT_*`` environment overrides. Secrets never sit in the file itself."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._templates import MissingVariable, expand_env
+from .exceptions import ConfigError, FieldIssue
+from .spec import issues_from
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListenConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8090, ge=0, le=65535)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    """Larger request bodies get 413."""
+    drain_seconds: float = Field(default=30, ge=0)
+    """On SIGTERM, how long running requests may take to finish."""
+
+
+class DefaultFactoryConfig(_Section):
+    directory: Path | None = None
+    """Folder of agent files, watched for changes."""
+
+
+class NacosConfig(_Section):
+    server_addr: str = "127.0.0.1:8848"
+    namespace: str = ""
+    group: str = "AGENTS"
+    username: str = ""
+    password: str = ""
+    snapshot_dir: Path = Path("var/nacos-snapshot")
+    """Dynagent's own last-good copy of every document, used when Nacos is down at start."""
+
+
+class FactoriesConfig(_Section):
+    default: DefaultFactoryConfig = DefaultFactoryConfig()
+    nacos: bool = False
+    """Serve every agent in ``nacos.group`` (full-agent factory)."""
+    nacos_prompt: DefaultFactoryConfig | None = None
+    """Local specs whose ``prompt.ref`` points into Nacos (prompt-only factory)."""
+
+
+class SessionsConfig(_Section):
+    store: Literal["sqlite", "memory"] = "sqlite"
+    path: Path = Path("var/sessions.db")
+
+
+class AuthConfig(_Section):
+    keys_env: str = "DYNAGENT_API_KEYS"
+    """Environment variable holding comma-separated API keys (access to every agent)."""
+    keys_file: Path | None = None
+    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool}]``."""
+
+
+class LoggingConfig(_Section):
+    level: str = "INFO"
+    json_lines: bool = Field(default=False, alias="json")
+    """One JSON object per line (for log shippers) instead of text."""
+
+
+class TracesConfig(_Section):
+    max_traces: int = Field(default=1000, ge=1)
+
+
+class ServiceConfig(_Section):
+    listen: ListenConfig = ListenConfig()
+    insecure: bool = False
+    """Allow listening on a non-loopback address with auth off."""
+    factories: FactoriesConfig = FactoriesConfig()
+    nacos: NacosConfig = NacosConfig()
+    sessions: SessionsConfig = SessionsConfig()
+    auth: AuthConfig = AuthConfig()
+    logging: LoggingConfig = LoggingConfig()
+    traces: TracesConfig = TracesConfig()
+
+
+ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "DYNAGENT_HOST": ("listen", "host"),
+    "DYNAGENT_PORT": ("listen", "port"),
+    "DYNAGENT_AGENTS_DIR": ("factories", "default", "directory"),
+    "DYNAGENT_SESSIONS_PATH": ("sessions", "path"),
+    "DYNAGENT_LOG_LEVEL": ("logging", "level"),
+    "DYNAGENT_LOG_JSON": ("logging", "json"),
+    "DYNAGENT_KEYS_FILE": ("auth", "keys_file"),
+    "NACOS_SERVER_ADDR": ("nacos", "server_addr"),
+    "NACOS_NAMESPACE": ("nacos", "namespace"),
+    "NACOS_GROUP": ("nacos", "group"),
+    "NACOS_USERNAME": ("nacos", "username"),
+    "NACOS_PASSWORD": ("nacos", "password"),
+}
+"""Environment variables that override one setting each."""
+
+
+def _expand(value: Any, environ: Mapping[str, str], path: str) -> Any:
+    if isinstance(value, str):
+        try:
+            return expand_env(value, environ)
+        except MissingVariable as exc:
+            raise ConfigError(
+                "missing environment variable",
+                issues=[FieldIssue(path, f"environment variable {exc.name} is not set")],
+            ) from None
+    if isinstance(value, dict):
+        return {k: _expand(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, environ, f"{path}.{i}") for i, v in enumerate(value)]
+    return value
+
+
+def _relative_to(base: Path, data: dict[str, Any]) -> None:
+    """Paths in a config file are relative to the file, not to the working directory."""
+    for section, key in (("sessions", "path"), ("nacos", "snapshot_dir"), ("auth", "keys_file")):
+        value = data.get(section, {}).get(key)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            data[section][key] = str(base / value)
+    factories = data.get("factories", {})
+    for name in ("default", "nacos_prompt"):
+        folder = (factories.get(name) or {}).get("directory")
+        if isinstance(folder, str) and not Path(folder).is_absolute():
+            factories[name]["directory"] = str(base / folder)
+
+
+def load_config(
+    path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> ServiceConfig:
+    """Read the config file (optional), expand ``${VAR}``, apply env overrides."""
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    source = str(path) if path else "environment"
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read the service config: {exc}", source=source) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError("the service config must be a mapping", source=source)
+        data = _expand(loaded, environ, "")
+        _relative_to(path.parent, data)
+    for name, keys in ENV_OVERRIDES.items():
+        if environ.get(name):
+            node = data
+            for key in keys[:-1]:
+                node = node.setdefault(key, {}) or {}
+            node[keys[-1]] = environ[name]
+    try:
+        return ServiceConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(
+            "invalid service config", source=source, issues=issues_from(exc)
+        ) from None

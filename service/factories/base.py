@@ -1,0 +1,91 @@
+"""Builder factories: where definitions come from, and how they become agents.
+
+Mirrors Spring AI Alibaba's ``AgentBuilderFactory``: a factory hands out
+builders; it also owns the source its definitions come from and keeps the
+registry in step with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from loguru import logger
+
+from ..agent import Agent
+from ..builder import AgentBuilder
+from ..exceptions import ConfigError
+from ..registry import AgentRegistry
+from ..sources.base import Document, is_canary_key
+from ..spec import AgentSpec, load_spec
+
+
+class AgentBuilderFactory(Protocol):
+    name: str
+    """``default``, ``nacos-prompt`` or ``nacos``: shown in each agent's status."""
+
+    def builder(self) -> AgentBuilder: ...
+
+    async def start(self, registry: AgentRegistry) -> None:
+        """Load every definition into ``registry``, then keep it in step with changes."""
+        ...
+
+    async def stop(self) -> None: ...
+
+
+def name_from_key(key: str) -> str:
+    """``support-bot.agent.yaml`` → ``support-bot``: whom to blame when a document won't parse."""
+    return key.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+class DocumentApplier:
+    """Applies documents from one source to the registry.
+
+    Remembers which document defines which agent, so a deleted or renamed
+    document removes the right agent and two documents cannot claim one name.
+    """
+
+    def __init__(
+        self, registry: AgentRegistry, build: Callable[[AgentSpec, Document], Agent]
+    ) -> None:
+        self.registry = registry
+        self.build = build
+        self._names: dict[str, str] = {}
+
+    async def apply(self, document: Document) -> None:
+        if is_canary_key(document.key):
+            logger.warning("{}: canary documents are not served yet; ignored", document.key)
+            return
+        known = self._names.get(document.key)
+        blame = known or name_from_key(document.key)
+        where = document.info.location or document.key
+        if document.error is not None:
+            self.registry.fail(blame, ConfigError(document.error, source=where, agent=blame))
+        elif document.text is None:
+            if self._names.pop(document.key, None) is not None and known is not None:
+                self.registry.remove(known)
+        else:
+            self._define(document, blame, where)
+
+    def _define(self, document: Document, blame: str, where: str) -> None:
+        assert document.text is not None
+        try:
+            spec = load_spec(document.text, fmt=document.fmt, source=where)
+            owner = self._owner(spec.name)
+            if owner is not None and owner != document.key:
+                raise ConfigError(f"agent {spec.name!r} is already defined by {owner}")
+            agent = self.build(spec, document)
+        except ConfigError as exc:
+            name = exc.agent or blame
+            self.registry.fail(
+                name, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
+            )
+            return
+        previous = self._names.get(document.key)
+        self._names[document.key] = spec.name
+        if previous is not None and previous != spec.name:
+            self.registry.remove(previous)
+        self.registry.put(agent)
+
+    def _owner(self, name: str) -> str | None:
+        return next((key for key, owned in self._names.items() if owned == name), None)

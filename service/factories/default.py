@@ -1,0 +1,50 @@
+"""The local default factory: specs from a watched folder, and specs given in code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ..agent import Agent, SourceInfo
+from ..builder import AgentBuilder
+from ..registry import AgentRegistry
+from ..sources.base import Document
+from ..sources.files import FileSource
+from ..spec import AgentSpec
+from .base import DocumentApplier
+
+
+class DefaultAgentBuilderFactory:
+    name = "default"
+
+    def __init__(
+        self,
+        builder: AgentBuilder,
+        *,
+        directory: Path | None = None,
+        specs: Sequence[AgentSpec] = (),
+    ) -> None:
+        self._template = builder
+        self.directory = directory
+        self.specs = tuple(specs)
+        self._source: FileSource | None = None
+
+    def builder(self) -> AgentBuilder:
+        return replace(self._template, factory=self.name)
+
+    async def start(self, registry: AgentRegistry) -> None:
+        builder = self.builder()
+        for spec in self.specs:
+            registry.put(builder.build(spec, source=SourceInfo("code")))
+        if self.directory is not None:
+            applier = DocumentApplier(registry, self._build)
+            self._source = FileSource(self.directory)
+            await self._source.start(applier.apply)
+
+    def _build(self, spec: AgentSpec, document: Document) -> Agent:
+        return self.builder().build(spec, source=document.info)
+
+    async def stop(self) -> None:
+        if self._source is not None:
+            await self._source.stop()

@@ -1,0 +1,5 @@
+"""The HTTP API (aiohttp): our own endpoints and an OpenAI-compatible one."""
+
+from .app import create_app
+
+__all__ = ["create_app"]

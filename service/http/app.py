@@ -1,0 +1,137 @@
+"""The aiohttp application: routes, middlewares, and the resources it owns.
+
+Every long-lived resource (model clients, HTTP tool sessions, the session
+store, the factories and their watchers) is created and torn down by one
+``cleanup_ctx`` generator, in reverse order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+
+from ..builder import AgentBuilder
+from ..config import ServiceConfig
+from ..factories.base import AgentBuilderFactory
+from ..factories.default import DefaultAgentBuilderFactory
+from ..interceptors.registry import InterceptorRegistry
+from ..registry import AgentRegistry
+from ..resources import Resources
+from ..sessions.base import SessionStore
+from ..sessions.memory import MemorySessionStore
+from ..sessions.sqlite import SqliteSessionStore
+from ..spec import AgentSpec
+from ..tools.base import ToolRegistry
+from . import agents, openai_compat
+from .auth import ApiKeys
+from .errors import error_middleware
+from .metrics import Metrics
+from .openapi import openapi_document
+from .state import API_KEYS, CALLER, CONFIG, METRICS, REGISTRY, TRACES
+from .traces import TraceStore
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+
+FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
+"""Makes an extra factory (the Nacos ones) from the shared builder and the config."""
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    if request.path not in OPEN_PATHS:
+        request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    registry = request.app[REGISTRY]
+    body = {
+        "status": "ready" if registry.ready else "loading",
+        "agents": len(registry),
+        "degraded": registry.degraded,
+    }
+    return web.json_response(body, status=200 if registry.ready else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    request.app[METRICS].agents.set(len(request.app[REGISTRY]))
+    return web.Response(body=request.app[METRICS].exposition(), content_type="text/plain")
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi_document())
+
+
+def create_app(
+    config: ServiceConfig,
+    *,
+    tools: ToolRegistry | None = None,
+    interceptors: InterceptorRegistry | None = None,
+    specs: Sequence[AgentSpec] = (),
+    factories: Sequence[FactoryMaker] = (),
+    environ: Mapping[str, str] | None = None,
+) -> web.Application:
+    """The service as an aiohttp app; agents load when the app starts."""
+    environ = os.environ if environ is None else environ
+    app = web.Application(
+        middlewares=[error_middleware, auth_middleware],
+        client_max_size=config.listen.max_body_bytes,
+    )
+    registry = AgentRegistry()
+    app[CONFIG] = config
+    app[REGISTRY] = registry
+    app[TRACES] = TraceStore(config.traces.max_traces)
+    app[METRICS] = Metrics()
+    app[API_KEYS] = ApiKeys.load(environ, config.auth.keys_env, config.auth.keys_file)
+    registry.listeners.append(lambda name, what: app[METRICS].reloads.labels(name, what).inc())
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        resources = Resources()
+        store = _session_store(config)
+        builder = AgentBuilder(
+            tools=tools or ToolRegistry.default(),
+            interceptors=interceptors or InterceptorRegistry.default(),
+            resources=resources,
+            sessions=store,
+            environ=environ,
+        )
+        default = DefaultAgentBuilderFactory(
+            builder, directory=config.factories.default.directory, specs=specs
+        )
+        started: list[AgentBuilderFactory] = []
+        try:
+            for factory in [default, *(make(builder, config) for make in factories)]:
+                await factory.start(registry)
+                started.append(factory)
+            registry.mark_ready()
+            logger.info("serving {} agents", len(registry))
+            yield
+        finally:
+            for factory in reversed(started):
+                await factory.stop()
+            await store.aclose()
+            await resources.aclose()
+
+    app.cleanup_ctx.append(lifecycle)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/openapi.json", openapi)
+    app.add_routes(agents.routes)
+    app.add_routes(openai_compat.routes)
+    return app
+
+
+def _session_store(config: ServiceConfig) -> SessionStore:
+    if config.sessions.store == "memory":
+        return MemorySessionStore()
+    return SqliteSessionStore(config.sessions.path)

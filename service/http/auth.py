@@ -1,0 +1,122 @@
+"""API keys: ``Authorization: Bearer <key>``, optionally limited to some agents.
+
+Keys are kept only as SHA-256 digests and compared with ``hmac.compare_digest``
+against every configured key, so timing reveals nothing about which matched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..exceptions import ConfigError, Forbidden, Unauthorized
+from ..spec import issues_from
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: the key's name and what it may reach."""
+
+    name: str
+    agents: frozenset[str] | None = None
+    """``None``: every agent."""
+    admin: bool = False
+    key_digest: str = ""
+
+    def check_agent(self, agent: str) -> None:
+        if self.agents is not None and agent not in self.agents:
+            raise Forbidden(f"this API key may not call agent {agent!r}")
+
+    def may_see(self, agent: str) -> bool:
+        return self.agents is None or agent in self.agents
+
+
+ANONYMOUS = Caller("anonymous", None, admin=True)
+"""The caller when auth is off."""
+
+
+class _KeyEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=16)
+    agents: list[str] | None = None
+    admin: bool = False
+
+
+class _KeysFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    keys: list[_KeyEntry]
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class ApiKeys:
+    def __init__(self, entries: list[tuple[str, Caller]]) -> None:
+        self._entries = [(_digest(key), caller) for key, caller in entries]
+        self.secrets = [key for key, _ in entries]
+        """Raw keys, only so the log mask can hide them."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._entries)
+
+    def authenticate(self, header: str | None) -> Caller:
+        if not self.enabled:
+            return ANONYMOUS
+        if not header or not header.startswith("Bearer "):
+            raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")
+        digest = _digest(header[len("Bearer ") :].strip())
+        found: Caller | None = None
+        for known, caller in self._entries:
+            if hmac.compare_digest(known, digest) and found is None:
+                found = caller
+        if found is None:
+            raise Unauthorized("unknown API key")
+        return found
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str], keys_env: str, keys_file: Path | None) -> ApiKeys:
+        entries: list[tuple[str, Caller]] = []
+        for i, key in enumerate(k.strip() for k in environ.get(keys_env, "").split(",")):
+            if key:
+                entries.append((key, Caller(f"{keys_env}[{i}]", key_digest=_short(key))))
+        if keys_file is not None:
+            entries.extend(_from_file(keys_file))
+        return cls(entries)
+
+
+def _short(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _from_file(path: Path) -> list[tuple[str, Caller]]:
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        parsed = _KeysFile.model_validate(data)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the keys file: {exc}", source=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"keys file is not valid YAML: {exc}", source=str(path)) from None
+    except ValidationError as exc:
+        raise ConfigError("invalid keys file", source=str(path), issues=issues_from(exc)) from None
+    return [
+        (
+            entry.key,
+            Caller(
+                entry.name,
+                frozenset(entry.agents) if entry.agents is not None else None,
+                entry.admin,
+                _short(entry.key),
+            ),
+        )
+        for entry in parsed.keys
+    ]

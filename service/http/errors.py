@@ -1,0 +1,73 @@
+"""The one place where errors become HTTP statuses and JSON bodies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+
+from ..exceptions import DynagentError, ErrorKind
+
+STATUS: dict[ErrorKind, int] = {
+    "bad_request": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "too_large": 413,
+    "config_error": 400,
+    "output_invalid": 422,
+    "limit_exceeded": 429,
+    "model_error": 502,
+    "tool_error": 502,
+    "timeout": 504,
+    "unavailable": 503,
+}
+
+_HTTP_KINDS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_body(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message, **extra}}
+
+
+def error_response(kind: str, message: str, status: int, **extra: Any) -> web.Response:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return web.json_response(error_body(kind, message, **extra), status=status, headers=headers)
+
+
+def from_error(error: DynagentError) -> web.Response:
+    extra: dict[str, Any] = {}
+    trace_id = getattr(error, "trace_id", "")
+    if trace_id:
+        extra["trace_id"] = trace_id
+    return error_response(error.kind, error.message, STATUS[error.kind], **extra)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """JSON errors for everything; never a stack trace, never a 500 for bad input."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except DynagentError as exc:
+        return from_error(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind = _HTTP_KINDS.get(exc.status, "http_error")
+        return error_response(kind, exc.reason or kind, exc.status)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return error_response("bad_request", f"the body is not valid JSON: {exc}", 400)
+    except Exception:
+        logger.exception("unhandled error on {} {}", request.method, request.path)
+        return error_response("internal", "internal error; the service log has details", 500)

@@ -1,0 +1,64 @@
+"""Prometheus metrics, per agent and variant, on a registry owned by the app."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ..events import Usage
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ("agent", "variant")
+        self.requests = Counter(
+            "dynagent_requests",
+            "Agent runs by outcome.",
+            [*labels, "endpoint", "outcome"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "dynagent_errors",
+            "Failed agent runs by error type.",
+            [*labels, "type"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "dynagent_request_duration_seconds",
+            "Agent run latency.",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "dynagent_tokens", "Model tokens used.", [*labels, "kind"], registry=self.registry
+        )
+        self.reloads = Counter(
+            "dynagent_reloads",
+            "Agent definition changes applied or refused.",
+            ["agent", "result"],
+            registry=self.registry,
+        )
+        self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
+
+    def observe_run(  # noqa: PLR0917
+        self,
+        agent: str,
+        variant: str,
+        endpoint: str,
+        seconds: float,
+        usage: Usage | None,
+        error: str | None = None,
+    ) -> None:
+        self.requests.labels(agent, variant, endpoint, "error" if error else "ok").inc()
+        self.latency.labels(agent, variant).observe(seconds)
+        if error:
+            self.errors.labels(agent, variant, error).inc()
+        if usage is not None:
+            self.tokens.labels(agent, variant, "input").inc(usage.input_tokens)
+            self.tokens.labels(agent, variant, "output").inc(usage.output_tokens)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

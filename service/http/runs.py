@@ -1,0 +1,135 @@
+"""Running an agent for an HTTP request: routing, metrics, traces and log context,
+shared by our own API and the OpenAI-compatible one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from aiohttp import web
+from loguru import logger
+
+from ..agent import Agent, AgentInput, RunResult, Variant
+from ..events import ErrorEvent, Event, RunFinished, Usage
+from ..exceptions import BadRequest, RunError
+from .state import METRICS, REGISTRY, TRACES, caller
+
+VARIANT_HEADER = "X-Agent-Variant"
+REVISION_HEADER = "X-Agent-Revision"
+TRACE_HEADER = "X-Trace-Id"
+
+
+def split_model_name(model: str) -> tuple[str, Variant | None]:
+    """``name@canary`` → (name, canary)."""
+    name, _, variant = model.partition("@")
+    if not variant:
+        return name, None
+    if variant not in ("stable", "canary"):
+        raise BadRequest(f"unknown variant {variant!r} in {model!r}: use @stable or @canary")
+    return name, variant  # type: ignore[return-value]
+
+
+def pinned_variant(request: web.Request, from_name: Variant | None) -> Variant | None:
+    header = request.headers.get(VARIANT_HEADER)
+    if header is None:
+        return from_name
+    if header not in ("stable", "canary"):
+        raise BadRequest(f"{VARIANT_HEADER} must be 'stable' or 'canary'")
+    return header  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    name: str
+    input: AgentInput
+    session_id: str | None
+    variables: Mapping[str, str]
+    pin: Variant | None
+    endpoint: str
+
+
+def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, str]:
+    return {REVISION_HEADER: agent.revision, VARIANT_HEADER: variant, TRACE_HEADER: trace_id}
+
+
+def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
+    caller(request).check_agent(run.name)
+    key = run.session_id or request.headers.get("X-Canary-Key") or caller(request).key_digest
+    return request.app[REGISTRY].route(run.name, key=key or None, pin=run.pin)
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """One request's run: who served it, and since when."""
+
+    request: web.Request
+    run: RunRequest
+    agent: Agent
+    variant: Variant
+    started: float
+
+    def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
+        app, agent = self.request.app, self.agent
+        usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
+        seconds = time.perf_counter() - self.started
+        app[METRICS].observe_run(agent.name, self.variant, self.run.endpoint, seconds, usage, error)
+        if trace_id:
+            app[TRACES].record(agent, self.variant, trace_id, events)
+        log = logger.bind(trace_id=trace_id)
+        where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
+        if error:
+            log.warning("{} failed: {}", where, error)
+        else:
+            log.info("{} ok in {:.0f} ms", where, seconds * 1000)
+
+
+def _serve(request: web.Request, run: RunRequest) -> _Served:
+    agent, variant = select(request, run)
+    return _Served(request, run, agent, variant, time.perf_counter())
+
+
+async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
+    served = _serve(request, run)
+    try:
+        result = await served.agent.run(
+            run.input, session_id=run.session_id, variables=run.variables, variant=served.variant
+        )
+    except RunError as exc:
+        served.finish(exc.trace_id, exc.events, error=exc.kind)
+        raise
+    served.finish(result.trace_id, result.events)
+    return served.agent, result
+
+
+async def stream_agent(
+    request: web.Request, run: RunRequest
+) -> tuple[Agent, Variant, str, AsyncIterator[Event]]:
+    """Start a streamed run and return its trace id and events.
+
+    The first event is taken here, so bad input fails before any header is sent.
+    """
+    served = _serve(request, run)
+    events = served.agent.stream(
+        run.input, session_id=run.session_id, variables=run.variables, variant=served.variant
+    )
+    first = await anext(events)
+    return served.agent, served.variant, first.trace_id, _recorded(served, first, events)
+
+
+async def _recorded(
+    served: _Served, first: Event, events: AsyncIterator[Event]
+) -> AsyncIterator[Event]:
+    seen = [first]
+    error: str | None = "disconnected"
+    try:
+        yield first
+        async for event in events:
+            seen.append(event)
+            if isinstance(event, ErrorEvent):
+                error = event.error_type
+            elif isinstance(event, RunFinished) and event.status == "ok":
+                error = None
+            yield event
+    finally:
+        served.finish(first.trace_id, seen, error=error)

@@ -1,0 +1,25 @@
+"""Typed application state: one ``web.AppKey`` per shared object."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ..config import ServiceConfig
+from ..registry import AgentRegistry
+from .auth import ApiKeys, Caller
+from .metrics import Metrics
+from .traces import TraceStore
+
+REGISTRY = web.AppKey("registry", AgentRegistry)
+TRACES = web.AppKey("traces", TraceStore)
+METRICS = web.AppKey("metrics", Metrics)
+API_KEYS = web.AppKey("api_keys", ApiKeys)
+CONFIG = web.AppKey("config", ServiceConfig)
+
+CALLER = "dynagent.caller"
+"""Request key: the authenticated ``Caller``."""
+
+
+def caller(request: web.Request) -> Caller:
+    found: Caller = request[CALLER]
+    return found

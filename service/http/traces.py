@@ -1,0 +1,33 @@
+"""Recent runs, bounded in memory, for ``GET /v1/traces/{trace_id}``."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from ..agent import Agent
+from ..events import Event
+
+
+class TraceStore:
+    def __init__(self, max_traces: int = 1000) -> None:
+        self.max_traces = max_traces
+        self._traces: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def record(self, agent: Agent, variant: str, trace_id: str, events: Sequence[Event]) -> None:
+        self._traces[trace_id] = {
+            "trace_id": trace_id,
+            "agent": agent.name,
+            "revision": agent.revision,
+            "variant": variant,
+            "factory": agent.factory,
+            "source": agent.source.as_dict(),
+            "events": [event.as_dict() for event in events],
+        }
+        self._traces.move_to_end(trace_id)
+        while len(self._traces) > self.max_traces:
+            self._traces.popitem(last=False)
+
+    def get(self, trace_id: str) -> dict[str, Any] | None:
+        return self._traces.get(trace_id)

@@ -1,0 +1,109 @@
+"""A folder of agent files (``*.yaml``, ``*.yml``, ``*.json``), watched with watchdog.
+
+Watchdog reports from its own thread; events cross to the event loop with
+``call_soon_threadsafe`` and are coalesced for a few milliseconds, because an
+editor saving a file produces several events (truncate, write, rename).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from loguru import logger
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from ..agent import SourceInfo
+from ..spec import format_of
+from .base import Document, OnChange
+
+SUFFIXES = (".yaml", ".yml", ".json")
+MAX_FILE_BYTES = 1_000_000
+
+
+def is_agent_file(path: Path) -> bool:
+    return path.suffix.lower() in SUFFIXES and not path.name.startswith(".")
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Path]) -> None:
+        self.loop = loop
+        self.queue = queue
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.is_directory or event.event_type in ("opened", "closed_no_write"):
+            return
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if raw:
+                path = Path(raw if isinstance(raw, str) else raw.decode())
+                if is_agent_file(path):
+                    self.loop.call_soon_threadsafe(self.queue.put_nowait, path)
+
+
+class FileSource:
+    def __init__(self, directory: Path, *, settle: float = 0.02) -> None:
+        self.directory = directory.resolve()
+        self.settle = settle
+        """Seconds to wait for more events on a file before reading it."""
+        self._seen: dict[Path, str | None] = {}
+        self._observer: Observer | None = None  # type: ignore[valid-type]
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, on_change: OnChange) -> None:
+        if not self.directory.is_dir():
+            raise FileNotFoundError(f"agents folder {self.directory} does not exist")
+        queue: asyncio.Queue[Path] = asyncio.Queue()
+        observer = Observer()
+        observer.schedule(_Handler(asyncio.get_running_loop(), queue), str(self.directory))
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        for path in sorted(self.directory.iterdir()):
+            if is_agent_file(path):
+                await on_change(self._read(path))
+        # Events queued while the folder was read are applied now, in order.
+        self._task = asyncio.create_task(self._pump(queue, on_change), name="file-source")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._observer is not None:
+            self._observer.stop()
+            await asyncio.to_thread(self._observer.join, 5)
+
+    async def _pump(self, queue: asyncio.Queue[Path], on_change: OnChange) -> None:
+        while True:
+            pending = {await queue.get()}
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settle):
+                    while True:
+                        pending.add(await queue.get())
+            for path in sorted(pending):
+                known, previous = path in self._seen, self._seen.get(path)
+                document = self._read(path)
+                if known and document.text == previous and document.error is None:
+                    continue  # touched, not changed
+                try:
+                    await on_change(document)
+                except Exception:  # one bad document must not stop the watch
+                    logger.exception("applying {} failed", path)
+
+    def _read(self, path: Path) -> Document:
+        info = SourceInfo("file", str(path))
+        text: str | None = None
+        error = None
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                error = f"file larger than {MAX_FILE_BYTES} bytes"
+            else:
+                text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            pass
+        except (OSError, UnicodeDecodeError) as exc:
+            error = f"cannot read the file: {exc}"
+        self._seen[path] = text
+        return Document(path.name, text, format_of(path.name), info, error)
