@@ -1,0 +1,45 @@
+# The two commands of the README: `make run` and `make test`. Everything else
+# here is what they are made of.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CODE   := service tests bench
+
+.PHONY: setup run test lint typecheck pytest nacos-start nacos-stop bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+## Serve the samples in config-samples/ (offline test model, no Nacos needed).
+run: setup
+	$(BIN)/dynagent serve --config config-samples/service.yaml
+
+## Lint, type-check and run every test (starts and stops a real Nacos server).
+test: setup lint typecheck pytest
+
+lint: setup
+	$(BIN)/ruff check $(CODE)
+	$(BIN)/ruff format --check $(CODE)
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/pytest -q
+
+nacos-start:
+	scripts/nacos.sh start
+
+nacos-stop:
+	scripts/nacos.sh stop
+
+bench: setup
+	$(BIN)/python -m bench --quick
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache var
