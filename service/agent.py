@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._run_loop import execute_run
+from ._run_loop import execute_run, render_system
 from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
@@ -146,7 +146,14 @@ class Agent:
         emit: Callable[[Event], None],
     ) -> RunContext:
         merged = {**self.spec.prompt.variables, **(variables or {})}
-        ctx = RunContext(trace_id or uuid.uuid4().hex, self.name, self.revision, merged, session_id)
+        ctx = RunContext(
+            trace_id or uuid.uuid4().hex,
+            self.name,
+            self.revision,
+            merged,
+            session_id,
+            system=render_system(self, merged),
+        )
         ctx.emit = lambda event: emit(_redacted(event, ctx) if ctx.redactors else event)
         return ctx
 
