@@ -9,7 +9,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -171,7 +171,7 @@ class _Loop:
 
     async def _run_tools(self, step: int, calls: Sequence[ToolCallRequest]) -> list[Message]:
         if self.agent.spec.parallel_tool_calls and len(calls) > 1:
-            outcomes = await asyncio.gather(*(self._run_tool(step, c) for c in calls))
+            outcomes = await _all_or_none([self._run_tool(step, c) for c in calls])
         else:
             outcomes = [await self._run_tool(step, c) for c in calls]
         return [
@@ -263,6 +263,19 @@ class _Loop:
             f"Your answer does not match the required output schema: {problem}. "
             f"Reply with only a JSON value that validates against this schema: {schema}"
         )
+
+
+async def _all_or_none(calls: list[Coroutine[Any, Any, ToolOutcome]]) -> list[ToolOutcome]:
+    """Like ``gather``, but one failure cancels the calls still running: a run that
+    has ended must not leave tools working in the background."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _error(text: str) -> ToolOutcome:
