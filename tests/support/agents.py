@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service import Agent, AgentBuilder, AgentSpec, Resources, Tool, ToolRegistry, load_spec
+from service.interceptors import InterceptorRegistry
 from service.sessions.base import SessionStore
 
 from .scripted_model import ScriptedModelServer
@@ -50,18 +51,27 @@ class AgentFactory:
         self,
         *,
         tools: Iterable[Tool] = (),
+        spec_tools: list[Any] | None = None,
         sessions: SessionStore | None = None,
+        interceptors: InterceptorRegistry | None = None,
         **fields: Any,
     ) -> Agent:
-        """Build an agent; code ``tools`` are registered and, unless ``tools`` is in
-        ``fields``, listed in the spec."""
+        """Build an agent of a spec with ``fields``.
+
+        Code ``tools`` are registered; the spec lists ``spec_tools`` (entries as in a
+        document), by default the names of the code tools.
+        """
         code_tools = list(tools)
         registry = ToolRegistry.default({tool.name: tool for tool in code_tools})
-        fields.setdefault("tools", [tool.name for tool in code_tools])
+        entries = [tool.name for tool in code_tools] if spec_tools is None else spec_tools
         builder = AgentBuilder(
-            tools=registry, resources=self.resources, sessions=sessions, environ=self.environ
+            tools=registry,
+            interceptors=interceptors or InterceptorRegistry.default(),
+            resources=self.resources,
+            sessions=sessions,
+            environ=self.environ,
         )
-        return builder.build(self.spec(**fields))
+        return builder.build(self.spec(tools=entries, **fields))
 
     async def aclose(self) -> None:
         await self.resources.aclose()
