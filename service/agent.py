@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -222,15 +221,28 @@ def _input_summary(input: AgentInput) -> JsonValue:
     return input if isinstance(input, str) else [dict(m) for m in input]
 
 
-_TEXT_FIELDS = ("input", "content", "arguments", "output", "message", "text")
+_TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
 
 
 def _redacted(event: Event, ctx: RunContext) -> Event:
     changes: dict[str, Any] = {}
     for name in _TEXT_FIELDS:
         value = getattr(event, name, None)
-        if isinstance(value, str):
-            changes[name] = ctx.redact(value)
-        elif value is not None and name in ("input", "output"):
-            changes[name] = json.loads(ctx.redact(json.dumps(value)))
+        if value is not None:
+            changes[name] = _redact_value(value, ctx.redact)
     return dataclasses.replace(event, **changes) if changes else event
+
+
+def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
+    """Mask the strings (and numbers) inside a JSON value, keeping its structure:
+    masking its serialized text could turn ``12345678`` into unparseable ``[PHONE]``."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_value(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {key: _redact_value(item, redact) for key, item in value.items()}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        masked = redact(str(value))
+        return value if masked == str(value) else masked
+    return value
