@@ -53,7 +53,7 @@ class AgentFactory:
         tools: Iterable[Tool] = (),
         spec_tools: list[Any] | None = None,
         sessions: SessionStore | None = None,
-        interceptors: InterceptorRegistry | None = None,
+        interceptor_registry: InterceptorRegistry | None = None,
         **fields: Any,
     ) -> Agent:
         """Build an agent of a spec with ``fields``.
@@ -66,7 +66,7 @@ class AgentFactory:
         entries = [tool.name for tool in code_tools] if spec_tools is None else spec_tools
         builder = AgentBuilder(
             tools=registry,
-            interceptors=interceptors or InterceptorRegistry.default(),
+            interceptors=interceptor_registry or InterceptorRegistry.default(),
             resources=self.resources,
             sessions=sessions,
             environ=self.environ,

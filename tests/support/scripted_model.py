@@ -129,6 +129,7 @@ class ScriptedModelServer:
         self._scripts: dict[str, _Script] = {}
         self._ids = itertools.count(1)
         self._stopping = asyncio.Event()
+        self._arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self.base_url = ""
         """``http://127.0.0.1:<port>/v1`` once started."""
@@ -151,6 +152,11 @@ class ScriptedModelServer:
 
     def requests_for(self, model: str) -> list[Body]:
         return [body for body in self.requests if body.get("model") == model]
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Return once ``count`` chat completions requests have arrived."""
+        async with self._arrived:
+            await self._arrived.wait_for(lambda: len(self.requests) >= count)
 
     def assert_complete(self) -> None:
         """Raise when a scripted step was never requested."""
@@ -210,6 +216,8 @@ class ScriptedModelServer:
             return self._refuse(400, f"request #{len(self.requests)}: {problem}")
         self.requests.append(body)
         number = len(self.requests)
+        async with self._arrived:
+            self._arrived.notify_all()
         script = self._scripts.get(body["model"])
         step = script.next() if script is not None else None
         if step is None:
