@@ -51,6 +51,8 @@ class DocumentApplier:
         self.registry = registry
         self.build = build
         self._names: dict[str, str] = {}
+        self._failed: dict[str, tuple[str, str]] = {}
+        """Document key → (agent, location) of its last refused definition."""
 
     async def apply(self, document: Document) -> None:
         if is_canary_key(document.key):
@@ -60,10 +62,11 @@ class DocumentApplier:
         blame = known or name_from_key(document.key)
         where = document.info.location or document.key
         if document.error is not None:
-            self.registry.fail(blame, ConfigError(document.error, source=where, agent=blame))
+            self._fail(document.key, ConfigError(document.error, source=where, agent=blame))
         elif document.text is None:
             if self._names.pop(document.key, None) is not None and known is not None:
                 self.registry.remove(known)
+            self._forget_failure(document.key)
         else:
             self._define(document, blame, where)
 
@@ -73,19 +76,41 @@ class DocumentApplier:
             spec = load_spec(document.text, fmt=document.fmt, source=where)
             owner = self._owner(spec.name)
             if owner is not None and owner != document.key:
-                raise ConfigError(f"agent {spec.name!r} is already defined by {owner}")
+                raise ConfigError(
+                    f"agent {spec.name!r} is already defined by {owner}", agent=spec.name
+                )
             agent = self.build(spec, document)
         except ConfigError as exc:
             name = exc.agent or blame
-            self.registry.fail(
-                name, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
+            self._fail(
+                document.key,
+                ConfigError(exc.reason, source=where, agent=name, issues=exc.issues),
             )
             return
         previous = self._names.get(document.key)
         self._names[document.key] = spec.name
         if previous is not None and previous != spec.name:
             self.registry.remove(previous)
+        self._forget_failure(document.key, keep=spec.name)
         self.registry.put(agent)
+
+    def _fail(self, key: str, error: ConfigError) -> None:
+        self._forget_failure(key, keep=error.agent)
+        self._failed[key] = (error.agent, error.source)
+        self.registry.fail(error.agent, error)
+
+    def _forget_failure(self, key: str, keep: str | None = None) -> None:
+        """Withdraw a refusal of ``key`` that no longer holds: the document is gone,
+        fixed, or now names another agent. A name that only ever failed disappears;
+        an agent still serving drops the error."""
+        name, where = self._failed.pop(key, ("", ""))
+        if not name or name == keep or name not in self.registry:
+            return
+        entry = self.registry.entry(name)
+        if entry.stable is None:
+            self.registry.remove(name)
+        elif entry.last_error is not None and entry.last_error.source == where:
+            self.registry.put(entry.stable)  # the same revision: only clears last_error
 
     def _owner(self, name: str) -> str | None:
         return next((key for key, owned in self._names.items() if owned == name), None)

@@ -82,15 +82,23 @@ class FileSource:
                 async with asyncio.timeout(self.settle):
                     while True:
                         pending.add(await queue.get())
-            for path in sorted(pending):
-                known, previous = path in self._seen, self._seen.get(path)
-                document = self._read(path)
-                if known and document.text == previous and document.error is None:
-                    continue  # touched, not changed
+            for document in self._changed(pending):
                 try:
                     await on_change(document)
                 except Exception:  # one bad document must not stop the watch
-                    logger.exception("applying {} failed", path)
+                    logger.exception("applying {} failed", document.info.location)
+
+    def _changed(self, paths: set[Path]) -> list[Document]:
+        """The documents of ``paths`` whose content changed, removals first, so a
+        renamed file releases its agent before its new name claims it."""
+        changed = []
+        for path in sorted(paths):
+            known, previous = path in self._seen, self._seen.get(path)
+            document = self._read(path)
+            if known and document.text == previous and document.error is None:
+                continue  # touched, not changed
+            changed.append(document)
+        return sorted(changed, key=lambda d: d.text is not None or d.error is not None)
 
     def _read(self, path: Path) -> Document:
         info = SourceInfo("file", str(path))
