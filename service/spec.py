@@ -162,6 +162,14 @@ class InterceptorRef(_Strict):
     config: dict[str, Any] = {}
 
 
+InterceptorEntry = (
+    Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+    | Annotated[dict[str, dict[str, Any] | None], Field(min_length=1, max_length=1)]
+    | InterceptorRef
+)
+"""What a document may write: a name, ``{name: config}``, or ``{name, config}``."""
+
+
 def _interceptor_entry(value: Any) -> Any:
     if isinstance(value, str):
         return {"name": value}
@@ -206,7 +214,7 @@ class AgentSpec(_Strict):
     limits: Limits = Limits()
     parallel_tool_calls: bool = True
 
-    @field_validator("interceptors", mode="before")
+    @field_validator("interceptors", mode="before", json_schema_input_type=list[InterceptorEntry])
     @classmethod
     def _interceptor_shorthand(cls, value: Any) -> Any:
         if isinstance(value, list):
