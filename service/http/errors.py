@@ -65,7 +65,13 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         if exc.status < 400:
             raise
         kind = _HTTP_KINDS.get(exc.status, "http_error")
-        return error_response(kind, exc.reason or kind, exc.status)
+        message = exc.reason or kind
+        if exc.status == 413 and exc.text:  # name the limit the body went over
+            message = f"{exc.text} Send a smaller body (listen.max_body_bytes)."
+        response = error_response(kind, message, exc.status)
+        if "Allow" in exc.headers:  # a 405 must say which methods are allowed
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return error_response("bad_request", f"the body is not valid JSON: {exc}", 400)
     except Exception:
