@@ -76,4 +76,7 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
 
 
 def _is_literal_ip(host: str) -> bool:
-    return bool(re.fullmatch(r"[0-9.]+|\[?[0-9a-fA-F:]+\]?", host))
+    # The test aiohttp uses to connect without asking the resolver (which filters
+    # private addresses), so every such host is checked here; a regex of hex digits
+    # and colons missed forms such as ::ffff:127.0.0.1 and fe80::1%eth0.
+    return ":" in host or host.replace(".", "").isdigit()
