@@ -11,7 +11,15 @@ import pytest
 from service import MaxStepsExceeded, RunTimeout, Tool, ToolFailed
 from service.exceptions import BadRequest
 from service.models import ToolDefinition
-from tests.support import SYSTEM_PROMPT, AgentFactory, CallTools, Reply, ScriptedModelServer, Slow
+from tests.support import (
+    SYSTEM_PROMPT,
+    AgentFactory,
+    CallTools,
+    Reply,
+    ScriptedModelServer,
+    Slow,
+    event_types,
+)
 
 NO_ARGS = {"type": "object", "properties": {}}
 
@@ -30,10 +38,6 @@ ADD = Tool.from_function(add)
 
 def called(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def types(events: Any) -> list[str]:
-    return [event.type for event in events]
 
 
 def tool_results(body: dict[str, Any]) -> list[str]:
@@ -64,7 +68,7 @@ async def test_a_tool_round_sends_the_whole_conversation_back(
         },
         {"role": "tool", "tool_call_id": "call_1_0", "content": "5"},
     ]
-    assert types(result.events) == [
+    assert event_types(result.events) == [
         "run_started",
         "model_request",
         "model_response",
@@ -97,7 +101,7 @@ async def test_two_tool_calls_run_concurrently(
     result = await agent.run("go")
 
     assert tool_results(model_server.requests[1]) == ["left met right", "right met left"]
-    assert types(result.events) == [
+    assert event_types(result.events) == [
         "run_started",
         "model_request",
         "model_response",
@@ -225,7 +229,7 @@ async def test_on_error_fail_ends_the_run_and_cancels_the_sibling_call(
 
     assert caught.value.message == "tool 'charge' failed: card declined"
     assert sibling == ["started", "cancelled"]
-    assert types(caught.value.events) == [
+    assert event_types(caught.value.events) == [
         "run_started",
         "model_request",
         "model_response",
@@ -249,7 +253,7 @@ async def test_max_steps_ends_the_run_with_the_partial_trace(
 
     error = caught.value
     assert error.message == "no final answer within limits.max_steps = 2"
-    assert types(error.events) == [
+    assert event_types(error.events) == [
         "run_started",
         *["model_request", "model_response", "tool_call", "tool_result"] * 2,
         "error",
@@ -275,7 +279,12 @@ async def test_a_slow_model_ends_the_run_with_run_timeout(
         await agent.run("hurry")
 
     assert caught.value.message == "run took longer than limits.timeout = 0.2 s"
-    assert types(caught.value.events) == ["run_started", "model_request", "error", "run_finished"]
+    assert event_types(caught.value.events) == [
+        "run_started",
+        "model_request",
+        "error",
+        "run_finished",
+    ]
 
 
 async def test_a_hanging_tool_ends_the_run_with_run_timeout(
@@ -291,7 +300,7 @@ async def test_a_hanging_tool_ends_the_run_with_run_timeout(
     with pytest.raises(RunTimeout) as caught:
         await agent.run("hang")
 
-    assert types(caught.value.events) == [
+    assert event_types(caught.value.events) == [
         "run_started",
         "model_request",
         "model_response",

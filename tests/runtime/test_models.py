@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import jsonschema
 import pytest
 
 from service import AgentBuilder, ModelError, load_spec
 from service.models import ClientPool, FallbackModel, OpenAIModel, TestModel
-from tests.support import AgentFactory, Fail, Malformed, Reply, ScriptedModelServer, Slow
+from tests.support import (
+    AgentFactory,
+    Fail,
+    Malformed,
+    Reply,
+    ScriptedModelServer,
+    Slow,
+    event_types,
+)
 
 RETRY_NOW = {"retry-after": "0"}
-
-
-def types(events: Any) -> list[str]:
-    return [event.type for event in events]
 
 
 @pytest.mark.parametrize(
@@ -39,7 +41,7 @@ async def test_a_retryable_failure_then_success(
     assert result.steps == 1
     first, second = model_server.requests
     assert first == second  # the very same request, sent again
-    assert types(result.events) == [
+    assert event_types(result.events) == [
         "run_started",
         "model_request",
         "model_response",
@@ -62,7 +64,7 @@ async def test_exhausted_retries_raise_model_error_with_the_status(
     assert error.message == (
         "the model endpoint answered 503: Error code: 503 - scripted failure 503"
     )
-    assert types(error.events) == ["run_started", "model_request", "error", "run_finished"]
+    assert event_types(error.events) == ["run_started", "model_request", "error", "run_finished"]
     assert len(model_server.requests) == 3
 
 
