@@ -4,6 +4,7 @@ shared by our own API and the OpenAI-compatible one."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -68,6 +69,8 @@ class _Served:
     agent: Agent
     variant: Variant
     started: float
+    trace_id: str
+    """Chosen here so that every line logged during the run can carry it."""
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         app, agent = self.request.app, self.agent
@@ -86,15 +89,20 @@ class _Served:
 
 def _serve(request: web.Request, run: RunRequest) -> _Served:
     agent, variant = select(request, run)
-    return _Served(request, run, agent, variant, time.perf_counter())
+    return _Served(request, run, agent, variant, time.perf_counter(), uuid.uuid4().hex)
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
     served = _serve(request, run)
     try:
-        result = await served.agent.run(
-            run.input, session_id=run.session_id, variables=run.variables, variant=served.variant
-        )
+        with logger.contextualize(trace_id=served.trace_id):
+            result = await served.agent.run(
+                run.input,
+                session_id=run.session_id,
+                variables=run.variables,
+                trace_id=served.trace_id,
+                variant=served.variant,
+            )
     except RunError as exc:
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         raise
@@ -110,10 +118,16 @@ async def stream_agent(
     The first event is taken here, so bad input fails before any header is sent.
     """
     served = _serve(request, run)
-    events = served.agent.stream(
-        run.input, session_id=run.session_id, variables=run.variables, variant=served.variant
-    )
-    first = await anext(events)
+    # The run's task starts inside the first ``anext`` and keeps this log context.
+    with logger.contextualize(trace_id=served.trace_id):
+        events = served.agent.stream(
+            run.input,
+            session_id=run.session_id,
+            variables=run.variables,
+            trace_id=served.trace_id,
+            variant=served.variant,
+        )
+        first = await anext(events)
     return served.agent, served.variant, first.trace_id, _recorded(served, first, events)
 
 
