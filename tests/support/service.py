@@ -43,7 +43,7 @@ def agent_document(
 ) -> Document:
     """An agent definition: on ``server`` (``api_key: x``) or, without one, the offline model."""
     model = (
-        model_fields(server, api_key="x", **fields.pop("model", {}))
+        model_fields(server, **{"api_key": "x", **fields.pop("model", {})})
         if server is not None
         else {"provider": "test", **fields.pop("model", {})}
     )
