@@ -156,15 +156,25 @@ class _Loop:
 
     async def _streamed(self, request: ModelRequest) -> ModelResponse:
         final: ModelResponse | None = None
-        async for item in self.agent.model.stream(request):
-            if isinstance(item, TextDelta):
-                self.ctx.emit(
-                    ModelDelta(
-                        trace_id=self.ctx.trace_id, step=self.ctx.model_calls, text=item.text
+        streamed_text = False
+        try:
+            async for item in self.agent.model.stream(request):
+                if isinstance(item, TextDelta):
+                    streamed_text = True
+                    self.ctx.emit(
+                        ModelDelta(
+                            trace_id=self.ctx.trace_id, step=self.ctx.model_calls, text=item.text
+                        )
                     )
-                )
-            else:
-                final = item
+                else:
+                    final = item
+        except ModelError as exc:
+            if not (streamed_text and exc.retryable):
+                raise
+            # Text already reached the caller: a retry would splice two answers.
+            raise ModelError(
+                f"{exc.message} after part of the answer was streamed", status=exc.status
+            ) from exc
         if final is None:
             raise ModelError("the model stream ended without a response")
         return final

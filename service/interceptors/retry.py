@@ -35,7 +35,7 @@ class Retry(Interceptor):
             try:
                 return await call(request)
             except ModelError as exc:
-                if exc.status is not None and not exc.retryable:
+                if not exc.retryable:
                     raise
                 await asyncio.sleep(self.config.backoff * 2**attempt)
         return await call(request)
