@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from service import LimitExceeded, Tool
+from service import LimitExceeded, ModelError, Tool
 from service.events import FinalOutput, ModelResponseEvent, ToolCallEvent
 from service.interceptors import Interceptor, InterceptorRegistry, RunContext, ToolOutcome
 from service.interceptors.base import ModelHandler
@@ -213,6 +213,20 @@ async def test_the_retry_interceptor_retries_model_and_tool_calls(
     assert result.output == "ok"
     assert attempts == [1, 2]
     assert tool_results(model_server.requests[2]) == ["steady"]
+
+
+async def test_the_retry_interceptor_leaves_errors_a_retry_cannot_fix(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-main", [Fail(400)])
+    agent = make_agent(
+        model={"retries": 0}, interceptors=[{"retry": {"max_attempts": 3, "backoff": 0}}]
+    )
+
+    with pytest.raises(ModelError) as caught:
+        await agent.run("go")
+
+    assert (caught.value.status, len(model_server.requests)) == (400, 1)
 
 
 class Recorder(Interceptor):

@@ -120,9 +120,23 @@ async def test_a_dropped_stream_ends_with_error_events_not_an_exception(
     error = one(events, ErrorEvent)
     assert (error.error_type, error.message) == (
         "model_error",
-        "could not reach the model endpoint",
+        "could not reach the model endpoint after part of the answer was streamed",
     )
     assert one(events, RunFinished).status == "error"
+
+
+async def test_a_stream_broken_after_text_is_not_retried_into_a_spliced_answer(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-main", [BrokenStream("partial words here")])
+    interceptors = [{"retry": {"max_attempts": 3, "backoff": 0}}]
+    agent = make_agent(model={"retries": 2}, interceptors=interceptors)
+
+    events = await collect(agent)
+
+    assert deltas(events) == ["partial "]
+    assert one(events, ErrorEvent).error_type == "model_error"
+    assert len(model_server.requests) == 1
 
 
 async def test_a_malformed_stream_is_a_model_error_event(
