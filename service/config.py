@@ -103,33 +103,60 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
 """Environment variables that override one setting each."""
 
 
-def _expand(value: Any, environ: Mapping[str, str], path: str) -> Any:
+def _expand(value: Any, environ: Mapping[str, str], path: str, source: str) -> Any:
     if isinstance(value, str):
         try:
             return expand_env(value, environ)
         except MissingVariable as exc:
             raise ConfigError(
                 "missing environment variable",
+                source=source,
                 issues=[FieldIssue(path, f"environment variable {exc.name} is not set")],
             ) from None
     if isinstance(value, dict):
-        return {k: _expand(v, environ, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {
+            k: _expand(v, environ, f"{path}.{k}" if path else str(k), source)
+            for k, v in value.items()
+            # An empty key (``listen:``) takes its defaults, like an absent one.
+            if v is not None
+        }
     if isinstance(value, list):
-        return [_expand(v, environ, f"{path}.{i}") for i, v in enumerate(value)]
+        return [_expand(v, environ, f"{path}.{i}", source) for i, v in enumerate(value)]
     return value
+
+
+def _mapping(data: dict[str, Any], *keys: str) -> dict[str, Any] | None:
+    """The mapping at ``keys``, or None; what is not a mapping is left to validation."""
+    node: Any = data
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
 
 
 def _relative_to(base: Path, data: dict[str, Any]) -> None:
     """Paths in a config file are relative to the file, not to the working directory."""
-    for section, key in (("sessions", "path"), ("nacos", "snapshot_dir"), ("auth", "keys_file")):
-        value = data.get(section, {}).get(key)
-        if isinstance(value, str) and value and not Path(value).is_absolute():
-            data[section][key] = str(base / value)
-    factories = data.get("factories", {})
-    for name in ("default", "nacos_prompt"):
-        folder = (factories.get(name) or {}).get("directory")
-        if isinstance(folder, str) and not Path(folder).is_absolute():
-            factories[name]["directory"] = str(base / folder)
+    for keys in (
+        ("sessions", "path"),
+        ("nacos", "snapshot_dir"),
+        ("auth", "keys_file"),
+        ("factories", "default", "directory"),
+        ("factories", "nacos_prompt", "directory"),
+    ):
+        node = _mapping(data, *keys[:-1])
+        value = node.get(keys[-1]) if node is not None else None
+        if node is not None and isinstance(value, str) and value and not Path(value).is_absolute():
+            node[keys[-1]] = str(base / value)
+
+
+def _override(data: dict[str, Any], keys: tuple[str, ...], value: str) -> None:
+    node = data
+    for key in keys[:-1]:
+        if key not in node:
+            node[key] = {}
+        if not isinstance(node[key], dict):
+            return  # validation names the setting that is not a mapping
+        node = node[key]
+    node[keys[-1]] = value
 
 
 def load_config(
@@ -146,14 +173,11 @@ def load_config(
             raise ConfigError(f"cannot read the service config: {exc}", source=source) from None
         if not isinstance(loaded, dict):
             raise ConfigError("the service config must be a mapping", source=source)
-        data = _expand(loaded, environ, "")
+        data = _expand(loaded, environ, "", source)
         _relative_to(path.parent, data)
     for name, keys in ENV_OVERRIDES.items():
         if environ.get(name):
-            node = data
-            for key in keys[:-1]:
-                node = node.setdefault(key, {}) or {}
-            node[keys[-1]] = environ[name]
+            _override(data, keys, environ[name])
     try:
         return ServiceConfig.model_validate(data)
     except ValidationError as exc:
