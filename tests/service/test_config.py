@@ -1,0 +1,169 @@
+"""The service config: YAML, ``${VAR}``, ``DYNAGENT_*`` overrides, paths relative to the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.config import ServiceConfig, load_config
+from service.exceptions import ConfigError, FieldIssue
+
+SAMPLES = Path(__file__).parents[2] / "config-samples"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "conf" / "service.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_file_with_variables_and_relative_paths(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+listen: {host: "${HOST}", port: "${PORT:-9100}", max_body_bytes: 4096}
+factories:
+  default: {directory: agents}
+  nacos: true
+  nacos_prompt: {directory: ../prompted}
+nacos: {server_addr: "${NACOS:-nacos:8848}", password: "${NACOS_PW}", snapshot_dir: snap}
+sessions: {store: sqlite, path: state/sessions.db}
+auth: {keys_file: /run/secrets/keys.yaml}
+logging: {level: DEBUG, json: true}
+traces: {max_traces: 5}
+""",
+    )
+    config = load_config(path, {"HOST": "0.0.0.0", "NACOS_PW": "pw"})
+    base = path.parent
+    assert config.model_dump(by_alias=True) == {
+        "listen": {"host": "0.0.0.0", "port": 9100, "max_body_bytes": 4096, "drain_seconds": 30},
+        "insecure": False,
+        "factories": {
+            "default": {"directory": base / "agents"},
+            "nacos": True,
+            "nacos_prompt": {"directory": base / "../prompted"},
+        },
+        "nacos": {
+            "server_addr": "nacos:8848",
+            "namespace": "",
+            "group": "AGENTS",
+            "username": "",
+            "password": "pw",
+            "snapshot_dir": base / "snap",
+        },
+        "sessions": {"store": "sqlite", "path": base / "state/sessions.db"},
+        "auth": {"keys_env": "DYNAGENT_API_KEYS", "keys_file": Path("/run/secrets/keys.yaml")},
+        "logging": {"level": "DEBUG", "json": True},
+        "traces": {"max_traces": 5},
+    }
+
+
+def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "listen: {port: 1000, host: 127.0.0.1}\nlogging: {json: true}\n")
+    environ = {
+        "DYNAGENT_PORT": "9999",
+        "DYNAGENT_HOST": "::1",
+        "DYNAGENT_AGENTS_DIR": "/srv/agents",
+        "DYNAGENT_SESSIONS_PATH": "/var/lib/dynagent/s.db",
+        "DYNAGENT_LOG_LEVEL": "WARNING",
+        "DYNAGENT_LOG_JSON": "false",
+        "DYNAGENT_KEYS_FILE": "/etc/keys.yaml",
+        "NACOS_SERVER_ADDR": "10.0.0.1:8848",
+        "NACOS_NAMESPACE": "prod",
+        "NACOS_GROUP": "TEAM",
+        "NACOS_USERNAME": "nacos",
+        "NACOS_PASSWORD": "secret",
+    }
+    config = load_config(path, environ)
+    assert (config.listen.port, config.listen.host) == (9999, "::1")
+    assert config.factories.default.directory == Path("/srv/agents")
+    assert config.sessions.path == Path("/var/lib/dynagent/s.db")
+    assert (config.logging.level, config.logging.json_lines) == ("WARNING", False)
+    assert config.auth.keys_file == Path("/etc/keys.yaml")
+    assert config.nacos.model_dump(exclude={"snapshot_dir"}) == {
+        "server_addr": "10.0.0.1:8848",
+        "namespace": "prod",
+        "group": "TEAM",
+        "username": "nacos",
+        "password": "secret",
+    }
+
+
+def test_without_a_file_the_defaults_and_the_environment_apply() -> None:
+    config = load_config(None, {"DYNAGENT_PORT": "7000", "UNRELATED": "x"})
+    assert config == ServiceConfig.model_validate({"listen": {"port": 7000}})
+
+
+@pytest.mark.parametrize("empty", ["listen:", "listen: {}", "listen: null"])
+def test_an_override_fills_an_empty_section(tmp_path: Path, empty: str) -> None:
+    path = write(tmp_path, f"{empty}\nfactories:\n  default:\n")
+    config = load_config(path, {"DYNAGENT_PORT": "9001", "DYNAGENT_AGENTS_DIR": "/a"})
+    assert (config.listen.port, config.factories.default.directory) == (9001, Path("/a"))
+
+
+def test_empty_sections_take_their_defaults(tmp_path: Path) -> None:
+    path = write(tmp_path, "listen:\nsessions:\nauth:\nfactories:\n  default:\n")
+    assert load_config(path, {}) == ServiceConfig()
+
+
+def issues(text: str, tmp_path: Path, environ: dict[str, str] | None = None) -> list[FieldIssue]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), environ or {})
+    assert caught.value.source == str(tmp_path / "conf" / "service.yaml")
+    return list(caught.value.issues)
+
+
+def test_a_bad_value_names_its_field(tmp_path: Path) -> None:
+    assert issues("listen: {port: 70000}\nsessions: {store: redis}\n", tmp_path) == [
+        FieldIssue("listen.port", "Input should be less than or equal to 65535"),
+        FieldIssue("sessions.store", "Input should be 'sqlite' or 'memory'"),
+    ]
+
+
+def test_an_unknown_field_is_refused(tmp_path: Path) -> None:
+    assert issues("listen: {prot: 1}\n", tmp_path) == [
+        FieldIssue("listen.prot", "Extra inputs are not permitted")
+    ]
+
+
+def test_a_section_of_the_wrong_type_is_refused(tmp_path: Path) -> None:
+    found = issues("sessions: sqlite\nfactories: {default: agents}\n", tmp_path)
+    assert [issue.path for issue in found] == ["factories.default", "sessions"]
+
+
+def test_a_bad_override_names_the_field(tmp_path: Path) -> None:
+    assert issues("{}", tmp_path, {"DYNAGENT_PORT": "http"}) == [
+        FieldIssue(
+            "listen.port", "Input should be a valid integer, unable to parse string as an integer"
+        )
+    ]
+
+
+def test_a_missing_variable_names_the_field(tmp_path: Path) -> None:
+    assert issues("nacos: {password: '${NACOS_PW}'}\n", tmp_path) == [
+        FieldIssue("nacos.password", "environment variable NACOS_PW is not set")
+    ]
+
+
+@pytest.mark.parametrize(
+    "text,reason",
+    [("listen: [\n", "cannot read the service config: "), ("- a\n- b\n", "must be a mapping")],
+)
+def test_a_file_that_is_not_a_config(tmp_path: Path, text: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        load_config(write(tmp_path, text), {})
+
+
+def test_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the service config"):
+        load_config(tmp_path / "nope.yaml", {})
+
+
+def test_the_sample_config_serves_the_sample_agents() -> None:
+    config = load_config(SAMPLES / "service.yaml", {})
+    assert config.factories.default.directory == SAMPLES / "agents"
+    assert config.sessions.path == SAMPLES / "../var/sessions.db"
+    assert (config.listen.host, config.listen.port) == ("127.0.0.1", 8090)
+    assert load_config(SAMPLES / "service.yaml", {"DYNAGENT_PORT": "8111"}).listen.port == 8111
