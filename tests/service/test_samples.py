@@ -1,0 +1,104 @@
+"""Every sample agent runs offline (the ``test`` model) through the HTTP API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from service.config import load_config
+from tests.support.service import RunningService, parse_sse, running_service
+
+SAMPLES = Path(__file__).parents[2] / "config-samples"
+EXPECTED_EVENTS = {
+    "assistant": ["run_started", "model_request", "model_response", "final_output"],
+    "support-bot": [
+        "run_started",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_call",
+        "tool_result",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "final_output",
+    ],
+    "ticket-triage": ["run_started", "model_request", "model_response", "final_output"],
+}
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[RunningService]:
+    """The sample service config, with sessions moved to a temporary file."""
+    config = load_config(
+        SAMPLES / "service.yaml", {"DYNAGENT_SESSIONS_PATH": str(tmp_path / "sessions.db")}
+    )
+    async with running_service(config, environ={}) as running:
+        yield running
+
+
+def test_every_sample_is_covered() -> None:
+    assert sorted(p.stem for p in (SAMPLES / "agents").glob("*.yaml")) == sorted(EXPECTED_EVENTS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_EVENTS))
+async def test_a_sample_answers_offline(service: RunningService, name: str) -> None:
+    spec = yaml.safe_load((SAMPLES / "agents" / f"{name}.yaml").read_text(encoding="utf-8"))
+    response = await service.client.post(
+        f"/v1/agents/{name}/invoke", json={"input": "My order 1234 has not arrived."}
+    )
+    body = await response.json()
+    assert response.status == 200, body
+    assert set(body) == {
+        "output",
+        "agent",
+        "revision",
+        "variant",
+        "trace_id",
+        "session_id",
+        "usage",
+        "steps",
+    }
+    assert (body["agent"], body["revision"], body["variant"]) == (
+        name,
+        service.serving(name),
+        "stable",
+    )
+    assert body["steps"] == EXPECTED_EVENTS[name].count("model_request")
+    assert body["usage"]["total_tokens"] == (
+        body["usage"]["input_tokens"] + body["usage"]["output_tokens"]
+    )
+    if "output" in spec:
+        jsonschema.validate(body["output"], spec["output"]["schema"])
+    else:
+        assert isinstance(body["output"], str) and body["output"]
+
+    trace = await (await service.client.get(f"/v1/traces/{body['trace_id']}")).json()
+    assert [e["type"] for e in trace["events"]] == [*EXPECTED_EVENTS[name], "run_finished"]
+    assert not any(e.get("is_error") for e in trace["events"])
+
+
+async def test_the_tool_sample_streams_its_tool_results(service: RunningService) -> None:
+    response = await service.client.post(
+        "/v1/agents/support-bot/invoke", json={"input": "What is 2 + 2 * 3?", "stream": True}
+    )
+    events = parse_sse(await response.text())
+    results = {data["name"]: data["output"] for name, data in events if name == "tool_result"}
+    assert results.keys() == {"calculator", "current_time"}
+    assert results["calculator"] == "8"
+    assert events[-1][1]["status"] == "ok"
+
+
+async def test_every_sample_answers_the_openai_endpoint(service: RunningService) -> None:
+    for name in EXPECTED_EVENTS:
+        response = await service.client.post(
+            "/v1/chat/completions",
+            json={"model": name, "messages": [{"role": "user", "content": "Hello"}]},
+        )
+        body = await response.json()
+        assert response.status == 200, body
+        assert body["choices"][0]["message"]["content"]
