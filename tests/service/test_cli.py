@@ -129,7 +129,7 @@ def test_serve_refuses_a_public_address_without_auth(
     host: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[Any] = []
-    monkeypatch.setattr(cli.web, "run_app", lambda app, **options: started.append(options))
+    monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
     config = str(SAMPLES / "service.yaml")
 
     assert cli.main(["serve", "--config", config, "--host", host]) == 2
@@ -144,7 +144,7 @@ def test_serve_refuses_a_public_address_without_auth(
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
 def test_serve_allows_loopback_without_auth(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Any] = []
-    monkeypatch.setattr(cli.web, "run_app", lambda app, **options: started.append(options))
+    monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
     assert cli.main(["serve", "--config", str(SAMPLES / "service.yaml"), "--host", host]) == 0
     assert [o["host"] for o in started] == [host]
 
