@@ -61,7 +61,7 @@ class FileSource:
         observer.start()
         self._observer = observer
         for path in sorted(self.directory.iterdir()):
-            if is_agent_file(path):
+            if is_agent_file(path) and path.is_file():
                 await on_change(self._read(path))
         # Events queued while the folder was read are applied now, in order.
         self._task = asyncio.create_task(self._pump(queue, on_change), name="file-source")
