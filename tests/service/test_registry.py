@@ -1,0 +1,229 @@
+"""AgentRegistry swaps and statuses, and the DocumentApplier that feeds it from a source."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from service import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
+from service.factories.base import DocumentApplier
+from service.registry import AgentRegistry, AgentUnavailable
+from service.sources.base import Document
+from service.spec import AgentSpec
+
+BUILDER = AgentBuilder()
+
+
+def spec(name: str, system: str = "You help.") -> AgentSpec:
+    return load_spec({"name": name, "model": {"provider": "test"}, "prompt": {"system": system}})
+
+
+def agent(name: str, system: str = "You help.") -> Agent:
+    return BUILDER.build(spec(name, system))
+
+
+@pytest.fixture
+def registry() -> AgentRegistry:
+    return AgentRegistry()
+
+
+@pytest.fixture
+def told(registry: AgentRegistry) -> list[tuple[str, str]]:
+    heard: list[tuple[str, str]] = []
+    registry.listeners.append(lambda name, what: heard.append((name, what)))
+    return heard
+
+
+def test_put_serves_an_agent_and_reports_its_status(
+    registry: AgentRegistry, told: list[tuple[str, str]]
+) -> None:
+    bot = agent("bot")
+    assert registry.put(bot) is True
+    status = registry.entry("bot").status()
+    assert isinstance(status.pop("loaded_at"), float)
+    assert status == {
+        "name": "bot",
+        "state": "serving",
+        "revision": bot.revision,
+        "description": "",
+        "source": {"kind": "code", "location": ""},
+        "factory": "default",
+        "last_error": None,
+        "canary": None,
+    }
+    assert (registry.get("bot"), registry.route("bot")) == (bot, (bot, "stable"))
+    assert (registry.changes, told) == (1, [("bot", "swapped")])
+
+
+def test_putting_the_serving_revision_again_changes_nothing(
+    registry: AgentRegistry, told: list[tuple[str, str]]
+) -> None:
+    first = agent("bot")
+    registry.put(first)
+    assert registry.put(agent("bot")) is False
+    assert registry.get("bot") is first
+    assert (registry.changes, told) == (1, [("bot", "swapped")])
+
+
+def test_a_new_revision_replaces_the_old_one(registry: AgentRegistry) -> None:
+    registry.put(agent("bot", "Old."))
+    new = agent("bot", "New.")
+    assert registry.put(new) is True
+    assert registry.get("bot") is new
+
+
+def test_a_refused_definition_keeps_the_serving_one(
+    registry: AgentRegistry, told: list[tuple[str, str]]
+) -> None:
+    good = agent("bot")
+    registry.put(good)
+    registry.fail("bot", ConfigError("unknown tool", source="bot.yaml", agent="bot"))
+
+    assert registry.get("bot") is good
+    error = registry.entry("bot").status()["last_error"]
+    assert isinstance(error.pop("at"), float)
+    assert error == {
+        "source": "bot.yaml",
+        "path": "",
+        "message": "agent 'bot' bot.yaml: unknown tool",
+    }
+    assert told == [("bot", "swapped"), ("bot", "refused")]
+
+    assert registry.put(agent("bot")) is False  # the same text again: the error is gone
+    assert registry.entry("bot").last_error is None
+    assert registry.changes == 3
+
+
+def test_a_name_that_never_built_is_unavailable(registry: AgentRegistry) -> None:
+    registry.fail("bot", ConfigError("invalid agent definition", source="bot.yaml"))
+    assert registry.entry("bot").status()["state"] == "failed"
+    with pytest.raises(AgentUnavailable) as caught:
+        registry.route("bot")
+    assert (
+        caught.value.message
+        == "agent 'bot' has no valid version: bot.yaml: invalid agent definition"
+    )
+    assert caught.value.kind == "unavailable"
+
+
+def test_removal_and_unknown_names(registry: AgentRegistry, told: list[tuple[str, str]]) -> None:
+    registry.put(agent("bot"))
+    registry.remove("bot")
+    registry.remove("bot")
+    registry.remove("never-there")
+    assert ("bot" in registry, len(registry), registry.changes) == (False, 0, 2)
+    assert told == [("bot", "swapped"), ("bot", "removed")]
+    for lookup in (registry.get, registry.entry, registry.route):
+        with pytest.raises(AgentNotFound):
+            lookup("bot")
+
+
+def test_a_canary_pin_without_a_canary_is_not_found(registry: AgentRegistry) -> None:
+    registry.put(agent("bot"))
+    with pytest.raises(AgentNotFound, match="'bot@canary'"):
+        registry.route("bot", pin="canary")
+    assert registry.route("bot", pin="stable")[1] == "stable"
+
+
+def test_entries_iterate_by_name(registry: AgentRegistry) -> None:
+    for name in ("zeta", "alpha", "mid"):
+        registry.put(agent(name))
+    assert [e.name for e in registry] == ["alpha", "mid", "zeta"]
+
+
+async def test_wait_for_wakes_on_the_change_that_makes_it_true(registry: AgentRegistry) -> None:
+    seen: list[int] = []
+
+    def has_two(r: AgentRegistry) -> bool:
+        seen.append(r.changes)
+        return len(r) == 2
+
+    waiter = asyncio.create_task(registry.wait_for(has_two))
+    await asyncio.sleep(0)  # let the waiter check once and park
+    registry.put(agent("one"))
+    await asyncio.sleep(0)
+    registry.put(agent("two"))
+    await asyncio.wait_for(waiter, 1)
+    assert seen == [0, 1, 2]
+
+
+async def test_wait_for_returns_at_once_when_already_true(registry: AgentRegistry) -> None:
+    registry.mark_ready()
+    await registry.wait_for(lambda r: r.ready, within=0)
+    assert registry.changes == 1
+
+
+async def test_wait_for_gives_up_after_its_time(registry: AgentRegistry) -> None:
+    with pytest.raises(TimeoutError):
+        await registry.wait_for(lambda r: "bot" in r, within=0.01)
+
+
+def document(key: str, text: str | None, error: str | None = None) -> Document:
+    return Document(key, text, "yaml", SourceInfo("file", f"/agents/{key}"), error)
+
+
+def yaml_of(name: str, system: str = "You help.") -> str:
+    return f"name: {name}\nmodel: {{provider: test}}\nprompt: {{system: {system}}}\n"
+
+
+@pytest.fixture
+def applier(registry: AgentRegistry) -> DocumentApplier:
+    def build(spec: AgentSpec, doc: Document) -> Agent:
+        return BUILDER.build(spec, source=doc.info)
+
+    return DocumentApplier(registry, build)
+
+
+def statuses(registry: AgentRegistry) -> list[tuple[str, str, Any]]:
+    return [
+        (s["name"], s["state"], s["last_error"] and s["last_error"]["source"])
+        for s in (e.status() for e in registry)
+    ]
+
+
+async def test_the_applier_follows_a_document_through_its_life(
+    registry: AgentRegistry, applier: DocumentApplier
+) -> None:
+    await applier.apply(document("a.yaml", yaml_of("bot")))
+    assert registry.get("bot").source.location == "/agents/a.yaml"
+    await applier.apply(document("a.yaml", yaml_of("renamed")))  # the name inside changed
+    assert statuses(registry) == [("renamed", "serving", None)]
+    await applier.apply(document("a.yaml", None, error="file larger than 1000000 bytes"))
+    assert statuses(registry) == [("renamed", "serving", "/agents/a.yaml")]
+    error = registry.entry("renamed").last_error
+    assert error is not None
+    assert error.message.endswith("file larger than 1000000 bytes")
+    await applier.apply(document("a.yaml", None))
+    assert statuses(registry) == []
+
+
+async def test_the_applier_refuses_a_second_claim_on_a_name(
+    registry: AgentRegistry, applier: DocumentApplier
+) -> None:
+    await applier.apply(document("a.yaml", yaml_of("bot", "First.")))
+    first = registry.get("bot")
+    await applier.apply(document("b.yaml", yaml_of("bot", "Second.")))
+    assert registry.get("bot") is first
+    assert statuses(registry) == [("bot", "serving", "/agents/b.yaml")]
+
+    await applier.apply(document("b.yaml", yaml_of("other")))  # b.yaml gives up the claim
+    assert statuses(registry) == [("bot", "serving", None), ("other", "serving", None)]
+
+
+async def test_a_refused_document_leaves_nothing_behind_once_gone(
+    registry: AgentRegistry, applier: DocumentApplier
+) -> None:
+    await applier.apply(document("draft.yaml", "name: draft\nprompt: {}\n"))
+    assert statuses(registry) == [("draft", "failed", "/agents/draft.yaml")]
+    await applier.apply(document("draft.yaml", "name: [\n"))  # still broken
+    await applier.apply(document("draft.yaml", None))
+    assert statuses(registry) == []
+
+
+async def test_canary_documents_are_not_served_yet(
+    registry: AgentRegistry, applier: DocumentApplier
+) -> None:
+    await applier.apply(document("bot.canary.yaml", yaml_of("bot")))
+    assert (len(registry), registry.changes) == (0, 0)
