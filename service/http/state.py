@@ -16,10 +16,9 @@ METRICS = web.AppKey("metrics", Metrics)
 API_KEYS = web.AppKey("api_keys", ApiKeys)
 CONFIG = web.AppKey("config", ServiceConfig)
 
-CALLER = "dynagent.caller"
-"""Request key: the authenticated ``Caller``."""
+CALLER = web.RequestKey("caller", Caller)
+"""The authenticated ``Caller`` of a request."""
 
 
 def caller(request: web.Request) -> Caller:
-    found: Caller = request[CALLER]
-    return found
+    return request[CALLER]
