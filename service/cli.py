@@ -37,7 +37,9 @@ def _is_loopback(host: str) -> bool:
 
 
 def _serve_config(args: argparse.Namespace) -> ServiceConfig:
-    config = load_config(args.config)
+    config = _nacos_config(args)
+    if args.nacos is not None:
+        config.factories.nacos = True
     if args.agents is not None:
         config.factories.default.directory = args.agents.resolve()
     if args.host is not None:
@@ -64,7 +66,7 @@ def serve(args: argparse.Namespace) -> int:
             )
             return 2
         logger.warning("auth is OFF: any caller can use every agent (set {})", config.auth.keys_env)
-    app = create_app(config, factories=_extra_factories(config))
+    app = create_app(config)
     web.run_app(
         app,
         host=config.listen.host,
@@ -76,10 +78,6 @@ def serve(args: argparse.Namespace) -> int:
         ),
     )
     return 0
-
-
-def _extra_factories(config: ServiceConfig) -> list[Any]:
-    return []
 
 
 def validate(args: argparse.Namespace) -> int:
@@ -101,6 +99,24 @@ def validate(args: argparse.Namespace) -> int:
         else:
             print(f"{path}: ok ({spec.name}, revision {spec.revision})")
     return 1 if failed else 0
+
+
+def publish(args: argparse.Namespace) -> int:
+    from .publish import publish_directory
+
+    config = _nacos_config(args)
+    return asyncio.run(publish_directory(args.directory, config.nacos))
+
+
+def _nacos_config(args: argparse.Namespace) -> ServiceConfig:
+    config = load_config(args.config)
+    if args.nacos is not None:
+        config.nacos.server_addr = args.nacos
+    if args.namespace is not None:
+        config.nacos.namespace = args.namespace
+    if args.group is not None:
+        config.nacos.group = args.group
+    return config
 
 
 def schema(args: argparse.Namespace) -> int:
@@ -132,6 +148,12 @@ def invoke(args: argparse.Namespace) -> int:
     return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/invoke", body))
 
 
+def _nacos_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nacos", metavar="HOST:PORT", help="serve every agent in a Nacos group")
+    parser.add_argument("--namespace", help="Nacos namespace id (default: public)")
+    parser.add_argument("--group", help="Nacos group (default: AGENTS)")
+
+
 def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("DYNAGENT_URL", DEFAULT_URL))
     parser.add_argument(
@@ -149,7 +171,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--host")
     run.add_argument("--port", type=int)
     run.add_argument("--insecure", action="store_true", help="allow non-loopback with auth off")
+    _nacos_options(run)
     run.set_defaults(func=serve)
+
+    push = commands.add_parser("publish", help="publish agent files (and prompts) to Nacos")
+    push.add_argument("directory", type=Path)
+    push.add_argument("--config", type=Path, help="service config (YAML) for Nacos settings")
+    _nacos_options(push)
+    push.set_defaults(func=publish)
 
     check = commands.add_parser("validate", help="check agent files")
     check.add_argument("files", nargs="+", type=Path)

@@ -42,6 +42,11 @@ class NacosConfig(_Section):
     password: str = ""
     snapshot_dir: Path = Path("var/nacos-snapshot")
     """Dynagent's own last-good copy of every document, used when Nacos is down at start."""
+    poll_seconds: float = Field(default=2.0, gt=0, le=300)
+    """How often the group is listed to find new agents and catch up after outages
+    (changes to known agents are pushed at once)."""
+    prompt_group: str = "PROMPTS"
+    """Group of plain-config prompts, for servers without the prompt registry."""
 
 
 class FactoriesConfig(_Section):

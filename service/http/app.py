@@ -18,6 +18,7 @@ from ..builder import AgentBuilder
 from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
+from ..factories.nacos import NacosAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
 from ..registry import AgentRegistry
 from ..resources import Resources
@@ -104,12 +105,13 @@ def create_app(
             sessions=store,
             environ=environ,
         )
-        default = DefaultAgentBuilderFactory(
-            builder, directory=config.factories.default.directory, specs=specs
-        )
+        chosen = [
+            *configured_factories(builder, config, specs),
+            *(make(builder, config) for make in factories),
+        ]
         started: list[AgentBuilderFactory] = []
         try:
-            for factory in [default, *(make(builder, config) for make in factories)]:
+            for factory in chosen:
                 await factory.start(registry)
                 started.append(factory)
             registry.mark_ready()
@@ -129,6 +131,20 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(openai_compat.routes)
     return app
+
+
+def configured_factories(
+    builder: AgentBuilder, config: ServiceConfig, specs: Sequence[AgentSpec] = ()
+) -> list[AgentBuilderFactory]:
+    """The factories the config asks for: the local default one always, Nacos ones on demand."""
+    chosen: list[AgentBuilderFactory] = [
+        DefaultAgentBuilderFactory(
+            builder, directory=config.factories.default.directory, specs=specs
+        )
+    ]
+    if config.factories.nacos:
+        chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
+    return chosen
 
 
 def _session_store(config: ServiceConfig) -> SessionStore:

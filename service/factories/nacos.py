@@ -1,0 +1,73 @@
+"""The full-agent factory: whole AgentSpecs from Nacos, watched.
+
+Layout: namespace and group from the config (default group ``AGENTS``), one
+dataId per agent, ``{name}.agent.yaml`` (or ``.agent.yml`` / ``.agent.json``).
+Local tools and interceptors registered in code stay available to remote
+specs: they resolve against the same registries as local ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..agent import Agent
+from ..builder import AgentBuilder
+from ..config import NacosConfig
+from ..registry import AgentRegistry
+from ..sources._nacos_client import NacosClient
+from ..sources.base import Document
+from ..sources.nacos import NacosSource, Snapshot
+from ..spec import AgentSpec
+from .base import DocumentApplier
+
+AGENT_SUFFIXES = (".agent.yaml", ".agent.yml", ".agent.json")
+CANARY_SUFFIXES = (".canary.yaml", ".canary.yml", ".canary.json")
+
+
+def is_agent_data_id(data_id: str) -> bool:
+    return data_id.endswith(AGENT_SUFFIXES + CANARY_SUFFIXES)
+
+
+def agent_data_id(name: str) -> str:
+    return f"{name}.agent.yaml"
+
+
+class NacosAgentBuilderFactory:
+    name = "nacos"
+
+    def __init__(self, builder: AgentBuilder, settings: NacosConfig) -> None:
+        self._template = builder
+        self.settings = settings
+        self.source: NacosSource | None = None
+
+    def builder(self) -> AgentBuilder:
+        return replace(self._template, factory=self.name)
+
+    async def start(self, registry: AgentRegistry) -> None:
+        settings = self.settings
+        namespace = settings.namespace or "public"
+        snapshot = Snapshot(settings.snapshot_dir / namespace / settings.group)
+        source_name = f"nacos:{namespace}/{settings.group}"
+
+        def health(reason: str | None) -> None:
+            if reason is None:
+                registry.degraded.pop(source_name, None)
+            else:
+                registry.degraded[source_name] = reason
+
+        self.source = NacosSource(
+            NacosClient(settings),
+            settings.group,
+            accepts=is_agent_data_id,
+            snapshot=snapshot,
+            poll_seconds=settings.poll_seconds,
+            on_health=health,
+        )
+        await self.source.start(DocumentApplier(registry, self._build).apply)
+
+    def _build(self, spec: AgentSpec, document: Document) -> Agent:
+        return self.builder().build(spec, source=document.info)
+
+    async def stop(self) -> None:
+        if self.source is not None:
+            await self.source.stop()

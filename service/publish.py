@@ -1,0 +1,47 @@
+"""``dynagent publish DIR``: push local agent files into Nacos, to bootstrap a
+namespace (e.g. from ``config-samples/``). Every file is validated first;
+nothing is published when one is invalid."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .config import NacosConfig
+from .exceptions import ConfigError
+from .sources._nacos_client import NacosClient
+from .sources.base import is_canary_key
+from .sources.files import is_agent_file
+from .spec import format_of, load_spec
+
+
+def _documents(directory: Path) -> list[tuple[str, str, str]]:
+    """(dataId, text, type) for every agent file; raises ``ConfigError`` on the first bad one."""
+    found: list[tuple[str, str, str]] = []
+    for path in sorted(directory.iterdir()):
+        if not (path.is_file() and is_agent_file(path)):
+            continue
+        text = path.read_text(encoding="utf-8")
+        fmt = format_of(path.name)
+        spec = load_spec(text, fmt=fmt, source=str(path))
+        kind = "canary" if is_canary_key(path.name) else "agent"
+        data_id = f"{spec.name}.{kind}.{'json' if fmt == 'json' else 'yaml'}"
+        found.append((data_id, text, fmt))
+    return found
+
+
+async def publish_directory(directory: Path, settings: NacosConfig) -> int:
+    try:
+        documents = _documents(directory)
+    except ConfigError as exc:
+        print(f"not published: {exc}", file=sys.stderr)
+        return 1
+    client = NacosClient(settings)
+    try:
+        await client.connect()
+        for data_id, text, fmt in documents:
+            await client.publish(data_id, settings.group, text, fmt)
+            print(f"published {settings.namespace or 'public'}/{settings.group}/{data_id}")
+    finally:
+        await client.close()
+    return 0

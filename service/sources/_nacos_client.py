@@ -1,0 +1,182 @@
+"""The one place that talks to Nacos: nacos-sdk-python's async gRPC client for
+reading, writing and listening, plus the v3 HTTP API for what the SDK lacks
+(listing the dataIds of a group, logging in for it).
+
+Everything the rest of Dynagent needs goes through ``NacosClient``; SDK errors
+come out as ``NacosUnavailable`` (the server cannot be reached) or
+``NacosError`` (it answered no).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
+
+from ..config import NacosConfig
+from ..exceptions import DynagentError, ErrorKind
+
+Listener = Callable[[str, str, str, str], Awaitable[None]]
+"""``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
+
+CONNECT_TIMEOUT = 5.0
+PAGE_SIZE = 500
+
+
+class NacosError(DynagentError):
+    kind: ErrorKind = "unavailable"
+
+
+class NacosUnavailable(NacosError):
+    """The Nacos server could not be reached."""
+
+
+class NacosClient:
+    def __init__(self, settings: NacosConfig, *, work_dir: Path | None = None) -> None:
+        self.settings = settings
+        self.base_url = f"http://{settings.server_addr.split(',')[0].strip()}/nacos"
+        self._work_dir = work_dir or Path(tempfile.mkdtemp(prefix="dynagent-nacos-"))
+        self._service: Any = None
+        self._http: aiohttp.ClientSession | None = None
+        self._token: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    async def connect(self) -> None:
+        """Open the gRPC client; ``NacosUnavailable`` if the server does not answer in time."""
+        if self._service is not None:
+            return
+        builder = (
+            ClientConfigBuilder()
+            .server_address(self.settings.server_addr)
+            .namespace_id(self.settings.namespace)
+            .cache_dir(str(self._work_dir / "cache"))
+            .log_dir(str(self._work_dir / "logs"))
+            .log_level(logging.WARNING)
+            .timeout_ms(int(CONNECT_TIMEOUT * 1000))
+        )
+        if self.settings.username:
+            builder = builder.username(self.settings.username).password(self.settings.password)
+        service = NacosConfigService(builder.build())
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await service.grpc_client_proxy.start()
+                healthy = await service.server_health()
+            if not healthy:
+                raise NacosUnavailable(f"cannot reach Nacos at {self.settings.server_addr}")
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await service.shutdown()
+            if isinstance(exc, NacosUnavailable):
+                raise
+            raise NacosUnavailable(
+                f"cannot reach Nacos at {self.settings.server_addr}: {exc or type(exc).__name__}"
+            ) from None
+        self._service = service
+
+    async def close(self) -> None:
+        service, self._service = self._service, None
+        if service is not None:
+            with contextlib.suppress(Exception):
+                await service.shutdown()
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    def _require(self) -> Any:
+        if self._service is None:
+            raise NacosUnavailable("not connected to Nacos")
+        return self._service
+
+    async def get(self, data_id: str, group: str) -> str | None:
+        """The content of a config, or None when it does not exist."""
+        try:
+            content = await self._require().get_config(ConfigParam(data_id=data_id, group=group))
+        except Exception as exc:
+            raise NacosUnavailable(f"reading {group}/{data_id} failed: {exc}") from None
+        return content or None
+
+    async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:
+        param = ConfigParam(data_id=data_id, group=group, content=content, type=kind)
+        try:
+            ok = await self._require().publish_config(param)
+        except Exception as exc:
+            raise NacosUnavailable(f"publishing {group}/{data_id} failed: {exc}") from None
+        if not ok:
+            raise NacosError(f"Nacos refused to publish {group}/{data_id}")
+
+    async def remove(self, data_id: str, group: str) -> None:
+        try:
+            await self._require().remove_config(ConfigParam(data_id=data_id, group=group))
+        except Exception as exc:
+            raise NacosUnavailable(f"removing {group}/{data_id} failed: {exc}") from None
+
+    async def listen(self, data_id: str, group: str, listener: Listener) -> None:
+        await self._require().add_listener(data_id, group, listener)
+
+    async def unlisten(self, data_id: str, group: str, listener: Listener) -> None:
+        if self._service is not None:
+            with contextlib.suppress(Exception):
+                await self._service.remove_listener(data_id, group, listener)
+
+    async def list_group(self, group: str) -> dict[str, str]:
+        """``{dataId: md5}`` of every config in ``group`` (v3 admin API; the SDK has no list)."""
+        found: dict[str, str] = {}
+        page = 1
+        while True:
+            params = {
+                "pageNo": str(page),
+                "pageSize": str(PAGE_SIZE),
+                "namespaceId": self.settings.namespace or "public",
+                "groupName": group,
+                "dataId": "",
+                "search": "accurate",
+            }
+            data = await self._get_json("/v3/admin/cs/config/list", params)
+            items = data.get("pageItems") or []
+            for item in items:
+                if item.get("groupName") == group:
+                    found[str(item["dataId"])] = str(item.get("md5") or "")
+            if page >= int(data.get("pagesAvailable") or 1) or not items:
+                return found
+            page += 1
+
+    async def _session(self) -> aiohttp.ClientSession:
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        return self._http
+
+    async def _get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        session = await self._session()
+        for attempt in (1, 2):
+            query = dict(params)
+            if self._token:
+                query["accessToken"] = self._token
+            try:
+                async with session.get(self.base_url + path, params=query) as response:
+                    if response.status in (401, 403) and self.settings.username and attempt == 1:
+                        await self._login(session)
+                        continue
+                    body = await response.json(content_type=None)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                raise NacosUnavailable(f"Nacos HTTP API {path} failed: {exc}") from None
+            if response.status != 200 or not isinstance(body, dict) or body.get("code") != 0:
+                raise NacosError(f"Nacos HTTP API {path} answered {response.status}: {body}")
+            data: dict[str, Any] = body.get("data") or {}
+            return data
+        raise NacosError(f"Nacos refused the credentials for {path}")
+
+    async def _login(self, session: aiohttp.ClientSession) -> None:
+        form = {"username": self.settings.username, "password": self.settings.password}
+        async with session.post(self.base_url + "/v3/auth/user/login", data=form) as response:
+            body = await response.json(content_type=None)
+        self._token = body.get("accessToken") if isinstance(body, dict) else None
