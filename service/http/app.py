@@ -19,6 +19,7 @@ from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
+from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
 from ..registry import AgentRegistry
 from ..resources import Resources
@@ -144,6 +145,9 @@ def configured_factories(
     ]
     if config.factories.nacos:
         chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
+    prompt_only = config.factories.nacos_prompt
+    if prompt_only is not None and prompt_only.directory is not None:
+        chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))
     return chosen
 
 

@@ -1,0 +1,159 @@
+"""The prompt-only factory: agent specs are local files, their system prompts
+live in Nacos and are watched.
+
+A spec names its prompt with ``prompt.ref: {key, label?, version?}``. Prompts are
+plain configs in ``nacos.prompt_group`` (default ``PROMPTS``): dataId ``{key}``,
+or ``{key}.{label}`` / ``{key}.{version}`` when the ref names one. The content
+is the template itself, or JSON ``{"template": "...", "version": "..."}`` (the
+shape Spring AI Alibaba stores). A prompt change rebuilds every agent that uses
+it, like any other change; specs without a ref are served as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from loguru import logger
+
+from ..agent import Agent, SourceInfo
+from ..builder import AgentBuilder
+from ..config import NacosConfig
+from ..exceptions import ConfigError, FieldIssue
+from ..registry import AgentRegistry
+from ..sources._nacos_client import NacosClient
+from ..sources.base import Document
+from ..sources.files import FileSource
+from ..sources.nacos import NacosSource, Snapshot, content_md5
+from ..spec import AgentSpec, PromptRef
+from .base import DocumentApplier
+
+
+def prompt_data_id(ref: PromptRef) -> str:
+    qualifier = ref.label or ref.version
+    return f"{ref.key}.{qualifier}" if qualifier else ref.key
+
+
+@dataclass(frozen=True, slots=True)
+class RemotePrompt:
+    template: str
+    version: str
+    md5: str
+
+    @classmethod
+    def parse(cls, text: str) -> RemotePrompt:
+        md5 = content_md5(text)
+        stripped = text.lstrip()
+        if stripped.startswith("{"):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and isinstance(data.get("template"), str):
+                return cls(data["template"], str(data.get("version") or md5[:8]), md5)
+        return cls(text, md5[:8], md5)
+
+
+class NacosPromptAgentBuilderFactory:
+    name = "nacos-prompt"
+
+    def __init__(self, builder: AgentBuilder, settings: NacosConfig, directory: Path) -> None:
+        self._template = builder
+        self.settings = settings
+        self.directory = directory
+        self._prompts: dict[str, RemotePrompt] = {}
+        self._specs: dict[str, tuple[AgentSpec, Document]] = {}
+        self._registry: AgentRegistry | None = None
+        self._files: FileSource | None = None
+        self._nacos: NacosSource | None = None
+
+    def builder(self) -> AgentBuilder:
+        return replace(self._template, factory=self.name)
+
+    async def start(self, registry: AgentRegistry) -> None:
+        self._registry = registry
+        settings = self.settings
+        namespace = settings.namespace or "public"
+        source_name = f"nacos:{namespace}/{settings.prompt_group}"
+
+        def health(reason: str | None) -> None:
+            if reason is None:
+                registry.degraded.pop(source_name, None)
+            else:
+                registry.degraded[source_name] = reason
+
+        # Prompts first, so that the first build of every agent finds its prompt.
+        self._nacos = NacosSource(
+            NacosClient(settings),
+            settings.prompt_group,
+            accepts=lambda data_id: True,
+            snapshot=Snapshot(settings.snapshot_dir / namespace / settings.prompt_group),
+            poll_seconds=settings.poll_seconds,
+            on_health=health,
+        )
+        await self._nacos.start(self._prompt_changed)
+        self._files = FileSource(self.directory)
+        await self._files.start(DocumentApplier(registry, self._build).apply)
+
+    async def stop(self) -> None:
+        if self._files is not None:
+            await self._files.stop()
+        if self._nacos is not None:
+            await self._nacos.stop()
+
+    async def _prompt_changed(self, document: Document) -> None:
+        if document.text is None:
+            self._prompts.pop(document.key, None)
+        else:
+            self._prompts[document.key] = RemotePrompt.parse(document.text)
+        if self._registry is None:
+            return
+        for name, (spec, source) in list(self._specs.items()):
+            if name not in self._registry:
+                del self._specs[name]  # its file is gone
+                continue
+            ref = spec.prompt.ref
+            if ref is not None and prompt_data_id(ref) == document.key:
+                logger.info("prompt {} changed: rebuilding agent {}", document.key, name)
+                try:
+                    self._registry.put(self._build(spec, source))
+                except ConfigError as exc:
+                    self._registry.fail(name, exc)
+
+    def _build(self, spec: AgentSpec, document: Document) -> Agent:
+        self._specs[spec.name] = (spec, document)
+        ref = spec.prompt.ref
+        if ref is None:
+            return self.builder().build(spec, source=document.info)
+        data_id = prompt_data_id(ref)
+        prompt = self._prompts.get(data_id)
+        if prompt is None:
+            raise ConfigError(
+                "prompt not found in Nacos",
+                agent=spec.name,
+                issues=[
+                    FieldIssue(
+                        "prompt.ref",
+                        (
+                            f"no config {data_id!r} in group {self.settings.prompt_group!r} "
+                            f"(namespace {self.settings.namespace or 'public'!r})"
+                        ),
+                    )
+                ],
+            )
+        details = {
+            **document.info.details,
+            "prompt_key": ref.key,
+            "prompt_data_id": data_id,
+            "prompt_version": prompt.version,
+            "prompt_md5": prompt.md5,
+        }
+        if ref.label:
+            details["prompt_label"] = ref.label
+        source = SourceInfo(document.info.kind, document.info.location, details)
+        revision = hashlib.sha256(f"{spec.revision}:{prompt.md5}".encode()).hexdigest()[:12]
+        return self.builder().build(
+            spec, source=source, system_prompt=prompt.template, revision=revision
+        )
