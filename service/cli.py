@@ -22,6 +22,8 @@ from .exceptions import ConfigError
 from .http.app import create_app
 from .http.auth import ApiKeys
 from .logs import configure_logging
+from .rollout import load_canary
+from .sources.base import is_canary_key
 from .spec import format_of, json_schema, load_spec
 
 DEFAULT_URL = "http://127.0.0.1:8090"
@@ -54,7 +56,7 @@ def _serve_config(args: argparse.Namespace) -> ServiceConfig:
 def serve(args: argparse.Namespace) -> int:
     config = _serve_config(args)
     mask = configure_logging(config.logging.level, json_lines=config.logging.json_lines)
-    keys = ApiKeys.load(os.environ, config.auth.keys_env, config.auth.keys_file)
+    keys = ApiKeys.from_config(os.environ, config.auth)
     mask.add([*keys.secrets, config.nacos.password, os.environ.get("OPENAI_API_KEY", "")])
     if not keys.enabled:
         if not _is_loopback(config.listen.host) and not config.insecure:
@@ -86,7 +88,11 @@ def validate(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             text = path.read_text(encoding="utf-8")
-            spec = load_spec(text, fmt=format_of(path.name), source=str(path))
+            fmt = format_of(path.name)
+            if is_canary_key(path.name):
+                spec, _ = load_canary(text, fmt=fmt, source=str(path))
+            else:
+                spec = load_spec(text, fmt=fmt, source=str(path))
             builder.build(spec)
         except (OSError, UnicodeDecodeError) as exc:
             print(f"{path}: cannot read: {exc}", file=sys.stderr)
@@ -154,6 +160,15 @@ def _nacos_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", help="Nacos group (default: AGENTS)")
 
 
+def promote(args: argparse.Namespace) -> int:
+    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/promote"))
+
+
+def rollback(args: argparse.Namespace) -> int:
+    body = {"to": args.to} if args.to else {}
+    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollback", body))
+
+
 def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("DYNAGENT_URL", DEFAULT_URL))
     parser.add_argument(
@@ -197,6 +212,17 @@ def parser() -> argparse.ArgumentParser:
     call.add_argument("--var", action="append", help="prompt variable NAME=VALUE")
     _client_options(call)
     call.set_defaults(func=invoke)
+
+    up = commands.add_parser("promote", help="make an agent's canary its stable version")
+    up.add_argument("name")
+    _client_options(up)
+    up.set_defaults(func=promote)
+
+    back = commands.add_parser("rollback", help="restore an earlier revision of an agent")
+    back.add_argument("name")
+    back.add_argument("--to", metavar="REVISION", help="default: the previous stable revision")
+    _client_options(back)
+    back.set_defaults(func=rollback)
     return root
 
 

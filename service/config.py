@@ -65,6 +65,8 @@ class SessionsConfig(_Section):
 class AuthConfig(_Section):
     keys_env: str = "DYNAGENT_API_KEYS"
     """Environment variable holding comma-separated API keys (access to every agent)."""
+    admin_keys_env: str = "DYNAGENT_ADMIN_KEYS"
+    """Environment variable holding comma-separated admin keys (may also promote and roll back)."""
     keys_file: Path | None = None
     """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool}]``."""
 

@@ -27,6 +27,7 @@ ErrorKind = Literal[
     "timeout",
     "tool_error",
     "unavailable",
+    "conflict",
 ]
 
 
@@ -91,6 +92,12 @@ class AgentNotFound(NotFound):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"no agent named {name!r}; GET /v1/agents lists the agents served")
+
+
+class Conflict(DynagentError):
+    """The action does not fit the agent's current state (e.g. promote without a canary)."""
+
+    kind: ErrorKind = "conflict"
 
 
 class BadRequest(DynagentError):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .config import NacosConfig
 from .exceptions import ConfigError
+from .rollout import load_canary
 from .sources._nacos_client import NacosClient
 from .sources.base import is_canary_key
 from .sources.files import is_agent_file
@@ -23,7 +24,10 @@ def _documents(directory: Path) -> list[tuple[str, str, str]]:
             continue
         text = path.read_text(encoding="utf-8")
         fmt = format_of(path.name)
-        spec = load_spec(text, fmt=fmt, source=str(path))
+        if is_canary_key(path.name):
+            spec, _ = load_canary(text, fmt=fmt, source=str(path))
+        else:
+            spec = load_spec(text, fmt=fmt, source=str(path))
         kind = "canary" if is_canary_key(path.name) else "agent"
         data_id = f"{spec.name}.{kind}.{'json' if fmt == 'json' else 'yaml'}"
         found.append((data_id, text, fmt))

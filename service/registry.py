@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loguru import logger
 
 from .agent import Agent, Variant
-from .exceptions import AgentNotFound, ConfigError, DynagentError, ErrorKind
+from .exceptions import AgentNotFound, ConfigError, DynagentError, ErrorKind, NotFound
+from .rollout import Pulled, RolloutPolicy, VariantStats, guard_verdict, picks_canary
+
+HISTORY = 20
+"""Revisions kept per agent for the status and for rollback."""
 
 
 class AgentUnavailable(DynagentError):
@@ -42,6 +47,40 @@ class LastError:
 
 
 @dataclass(frozen=True, slots=True)
+class Canary:
+    """A candidate version in front of a share of traffic."""
+
+    agent: Agent
+    policy: RolloutPolicy
+    loaded_at: float
+    pulled: Pulled | None = None
+    """Set when the guard took it out of traffic; cleared only by a new revision."""
+
+    @property
+    def serving(self) -> bool:
+        return self.pulled is None
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionRecord:
+    """One version an agent has served, kept for rollback and for the status."""
+
+    revision: str
+    variant: Variant
+    loaded_at: float
+    agent: Agent
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "revision": self.revision,
+            "variant": self.variant,
+            "loaded_at": self.loaded_at,
+            "factory": self.agent.factory,
+            "source": self.agent.source.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class AgentEntry:
     """Everything the registry knows about one name; replaced whole, never mutated."""
 
@@ -49,9 +88,11 @@ class AgentEntry:
     stable: Agent | None = None
     last_error: LastError | None = None
     loaded_at: float = 0.0
+    canary: Canary | None = None
 
-    def status(self) -> dict[str, Any]:
+    def status(self, stats: Mapping[Variant, VariantStats] | None = None) -> dict[str, Any]:
         agent = self.stable
+        stats = stats or {}
         return {
             "name": self.name,
             "state": "serving" if agent else "failed",
@@ -61,28 +102,52 @@ class AgentEntry:
             "factory": agent.factory if agent else None,
             "loaded_at": self.loaded_at or None,
             "last_error": self.last_error.as_dict() if self.last_error else None,
-            "canary": None,
+            "canary": self._canary_status(),
+            "traffic": {variant: figures.summary() for variant, figures in stats.items()},
+        }
+
+    def _canary_status(self) -> dict[str, Any] | None:
+        canary = self.canary
+        if canary is None:
+            return None
+        return {
+            "revision": canary.agent.revision,
+            "weight": canary.policy.weight,
+            "sticky_key": canary.policy.sticky_key,
+            "state": "serving" if canary.serving else "pulled",
+            "pulled": None
+            if canary.pulled is None
+            else {
+                "reason": canary.pulled.reason,
+                "at": canary.pulled.at,
+            },
+            "source": canary.agent.source.as_dict(),
+            "loaded_at": canary.loaded_at,
+            "guard": canary.policy.guard.model_dump(),
         }
 
 
 @dataclass
 class AgentRegistry:
     _entries: dict[str, AgentEntry] = field(default_factory=dict)
+    _history: dict[str, deque[RevisionRecord]] = field(default_factory=dict)
+    _stats: dict[tuple[str, Variant], VariantStats] = field(default_factory=dict)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     changes: int = 0
-    """Bumped on every swap, error, addition or removal."""
+    """Bumped on every swap, error, addition, removal and guard action."""
     ready: bool = False
     """True once every source has delivered its first full load."""
     degraded: dict[str, str] = field(default_factory=dict)
     """Sources serving from a fallback (e.g. a snapshot), and why."""
     listeners: list[Callable[[str, str], None]] = field(default_factory=list)
-    """Told ``(agent, "swapped" | "refused" | "removed")`` on every change (metrics)."""
+    """Told ``(agent, what)`` on every change, what being ``swapped``, ``refused``,
+    ``removed``, ``canary`` (started or rebuilt), ``canary_removed`` or ``canary_pulled``."""
+
+    # -- reading -----------------------------------------------------------------
 
     def get(self, name: str) -> Agent:
-        """The agent serving ``name`` now; hold on to it for the whole run."""
-        entry = self._entries.get(name)
-        if entry is None:
-            raise AgentNotFound(name)
+        """The stable agent serving ``name`` now; hold on to it for the whole run."""
+        entry = self.entry(name)
         if entry.stable is None:
             reason = entry.last_error.message if entry.last_error else "not built yet"
             raise AgentUnavailable(f"agent {name!r} has no valid version: {reason}")
@@ -91,17 +156,42 @@ class AgentRegistry:
     def route(
         self, name: str, *, key: str | None = None, pin: Variant | None = None
     ) -> tuple[Agent, Variant]:
-        """The agent and variant that serve this request."""
-        agent = self.get(name)
+        """The agent and variant that serve this request.
+
+        ``pin`` forces a variant (a pulled canary still answers a pin, for
+        debugging); otherwise a serving canary takes its weight of the keys.
+        """
+        entry = self.entry(name)
+        canary = entry.canary
         if pin == "canary":
-            raise AgentNotFound(f"{name}@canary")
-        return agent, "stable"
+            if canary is None:
+                raise NotFound(f"agent {name!r} has no canary")
+            return canary.agent, "canary"
+        if (
+            pin is None
+            and canary is not None
+            and canary.serving
+            and (entry.stable is None or picks_canary(name, key, canary.policy.weight))
+        ):
+            return canary.agent, "canary"
+        return self.get(name), "stable"
 
     def entry(self, name: str) -> AgentEntry:
         entry = self._entries.get(name)
         if entry is None:
             raise AgentNotFound(name)
         return entry
+
+    def status(self, name: str) -> dict[str, Any]:
+        entry = self.entry(name)
+        stats = {v: s for (n, v), s in self._stats.items() if n == name}
+        status = entry.status(stats)
+        status["revisions"] = [r.as_dict() for r in reversed(self.history(name))]
+        return status
+
+    def history(self, name: str) -> list[RevisionRecord]:
+        """Revisions ``name`` has served, oldest first."""
+        return list(self._history.get(name, ()))
 
     def __contains__(self, name: str) -> bool:
         return name in self._entries
@@ -112,18 +202,54 @@ class AgentRegistry:
     def __len__(self) -> int:
         return len(self._entries)
 
+    # -- changes -----------------------------------------------------------------
+
     def put(self, agent: Agent) -> bool:
-        """Serve ``agent``; returns False when that revision already serves (no-op)."""
-        current = self._entries.get(agent.name)
-        if current and current.stable and current.stable.revision == agent.revision:
+        """Serve ``agent`` as stable; returns False when that revision already serves."""
+        current = self._entries.get(agent.name) or AgentEntry(agent.name)
+        if current.stable is not None and current.stable.revision == agent.revision:
             if current.last_error is not None:
                 self._set(replace(current, last_error=None))
             return False
-        self._set(AgentEntry(agent.name, agent, None, time.time()))
+        now = time.time()
+        self._set(replace(current, stable=agent, last_error=None, loaded_at=now))
+        self._remember(agent, "stable", now)
+        self._stats.pop((agent.name, "stable"), None)
         self._tell(agent.name, "swapped")
-        old = current.stable.revision if current and current.stable else None
+        old = current.stable.revision if current.stable else None
         logger.info("agent {} now serves revision {} (was {})", agent.name, agent.revision, old)
         return True
+
+    def put_canary(self, agent: Agent, policy: RolloutPolicy) -> None:
+        """Start (or rebuild) the canary of ``agent.name``; a new revision clears a pull."""
+        current = self._entries.get(agent.name) or AgentEntry(agent.name)
+        old = current.canary
+        if old is not None and old.agent.revision == agent.revision:
+            self._set(replace(current, canary=replace(old, policy=policy), last_error=None))
+            return
+        now = time.time()
+        self._set(replace(current, canary=Canary(agent, policy, now), last_error=None))
+        self._remember(agent, "canary", now)
+        self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
+        self._tell(agent.name, "canary")
+        logger.info(
+            "agent {} canary revision {} at {}% of traffic",
+            agent.name,
+            agent.revision,
+            policy.weight,
+        )
+
+    def remove_canary(self, name: str) -> None:
+        current = self._entries.get(name)
+        if current is None or current.canary is None:
+            return
+        if current.stable is None:
+            self.remove(name)
+            return
+        self._set(replace(current, canary=None))
+        self._stats.pop((name, "canary"), None)
+        self._tell(name, "canary_removed")
+        logger.info("agent {} canary removed", name)
 
     def fail(self, name: str, error: ConfigError) -> None:
         """Record a definition that did not build; the serving version stays."""
@@ -136,13 +262,52 @@ class AgentRegistry:
     def remove(self, name: str) -> None:
         """Stop routing to ``name``; runs already holding it finish normally."""
         if self._entries.pop(name, None) is not None:
+            self._history.pop(name, None)
+            self._stats.pop((name, "stable"), None)
+            self._stats.pop((name, "canary"), None)
             logger.info("agent {} removed", name)
             self._bump()
             self._tell(name, "removed")
 
+    def observe(self, agent: Agent, variant: Variant, ok: bool, seconds: float) -> None:
+        """Count one finished request; may pull the canary (the guard)."""
+        entry = self._entries.get(agent.name)
+        if entry is None:
+            return
+        serving = entry.canary.agent if variant == "canary" and entry.canary else entry.stable
+        if serving is not agent:
+            return  # a run of a version that has since been replaced
+        window = entry.canary.policy.guard.window if entry.canary else 200
+        key = (agent.name, variant)
+        stats = self._stats.get(key)
+        if stats is None:
+            stats = self._stats[key] = VariantStats(window)
+        stats.record(ok, seconds)
+        if variant == "canary" and entry.canary is not None and entry.canary.serving:
+            self._guard(entry, entry.canary)
+
+    def _guard(self, entry: AgentEntry, canary: Canary) -> None:
+        stable = self._stats.get((entry.name, "stable")) or VariantStats()
+        reason = guard_verdict(canary.policy.guard, stable, self._stats[(entry.name, "canary")])
+        if reason is None:
+            return
+        self._set(replace(entry, canary=replace(canary, pulled=Pulled.now(reason))))
+        self._tell(entry.name, "canary_pulled")
+        logger.warning(
+            "guard pulled canary {} of agent {} out of traffic: {}",
+            canary.agent.revision,
+            entry.name,
+            reason,
+        )
+
     def mark_ready(self) -> None:
         self.ready = True
         self._bump()
+
+    def _remember(self, agent: Agent, variant: Variant, at: float) -> None:
+        history = self._history.setdefault(agent.name, deque(maxlen=HISTORY))
+        if not any(r.revision == agent.revision and r.variant == variant for r in history):
+            history.append(RevisionRecord(agent.revision, variant, at, agent))
 
     def _tell(self, name: str, what: str) -> None:
         for listener in self.listeners:

@@ -7,15 +7,17 @@ registry in step with it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Protocol
 
-from loguru import logger
+import yaml
 
-from ..agent import Agent
+from ..agent import Agent, SourceInfo, Variant
 from ..builder import AgentBuilder
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, FieldIssue
 from ..registry import AgentRegistry
+from ..rollout import load_canary
 from ..sources.base import Document, is_canary_key
 from ..spec import AgentSpec, load_spec
 
@@ -31,6 +33,31 @@ class AgentBuilderFactory(Protocol):
         ...
 
     async def stop(self) -> None: ...
+
+    async def write(
+        self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None
+    ) -> None:
+        """Write ``spec`` as the definition of ``name``'s variant (``None``: delete it) in
+        this factory's source, over ``current`` when given; the watcher then applies it."""
+        ...
+
+
+def document_name(name: str, variant: Variant, current: SourceInfo | None, suffix: str) -> str:
+    """The file name or dataId to write: the current one, else ``{name}.{suffix}`` /
+    ``{name}.canary.yaml``."""
+    if current is not None and current.kind != "code":
+        return current.details.get("data_id") or current.location.rsplit("/", 1)[-1]
+    return f"{name}.canary.yaml" if variant == "canary" else f"{name}.{suffix}"
+
+
+def render_spec(spec: AgentSpec | None, target: str) -> str | None:
+    """``spec`` as a document for ``target`` (JSON for ``*.json``, else YAML)."""
+    if spec is None:
+        return None
+    data = spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    if target.endswith(".json"):
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def name_from_key(key: str) -> str:
@@ -56,7 +83,7 @@ class DocumentApplier:
 
     async def apply(self, document: Document) -> None:
         if is_canary_key(document.key):
-            logger.warning("{}: canary documents are not served yet; ignored", document.key)
+            self._apply_canary(document)
             return
         known = self._names.get(document.key)
         blame = known or name_from_key(document.key)
@@ -93,6 +120,32 @@ class DocumentApplier:
             self.registry.remove(previous)
         self._forget_failure(document.key, keep=spec.name)
         self.registry.put(agent)
+
+    def _apply_canary(self, document: Document) -> None:
+        """``{name}.canary.yaml``: a candidate spec and its rollout; deleting it ends the canary."""
+        name = name_from_key(document.key)
+        where = document.info.location or document.key
+        if document.text is None:
+            self._forget_failure(document.key)
+            self.registry.remove_canary(name)
+            return
+        try:
+            if document.error is not None:
+                raise ConfigError(document.error)
+            spec, policy = load_canary(document.text, fmt=document.fmt, source=where)
+            if spec.name != name:
+                raise ConfigError(
+                    "a canary must define the agent its file is named after",
+                    issues=[FieldIssue("name", f"expected {name!r}, found {spec.name!r}")],
+                )
+            agent = self.build(spec, document)
+        except ConfigError as exc:
+            self._fail(
+                document.key, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
+            )
+            return
+        self._forget_failure(document.key, keep=name)
+        self.registry.put_canary(agent, policy)
 
     def _fail(self, key: str, error: ConfigError) -> None:
         self._forget_failure(key, keep=error.agent)

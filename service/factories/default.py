@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..agent import Agent, SourceInfo
+from ..agent import Agent, SourceInfo, Variant
 from ..builder import AgentBuilder
+from ..exceptions import Conflict
 from ..registry import AgentRegistry
 from ..sources.base import Document
 from ..sources.files import FileSource
 from ..spec import AgentSpec
-from .base import DocumentApplier
+from .base import DocumentApplier, document_name, render_spec
 
 
 class DefaultAgentBuilderFactory:
@@ -44,6 +45,14 @@ class DefaultAgentBuilderFactory:
 
     def _build(self, spec: AgentSpec, document: Document) -> Agent:
         return self.builder().build(spec, source=document.info)
+
+    async def write(
+        self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None
+    ) -> None:
+        if self._source is None:
+            raise Conflict(f"agent {name!r} is defined in code; there is no file to write")
+        target = document_name(name, variant, current, "yaml")
+        self._source.write(target, render_spec(spec, target))
 
     async def stop(self) -> None:
         if self._source is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..agent import Agent
+from ..agent import Agent, SourceInfo, Variant
 from ..builder import AgentBuilder
 from ..config import NacosConfig
 from ..registry import AgentRegistry
@@ -18,7 +18,7 @@ from ..sources._nacos_client import NacosClient
 from ..sources.base import Document
 from ..sources.nacos import NacosSource, Snapshot
 from ..spec import AgentSpec
-from .base import DocumentApplier
+from .base import DocumentApplier, document_name, render_spec
 
 AGENT_SUFFIXES = (".agent.yaml", ".agent.yml", ".agent.json")
 CANARY_SUFFIXES = (".canary.yaml", ".canary.yml", ".canary.json")
@@ -67,6 +67,18 @@ class NacosAgentBuilderFactory:
 
     def _build(self, spec: AgentSpec, document: Document) -> Agent:
         return self.builder().build(spec, source=document.info)
+
+    async def write(
+        self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None
+    ) -> None:
+        assert self.source is not None
+        data_id = document_name(name, variant, current, "agent.yaml")
+        text = render_spec(spec, data_id)
+        if text is None:
+            await self.source.client.remove(data_id, self.settings.group)
+        else:
+            kind = "json" if data_id.endswith(".json") else "yaml"
+            await self.source.client.publish(data_id, self.settings.group, text, kind)
 
     async def stop(self) -> None:
         if self.source is not None:

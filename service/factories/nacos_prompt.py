@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from ..agent import Agent, SourceInfo
+from ..agent import Agent, SourceInfo, Variant
 from ..builder import AgentBuilder
 from ..config import NacosConfig
 from ..exceptions import ConfigError, FieldIssue
@@ -28,7 +28,7 @@ from ..sources.base import Document
 from ..sources.files import FileSource
 from ..sources.nacos import NacosSource, Snapshot, content_md5
 from ..spec import AgentSpec, PromptRef
-from .base import DocumentApplier
+from .base import DocumentApplier, document_name, render_spec
 
 
 def prompt_data_id(ref: PromptRef) -> str:
@@ -64,8 +64,9 @@ class NacosPromptAgentBuilderFactory:
         self.settings = settings
         self.directory = directory
         self._prompts: dict[str, RemotePrompt] = {}
-        self._specs: dict[str, tuple[AgentSpec, Document]] = {}
-        self._registry: AgentRegistry | None = None
+        self._documents: dict[str, tuple[Document, str]] = {}
+        """Spec document key → (the document, the prompt dataId it uses)."""
+        self._applier: DocumentApplier | None = None
         self._files: FileSource | None = None
         self._nacos: NacosSource | None = None
 
@@ -73,7 +74,6 @@ class NacosPromptAgentBuilderFactory:
         return replace(self._template, factory=self.name)
 
     async def start(self, registry: AgentRegistry) -> None:
-        self._registry = registry
         settings = self.settings
         namespace = settings.namespace or "public"
         source_name = f"nacos:{namespace}/{settings.prompt_group}"
@@ -94,8 +94,22 @@ class NacosPromptAgentBuilderFactory:
             on_health=health,
         )
         await self._nacos.start(self._prompt_changed)
+        self._applier = DocumentApplier(registry, self._build)
         self._files = FileSource(self.directory)
-        await self._files.start(DocumentApplier(registry, self._build).apply)
+        await self._files.start(self._apply)
+
+    async def _apply(self, document: Document) -> None:
+        assert self._applier is not None
+        if document.text is None:
+            self._documents.pop(document.key, None)
+        await self._applier.apply(document)
+
+    async def write(
+        self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None
+    ) -> None:
+        assert self._files is not None
+        target = document_name(name, variant, current, "yaml")
+        self._files.write(target, render_spec(spec, target))
 
     async def stop(self) -> None:
         if self._files is not None:
@@ -108,26 +122,20 @@ class NacosPromptAgentBuilderFactory:
             self._prompts.pop(document.key, None)
         else:
             self._prompts[document.key] = RemotePrompt.parse(document.text)
-        if self._registry is None:
-            return
-        for name, (spec, source) in list(self._specs.items()):
-            if name not in self._registry:
-                del self._specs[name]  # its file is gone
-                continue
-            ref = spec.prompt.ref
-            if ref is not None and prompt_data_id(ref) == document.key:
-                logger.info("prompt {} changed: rebuilding agent {}", document.key, name)
-                try:
-                    self._registry.put(self._build(spec, source))
-                except ConfigError as exc:
-                    self._registry.fail(name, exc)
+        if self._applier is None:
+            return  # still loading prompts: agents are built afterwards
+        for spec_document, data_id in list(self._documents.values()):
+            if data_id == document.key:
+                logger.info("prompt {} changed: rebuilding {}", data_id, spec_document.key)
+                await self._applier.apply(spec_document)
 
     def _build(self, spec: AgentSpec, document: Document) -> Agent:
-        self._specs[spec.name] = (spec, document)
         ref = spec.prompt.ref
         if ref is None:
+            self._documents.pop(document.key, None)
             return self.builder().build(spec, source=document.info)
         data_id = prompt_data_id(ref)
+        self._documents[document.key] = (document, data_id)
         prompt = self._prompts.get(data_id)
         if prompt is None:
             raise ConfigError(

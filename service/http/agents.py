@@ -20,7 +20,8 @@ routes = web.RouteTableDef()
 @routes.get("/v1/agents")
 async def list_agents(request: web.Request) -> web.Response:
     who = caller(request)
-    statuses = [e.status() for e in request.app[REGISTRY] if who.may_see(e.name)]
+    registry = request.app[REGISTRY]
+    statuses = [registry.status(e.name) for e in registry if who.may_see(e.name)]
     return web.json_response({"agents": statuses})
 
 
@@ -28,7 +29,7 @@ async def list_agents(request: web.Request) -> web.Response:
 async def get_agent(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
-    return web.json_response(request.app[REGISTRY].entry(name).status())
+    return web.json_response(request.app[REGISTRY].status(name))
 
 
 @routes.post("/v1/agents/{name}/invoke")

@@ -28,12 +28,12 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.base import ToolRegistry
-from . import agents, openai_compat
+from . import admin, agents, openai_compat
 from .auth import ApiKeys
 from .errors import error_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, METRICS, REGISTRY, TRACES
+from .state import API_KEYS, CALLER, CONFIG, FACTORIES, METRICS, REGISTRY, TRACES
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -90,10 +90,11 @@ def create_app(
     )
     registry = AgentRegistry()
     app[CONFIG] = config
+    app[FACTORIES] = {}
     app[REGISTRY] = registry
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
-    app[API_KEYS] = ApiKeys.load(environ, config.auth.keys_env, config.auth.keys_file)
+    app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     registry.listeners.append(lambda name, what: app[METRICS].reloads.labels(name, what).inc())
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -115,6 +116,7 @@ def create_app(
             for factory in chosen:
                 await factory.start(registry)
                 started.append(factory)
+                app[FACTORIES][factory.name] = factory
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield
@@ -130,6 +132,7 @@ def create_app(
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/openapi.json", openapi)
     app.add_routes(agents.routes)
+    app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
     return app
 

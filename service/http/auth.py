@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..config import AuthConfig
 from ..exceptions import ConfigError, Forbidden, Unauthorized
 from ..spec import issues_from
 
@@ -84,11 +85,23 @@ class ApiKeys:
         return found
 
     @classmethod
-    def load(cls, environ: Mapping[str, str], keys_env: str, keys_file: Path | None) -> ApiKeys:
+    def from_config(cls, environ: Mapping[str, str], auth: AuthConfig) -> ApiKeys:
+        return cls.load(environ, auth.keys_env, auth.keys_file, auth.admin_keys_env)
+
+    @classmethod
+    def load(
+        cls,
+        environ: Mapping[str, str],
+        keys_env: str,
+        keys_file: Path | None,
+        admin_keys_env: str = "DYNAGENT_ADMIN_KEYS",
+    ) -> ApiKeys:
         entries: list[tuple[str, Caller]] = []
-        for i, key in enumerate(k.strip() for k in environ.get(keys_env, "").split(",")):
-            if key:
-                entries.append((key, Caller(f"{keys_env}[{i}]", key_digest=_short(key))))
+        for env, admin in ((keys_env, False), (admin_keys_env, True)):
+            for i, key in enumerate(k.strip() for k in environ.get(env, "").split(",")):
+                if key:
+                    caller = Caller(f"{env}[{i}]", admin=admin, key_digest=_short(key))
+                    entries.append((key, caller))
         if keys_file is not None:
             entries.extend(_from_file(keys_file))
         return cls(entries)

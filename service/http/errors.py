@@ -23,6 +23,7 @@ STATUS: dict[ErrorKind, int] = {
     "tool_error": 502,
     "timeout": 504,
     "unavailable": 503,
+    "conflict": 409,
 }
 
 _HTTP_KINDS = {

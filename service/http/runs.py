@@ -16,6 +16,11 @@ from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError
 from .state import METRICS, REGISTRY, TRACES, caller
 
+GUARDED_ERRORS = frozenset(
+    {"model_error", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
+)
+"""Run errors that count against a version (the canary guard); caller mistakes do not."""
+
 VARIANT_HEADER = "X-Agent-Variant"
 REVISION_HEADER = "X-Agent-Revision"
 TRACE_HEADER = "X-Trace-Id"
@@ -79,6 +84,9 @@ class _Served:
         app[METRICS].observe_run(agent.name, self.variant, self.run.endpoint, seconds, usage, error)
         if trace_id:
             app[TRACES].record(agent, self.variant, trace_id, events)
+        if error != "disconnected":
+            failed = error in GUARDED_ERRORS
+            app[REGISTRY].observe(agent, self.variant, ok=not failed, seconds=seconds)
         log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..config import ServiceConfig
+from ..factories.base import AgentBuilderFactory
 from ..registry import AgentRegistry
 from .auth import ApiKeys, Caller
 from .metrics import Metrics
@@ -15,6 +16,8 @@ TRACES = web.AppKey("traces", TraceStore)
 METRICS = web.AppKey("metrics", Metrics)
 API_KEYS = web.AppKey("api_keys", ApiKeys)
 CONFIG = web.AppKey("config", ServiceConfig)
+FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
+"""The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
 
 CALLER = web.RequestKey("caller", Caller)
 """The authenticated ``Caller`` of a request."""

@@ -66,6 +66,19 @@ class FileSource:
         # Events queued while the folder was read are applied now, in order.
         self._task = asyncio.create_task(self._pump(queue, on_change), name="file-source")
 
+    def write(self, filename: str, text: str | None) -> Path:
+        """Replace (atomically) or delete ``filename`` in the folder; the watcher applies it."""
+        path = (self.directory / filename).resolve()
+        if path.parent != self.directory or not is_agent_file(path):
+            raise ValueError(f"{filename!r} is not an agent file in {self.directory}")
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(text, encoding="utf-8")
+            temporary.replace(path)
+        return path
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -1,0 +1,112 @@
+"""Version management: revision history, promote a canary, roll back.
+
+Promote and rollback write the definition back to where it lives (the agent
+file, or the Nacos dataId), so the source stays the truth and every replica
+follows; the request returns once this instance serves the result. Both need
+an admin key.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..exceptions import Conflict, Forbidden, NotFound
+from ..registry import AgentRegistry
+from .bodies import read_body
+from .state import FACTORIES, REGISTRY, caller
+
+routes = web.RouteTableDef()
+APPLY_TIMEOUT = 15.0
+"""Seconds to wait for the written definition to come back through the watcher."""
+
+
+class RollbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    to: str | None = Field(default=None, min_length=1, max_length=64)
+    """Revision to restore; default: the stable revision before the current one."""
+
+
+def _admin(request: web.Request, name: str) -> None:
+    who = caller(request)
+    who.check_agent(name)
+    if not who.admin:
+        raise Forbidden("promote and rollback need an admin API key")
+
+
+@routes.get("/v1/agents/{name}/revisions")
+async def revisions(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    caller(request).check_agent(name)
+    registry = request.app[REGISTRY]
+    entry = registry.entry(name)
+    history = [r.as_dict() for r in reversed(registry.history(name))]
+    current = {
+        "stable": entry.stable.revision if entry.stable else None,
+        "canary": entry.canary.agent.revision if entry.canary else None,
+    }
+    return web.json_response({"name": name, "current": current, "revisions": history})
+
+
+@routes.post("/v1/agents/{name}/promote")
+async def promote(request: web.Request) -> web.Response:
+    """Make the canary the stable definition and end the canary."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    registry = request.app[REGISTRY]
+    entry = registry.entry(name)
+    if entry.canary is None:
+        raise Conflict(f"agent {name!r} has no canary to promote")
+    candidate = entry.canary.agent
+    factory = request.app[FACTORIES][candidate.factory]
+    current = entry.stable.source if entry.stable else None
+    await factory.write(name, "stable", candidate.spec, current)
+    await factory.write(name, "canary", None, candidate.source)
+    await _until(registry, name, candidate.spec.revision, canary_gone=True)
+    return web.json_response(registry.status(name))
+
+
+@routes.post("/v1/agents/{name}/rollback")
+async def rollback(request: web.Request) -> web.Response:
+    """Restore an earlier revision as the stable definition."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    body = await read_body(request, RollbackRequest) if request.can_read_body else None
+    registry = request.app[REGISTRY]
+    entry = registry.entry(name)
+    if entry.stable is None:
+        raise Conflict(f"agent {name!r} has no stable version to roll back")
+    stable_history = [r for r in registry.history(name) if r.variant == "stable"]
+    if body is not None and body.to is not None:
+        target = next((r for r in reversed(registry.history(name)) if r.revision == body.to), None)
+        if target is None:
+            raise NotFound(f"revision {body.to!r} is not in the history of agent {name!r}")
+    else:
+        older = [r for r in stable_history if r.revision != entry.stable.revision]
+        if not older:
+            raise Conflict(f"agent {name!r} has no earlier revision to roll back to")
+        target = older[-1]
+    factory = request.app[FACTORIES][entry.stable.factory]
+    await factory.write(name, "stable", target.agent.spec, entry.stable.source)
+    await _until(registry, name, target.agent.spec.revision)
+    return web.json_response(registry.status(name))
+
+
+async def _until(
+    registry: AgentRegistry, name: str, spec_revision: str, *, canary_gone: bool = False
+) -> None:
+    def applied(r: AgentRegistry) -> bool:
+        if name not in r:
+            return False
+        entry = r.entry(name)
+        stable_done = entry.stable is not None and entry.stable.spec.revision == spec_revision
+        return stable_done and (not canary_gone or entry.canary is None)
+
+    try:
+        await registry.wait_for(applied, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the new definition of {name!r} was written but is not served yet; "
+            "check the agent's status for last_error"
+        ) from None

@@ -1,0 +1,162 @@
+"""Canary rollouts: the ``rollout`` block of a canary document, sticky routing,
+per-variant figures and the guard that pulls a failing canary out of traffic."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .exceptions import ConfigError, FieldIssue
+from .spec import AgentSpec, Format, issues_from, load_spec, parse_document
+
+StickyKey = Literal["auto", "session", "header", "api_key", "none"]
+
+
+class GuardPolicy(BaseModel):
+    """When to pull a canary out of traffic. The defaults need no configuration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_error_rate: float = Field(default=0.2, ge=0, le=1)
+    """Pull when more than this share of the canary's recent requests failed."""
+    min_requests: int = Field(default=20, ge=1)
+    """…over at least this many requests (for latency: of each variant)."""
+    max_latency_ratio: float = Field(default=3.0, gt=1)
+    """Pull when the canary's p95 latency exceeds this multiple of the stable one's."""
+    window: int = Field(default=200, ge=10, le=10_000)
+    """How many recent requests per variant the figures cover."""
+
+
+class RolloutPolicy(BaseModel):
+    """The ``rollout`` block of ``{name}.canary.yaml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weight: float = Field(ge=0, le=100)
+    """Percent of traffic sent to the canary."""
+    sticky_key: StickyKey = "auto"
+    """What keeps a caller on one variant: ``auto`` = the session id, else the
+    ``X-Canary-Key`` header, else the caller's API key; ``none`` = random per request."""
+    guard: GuardPolicy = GuardPolicy()
+
+
+def bucket(agent: str, key: str) -> float:
+    """A stable position in [0, 100) for ``key``: every replica computes the same one."""
+    digest = hashlib.sha256(f"{agent}\x00{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 1_000_000 / 10_000
+
+
+def picks_canary(agent: str, key: str | None, weight: float) -> bool:
+    if weight <= 0:
+        return False
+    position = bucket(agent, key) if key else random.uniform(0, 100)
+    return position < weight
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    ok: bool
+    seconds: float
+
+
+class VariantStats:
+    """Recent outcomes of one variant of one agent (a bounded window), plus totals."""
+
+    def __init__(self, window: int = 200) -> None:
+        self.recent: deque[Outcome] = deque(maxlen=window)
+        self.requests = 0
+        self.errors = 0
+
+    def record(self, ok: bool, seconds: float) -> None:
+        self.recent.append(Outcome(ok, seconds))
+        self.requests += 1
+        self.errors += 0 if ok else 1
+
+    def error_rate(self) -> float:
+        if not self.recent:
+            return 0.0
+        return sum(1 for o in self.recent if not o.ok) / len(self.recent)
+
+    def percentile(self, q: float) -> float | None:
+        latencies = sorted(o.seconds for o in self.recent if o.ok)
+        if not latencies:
+            return None
+        index = min(len(latencies) - 1, max(0, math.ceil(q * len(latencies)) - 1))
+        return latencies[index]
+
+    def summary(self) -> dict[str, Any]:
+        p50, p95 = self.percentile(0.5), self.percentile(0.95)
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "recent_error_rate": round(self.error_rate(), 4),
+            "p50_ms": None if p50 is None else round(p50 * 1000, 1),
+            "p95_ms": None if p95 is None else round(p95 * 1000, 1),
+        }
+
+
+def guard_verdict(policy: GuardPolicy, stable: VariantStats, canary: VariantStats) -> str | None:
+    """Why the canary must be pulled, or None while it looks healthy."""
+    if len(canary.recent) < policy.min_requests:
+        return None
+    rate = canary.error_rate()
+    if rate > policy.max_error_rate:
+        return (
+            f"error rate {rate:.0%} over the last {len(canary.recent)} requests "
+            f"exceeds {policy.max_error_rate:.0%}"
+        )
+    canary_p95, stable_p95 = canary.percentile(0.95), stable.percentile(0.95)
+    if canary_p95 is None or stable_p95 is None or len(stable.recent) < policy.min_requests:
+        return None
+    if canary_p95 > policy.max_latency_ratio * stable_p95:
+        return (
+            f"p95 latency {canary_p95 * 1000:.0f} ms exceeds "
+            f"{policy.max_latency_ratio:g}x the stable {stable_p95 * 1000:.0f} ms"
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Pulled:
+    """A canary the guard took out of traffic."""
+
+    reason: str
+    at: float
+
+    @classmethod
+    def now(cls, reason: str) -> Pulled:
+        return cls(reason, time.time())
+
+
+def load_canary(
+    document: str | Mapping[str, Any], *, fmt: Format = "yaml", source: str = ""
+) -> tuple[AgentSpec, RolloutPolicy]:
+    """A canary document: a full AgentSpec plus its ``rollout`` block."""
+    data = parse_document(document, fmt) if isinstance(document, str) else document
+    if not isinstance(data, Mapping):
+        raise ConfigError("a canary definition must be a mapping of fields", source=source)
+    fields = dict(data)
+    rollout = fields.pop("rollout", None)
+    spec = load_spec(fields, source=source)
+    if rollout is None:
+        raise ConfigError(
+            "a canary needs a rollout block",
+            source=source,
+            agent=spec.name,
+            issues=[FieldIssue("rollout", "add e.g. 'rollout: {weight: 10}'")],
+        )
+    try:
+        return spec, RolloutPolicy.model_validate(rollout)
+    except ValidationError as exc:
+        issues = [FieldIssue(f"rollout.{i.path}", i.message) for i in issues_from(exc)]
+        raise ConfigError(
+            "invalid rollout", source=source, agent=spec.name, issues=issues
+        ) from None
