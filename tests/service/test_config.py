@@ -52,9 +52,15 @@ traces: {max_traces: 5}
             "username": "",
             "password": "pw",
             "snapshot_dir": base / "snap",
+            "poll_seconds": 2.0,
+            "prompt_group": "PROMPTS",
         },
         "sessions": {"store": "sqlite", "path": base / "state/sessions.db"},
-        "auth": {"keys_env": "DYNAGENT_API_KEYS", "keys_file": Path("/run/secrets/keys.yaml")},
+        "auth": {
+            "keys_env": "DYNAGENT_API_KEYS",
+            "admin_keys_env": "DYNAGENT_ADMIN_KEYS",
+            "keys_file": Path("/run/secrets/keys.yaml"),
+        },
         "logging": {"level": "DEBUG", "json": True},
         "traces": {"max_traces": 5},
     }
@@ -88,6 +94,8 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
         "group": "TEAM",
         "username": "nacos",
         "password": "secret",
+        "poll_seconds": 2.0,
+        "prompt_group": "PROMPTS",
     }
 
 

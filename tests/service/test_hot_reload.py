@@ -26,10 +26,26 @@ def without_times(status: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(status.pop("loaded_at"), float | None)
     if status["last_error"] is not None:
         assert isinstance(status["last_error"].pop("at"), float)
+    for record in status.get("revisions", ()):
+        assert isinstance(record.pop("loaded_at"), float)
     return status
 
 
-def serving_status(name: str, revision: str, path: Path, error: Any = None) -> dict[str, Any]:
+def revision_record(revision: str, path: Path) -> dict[str, Any]:
+    """An entry of the status' ``revisions``, timestamp taken out."""
+    return {
+        "revision": revision,
+        "variant": "stable",
+        "factory": "default",
+        "source": {"kind": "file", "location": str(path)},
+    }
+
+
+def serving_status(
+    name: str, revision: str, path: Path, error: Any = None, *, earlier: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The status of a file agent that has served ``earlier`` revisions (newest first)
+    before ``revision``, and no request since it began serving."""
     return {
         "name": name,
         "state": "serving",
@@ -39,6 +55,8 @@ def serving_status(name: str, revision: str, path: Path, error: Any = None) -> d
         "factory": "default",
         "last_error": error,
         "canary": None,
+        "traffic": {},
+        "revisions": [revision_record(r, path) for r in (revision, *earlier)],
     }
 
 
@@ -141,7 +159,9 @@ async def test_a_broken_edit_keeps_the_last_good_revision_until_fixed(
 
         service.write_agent(fixed)
         await service.wait_serving("bot", revision_of(fixed))
-        assert await status_of(service, "bot") == serving_status("bot", revision_of(fixed), path)
+        assert await status_of(service, "bot") == serving_status(
+            "bot", revision_of(fixed), path, earlier=(revision_of(good),)
+        )
 
 
 async def test_restoring_the_serving_text_clears_the_error(
@@ -212,6 +232,7 @@ async def test_a_file_broken_from_the_start_is_failed_until_fixed_or_deleted(
                 ),
             },
             "canary": None,
+            "traffic": {},
         }
         code, body = await invoke(service, "newbie")
         assert code == 503

@@ -76,15 +76,26 @@ async def test_agents_are_listed_with_their_status(
     single = await (await service.client.get("/v1/agents/bot")).json()
     assert listed == {"agents": [single]}
     assert isinstance(single.pop("loaded_at"), float)
+    assert isinstance(single["revisions"][0].pop("loaded_at"), float)
+    source = {"kind": "file", "location": str((agents_dir / "bot.yaml").resolve())}
     assert single == {
         "name": "bot",
         "state": "serving",
         "revision": service.serving("bot"),
         "description": "Test bot.",
-        "source": {"kind": "file", "location": str((agents_dir / "bot.yaml").resolve())},
+        "source": source,
         "factory": "default",
         "last_error": None,
         "canary": None,
+        "traffic": {},
+        "revisions": [
+            {
+                "revision": service.serving("bot"),
+                "variant": "stable",
+                "factory": "default",
+                "source": source,
+            }
+        ],
     }
 
 

@@ -144,10 +144,7 @@ async def test_name_at_canary_without_a_canary_is_not_found(client: openai.Async
             model="bot@canary", messages=[{"role": "user", "content": "Hi!"}]
         )
     assert caught.value.status_code == 404
-    assert caught.value.body == {
-        "type": "not_found",
-        "message": "no agent named 'bot@canary'; GET /v1/agents lists the agents served",
-    }
+    assert caught.value.body == {"type": "not_found", "message": "agent 'bot' has no canary"}
 
 
 @pytest.mark.parametrize(

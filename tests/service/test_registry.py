@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from service import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
+from service.exceptions import NotFound
 from service.factories.base import DocumentApplier
 from service.registry import AgentRegistry, AgentUnavailable
 from service.sources.base import Document
@@ -52,6 +53,21 @@ def test_put_serves_an_agent_and_reports_its_status(
         "factory": "default",
         "last_error": None,
         "canary": None,
+        "traffic": {},
+    }
+    full = registry.status("bot")
+    assert isinstance(full.pop("loaded_at"), float)
+    assert isinstance(full["revisions"][0].pop("loaded_at"), float)
+    assert full == {
+        **status,
+        "revisions": [
+            {
+                "revision": bot.revision,
+                "variant": "stable",
+                "factory": "default",
+                "source": {"kind": "code", "location": ""},
+            }
+        ],
     }
     assert (registry.get("bot"), registry.route("bot")) == (bot, (bot, "stable"))
     assert (registry.changes, told) == (1, [("bot", "swapped")])
@@ -121,10 +137,12 @@ def test_removal_and_unknown_names(registry: AgentRegistry, told: list[tuple[str
 
 
 def test_a_canary_pin_without_a_canary_is_not_found(registry: AgentRegistry) -> None:
-    registry.put(agent("bot"))
-    with pytest.raises(AgentNotFound, match="'bot@canary'"):
+    bot = agent("bot")
+    registry.put(bot)
+    with pytest.raises(NotFound) as caught:
         registry.route("bot", pin="canary")
-    assert registry.route("bot", pin="stable")[1] == "stable"
+    assert (caught.value.kind, caught.value.message) == ("not_found", "agent 'bot' has no canary")
+    assert registry.route("bot", pin="stable") == (bot, "stable")
 
 
 def test_entries_iterate_by_name(registry: AgentRegistry) -> None:
@@ -222,8 +240,37 @@ async def test_a_refused_document_leaves_nothing_behind_once_gone(
     assert statuses(registry) == []
 
 
-async def test_canary_documents_are_not_served_yet(
-    registry: AgentRegistry, applier: DocumentApplier
+async def test_canary_documents_are_served_beside_the_stable(
+    registry: AgentRegistry, applier: DocumentApplier, told: list[tuple[str, str]]
 ) -> None:
-    await applier.apply(document("bot.canary.yaml", yaml_of("bot")))
-    assert (len(registry), registry.changes) == (0, 0)
+    await applier.apply(document("bot.yaml", yaml_of("bot", "Stable.")))
+    await applier.apply(document("bot.canary.yaml", yaml_of("bot", "New.")))  # no rollout
+    error = registry.entry("bot").last_error
+    assert error is not None
+    assert (error.path, error.source) == ("rollout", "/agents/bot.canary.yaml")
+    assert registry.entry("bot").canary is None
+
+    await applier.apply(
+        document("bot.canary.yaml", yaml_of("bot", "New.") + "rollout: {weight: 5}\n")
+    )
+    canary = registry.entry("bot").canary
+    assert canary is not None
+    assert (canary.agent.spec.prompt.system, canary.policy.weight, canary.serving) == (
+        "New.",
+        5,
+        True,
+    )
+    assert registry.entry("bot").last_error is None
+    assert registry.route("bot", pin="canary") == (canary.agent, "canary")
+
+    await applier.apply(document("bot.canary.yaml", None))
+    assert (registry.entry("bot").canary, registry.get("bot").spec.prompt.system) == (
+        None,
+        "Stable.",
+    )
+    assert told == [
+        ("bot", "swapped"),
+        ("bot", "refused"),
+        ("bot", "canary"),
+        ("bot", "canary_removed"),
+    ]
