@@ -1,0 +1,251 @@
+"""A real Nacos server for tests and benchmarks, and Nacos's own HTTP admin API.
+
+``NacosServer`` drives ``scripts/nacos.sh`` (a standalone Nacos 3.1 on loopback,
+embedded Derby, auth off) with its own port and home, so it never meets a
+developer's Nacos on 8848. ``NacosAdmin`` publishes and deletes configs through
+the v3 admin API (``/nacos/v3/admin/cs/config``), the way an operator's console
+edit reaches the server: nothing of Dynagent's own Nacos code is involved.
+
+    server = NacosServer(pick_port(), home)
+    server.start(clean=True)
+    async with NacosAdmin(server.base_url) as admin:
+        await admin.publish("bot.agent.yaml", "AGENTS", text)
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from service.config import NacosConfig, ServiceConfig
+
+from .service import service_config
+
+ROOT = Path(__file__).parents[2]
+SCRIPT = ROOT / "scripts" / "nacos.sh"
+DEFAULT_PORT = 18848
+"""Away from 8848/8080, so that a developer's own Nacos does not clash."""
+PORT_ENV = "DYNAGENT_TEST_NACOS_PORT"
+HOST = "127.0.0.1"
+START_TIMEOUT = 240.0
+"""A cold start downloads the server with Maven first (~35 s; slow mirrors take longer)."""
+OK = {"code": 0, "message": "success", "data": True}
+
+
+def nacos_ports(port: int) -> tuple[int, ...]:
+    """Every port a server on HTTP ``port`` listens on: HTTP, client gRPC, cluster gRPC, JRaft."""
+    return (port, port + 1000, port + 1001, port - 1000)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex((HOST, port)) != 0
+
+
+def pick_port(environ: dict[str, str] | None = None) -> int:
+    """``$DYNAGENT_TEST_NACOS_PORT`` if set; else 18848, or the next free set of ports
+    (18858, 18868, …) when another test session already runs a server there."""
+    environ = dict(os.environ) if environ is None else environ
+    if environ.get(PORT_ENV):
+        return int(environ[PORT_ENV])
+    for candidate in range(DEFAULT_PORT, DEFAULT_PORT + 200, 10):
+        if all(port_free(p) for p in nacos_ports(candidate)):
+            return candidate
+    raise RuntimeError(f"no free Nacos ports near {DEFAULT_PORT}; set {PORT_ENV}")
+
+
+class NacosScriptError(RuntimeError):
+    """``scripts/nacos.sh`` failed; the message carries its output."""
+
+
+@dataclass
+class NacosServer:
+    """One server started by ``scripts/nacos.sh``: HTTP ``port`` (+1000 gRPC), data in ``home``."""
+
+    port: int
+    home: Path
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` as Dynagent's ``nacos.server_addr`` (and the SDK) want it."""
+        return f"{HOST}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/nacos"
+
+    def start(self, *, clean: bool = False) -> float:
+        """Start the server and wait until it answers; seconds taken. ``clean`` wipes the data."""
+        started = time.monotonic()
+        self._script("start", *(["--clean"] if clean else []), timeout=START_TIMEOUT)
+        return time.monotonic() - started
+
+    def stop(self) -> float:
+        """Stop the server (no-op when it is not running); seconds taken."""
+        started = time.monotonic()
+        self._script("stop", timeout=90)
+        return time.monotonic() - started
+
+    def running(self) -> bool:
+        return self._script("status", check=False, timeout=30).returncode == 0
+
+    def listening(self) -> list[int]:
+        """The server's ports that still accept connections (empty once it is down)."""
+        return [p for p in nacos_ports(self.port) if not port_free(p)]
+
+    async def astart(self) -> float:
+        """``start()`` off the event loop, so the service under test keeps running meanwhile."""
+        return await asyncio.to_thread(self.start)
+
+    async def astop(self) -> float:
+        return await asyncio.to_thread(self.stop)
+
+    @asynccontextmanager
+    async def stopped(self) -> AsyncIterator[NacosServer]:
+        """The server is down inside the block (same data, same ports); it is running again
+        after it, whatever happened inside, unless the block already started it."""
+        await self.astop()
+        try:
+            yield self
+        finally:
+            if not await asyncio.to_thread(self.running):
+                await self.astart()
+
+    def _script(
+        self, *args: str, check: bool = True, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        environ = {
+            **os.environ,
+            "NACOS_PORT": str(self.port),
+            "NACOS_CONSOLE": "0",
+            "NACOS_HOME": str(self.home),
+        }
+        done = subprocess.run(
+            [str(SCRIPT), *args],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise NacosScriptError(
+                f"scripts/nacos.sh {' '.join(args)} exited {done.returncode}:\n"
+                f"{done.stdout}{done.stderr}"
+            )
+        return done
+
+
+class NacosAdmin:
+    """Nacos's v3 admin HTTP API for configs: what an operator or CI tool would call."""
+
+    def __init__(self, base_url: str, namespace: str = "") -> None:
+        self.base_url = base_url
+        self.namespace = namespace or "public"
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> NacosAdmin:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "use NacosAdmin in 'async with'"
+        return self._session
+
+    async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:
+        """Create or replace a config (``POST /v3/admin/cs/config``)."""
+        form = {
+            "dataId": data_id,
+            "groupName": group,
+            "namespaceId": self.namespace,
+            "content": content,
+            "type": kind,
+        }
+        async with self.session.post(self._url, data=form) as response:
+            body = await response.json(content_type=None)
+        assert (response.status, body) == (200, OK), f"publishing {group}/{data_id}: {body}"
+
+    async def delete(self, data_id: str, group: str) -> None:
+        async with self.session.delete(self._url, params=self._key(data_id, group)) as response:
+            body = await response.json(content_type=None)
+        assert (response.status, body) == (200, OK), f"deleting {group}/{data_id}: {body}"
+
+    async def get(self, data_id: str, group: str) -> dict[str, Any] | None:
+        """The stored config (content, md5, type, …), or None when there is none."""
+        async with self.session.get(self._url, params=self._key(data_id, group)) as response:
+            body = await response.json(content_type=None)
+        if response.status == 404:
+            return None
+        assert response.status == 200 and body["code"] == 0, body
+        data: dict[str, Any] = body["data"]
+        return data
+
+    async def data_ids(self, group: str) -> list[str]:
+        """Every dataId in ``group``, sorted (first 500)."""
+        params = {
+            "groupName": group,
+            "namespaceId": self.namespace,
+            "dataId": "",
+            "pageNo": "1",
+            "pageSize": "500",
+        }
+        async with self.session.get(self._url + "/list", params=params) as response:
+            body = await response.json(content_type=None)
+        assert response.status == 200 and body["code"] == 0, body
+        return sorted(item["dataId"] for item in body["data"]["pageItems"])
+
+    @property
+    def _url(self) -> str:
+        return f"{self.base_url}/v3/admin/cs/config"
+
+    def _key(self, data_id: str, group: str) -> dict[str, str]:
+        return {"dataId": data_id, "groupName": group, "namespaceId": self.namespace}
+
+
+def nacos_service_config(
+    settings: NacosConfig, agents_dir: Path, state_dir: Path, **sections: Any
+) -> ServiceConfig:
+    """The service with the full-agent Nacos factory on ``settings`` (and ``agents_dir`` for
+    the default factory); ``sections`` merge over."""
+    factories = {"nacos": True, **sections.pop("factories", {})}
+    return service_config(
+        agents_dir,
+        state_dir,
+        factories=factories,
+        nacos=settings.model_dump(mode="json"),
+        **sections,
+    )
+
+
+__all__ = [
+    "DEFAULT_PORT",
+    "PORT_ENV",
+    "NacosAdmin",
+    "NacosScriptError",
+    "NacosServer",
+    "nacos_ports",
+    "nacos_service_config",
+    "pick_port",
+]
