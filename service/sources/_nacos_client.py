@@ -39,8 +39,12 @@ class NacosUnavailable(NacosError):
 
 
 class NacosClient:
-    def __init__(self, settings: NacosConfig, *, work_dir: Path | None = None) -> None:
+    def __init__(
+        self, settings: NacosConfig, *, work_dir: Path | None = None, page_size: int = PAGE_SIZE
+    ) -> None:
         self.settings = settings
+        self.page_size = page_size
+        """Configs per request when listing a group."""
         self.base_url = f"http://{settings.server_addr.split(',')[0].strip()}/nacos"
         self._work_dir = work_dir or Path(tempfile.mkdtemp(prefix="dynagent-nacos-"))
         self._service: Any = None
@@ -135,7 +139,7 @@ class NacosClient:
         while True:
             params = {
                 "pageNo": str(page),
-                "pageSize": str(PAGE_SIZE),
+                "pageSize": str(self.page_size),
                 "namespaceId": self.settings.namespace or "public",
                 "groupName": group,
                 "dataId": "",
