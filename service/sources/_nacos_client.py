@@ -38,6 +38,28 @@ class NacosUnavailable(NacosError):
     """The Nacos server could not be reached."""
 
 
+def _wake_listen_task(service: Any) -> None:
+    """Run the SDK's listen task now rather than at its next 5-second tick.
+
+    nacos-sdk-python 3.x sends listen requests, and notices a shutdown, from one
+    task that waits on a queue for at most 5 s; a ``None`` in that queue wakes it.
+    """
+    proxy = getattr(service, "grpc_client_proxy", None)
+    channel = getattr(proxy, "execute_config_listen_channel", None)
+    if isinstance(channel, asyncio.Queue) and channel.empty():
+        channel.put_nowait(None)
+
+
+async def _shutdown(service: Any) -> None:
+    """Shut the SDK client down without waiting up to 5 s for its listen task's tick."""
+    stop = getattr(getattr(service, "grpc_client_proxy", None), "stop_event", None)
+    if isinstance(stop, asyncio.Event):
+        stop.set()
+        _wake_listen_task(service)
+    with contextlib.suppress(Exception):
+        await service.shutdown()
+
+
 class NacosClient:
     def __init__(
         self, settings: NacosConfig, *, work_dir: Path | None = None, page_size: int = PAGE_SIZE
@@ -78,8 +100,7 @@ class NacosClient:
             if not healthy:
                 raise NacosUnavailable(f"cannot reach Nacos at {self.settings.server_addr}")
         except Exception as exc:
-            with contextlib.suppress(Exception):
-                await service.shutdown()
+            await _shutdown(service)
             if isinstance(exc, NacosUnavailable):
                 raise
             raise NacosUnavailable(
@@ -90,8 +111,7 @@ class NacosClient:
     async def close(self) -> None:
         service, self._service = self._service, None
         if service is not None:
-            with contextlib.suppress(Exception):
-                await service.shutdown()
+            await _shutdown(service)
         if self._http is not None:
             await self._http.close()
             self._http = None
