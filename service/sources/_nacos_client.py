@@ -145,7 +145,11 @@ class NacosClient:
             raise NacosUnavailable(f"removing {group}/{data_id} failed: {exc}") from None
 
     async def listen(self, data_id: str, group: str, listener: Listener) -> None:
-        await self._require().add_listener(data_id, group, listener)
+        service = self._require()
+        await service.add_listener(data_id, group, listener)
+        # The SDK only records the listener; the server hears of it at the SDK's next
+        # 5-second tick, and a change made before then would arrive seconds late.
+        _wake_listen_task(service)
 
     async def unlisten(self, data_id: str, group: str, listener: Listener) -> None:
         if self._service is not None:
