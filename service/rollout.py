@@ -54,6 +54,16 @@ def bucket(agent: str, key: str) -> float:
     return int.from_bytes(digest[:8], "big") % 1_000_000 / 10_000
 
 
+def routing_key(
+    sticky_key: StickyKey, *, session: str | None, header: str | None, api_key: str | None
+) -> str | None:
+    """The value that keeps a caller on one variant under ``sticky_key``; None: random."""
+    if sticky_key == "auto":
+        return session or header or api_key or None
+    chosen = {"session": session, "header": header, "api_key": api_key, "none": None}
+    return chosen[sticky_key] or None
+
+
 def picks_canary(agent: str, key: str | None, weight: float) -> bool:
     if weight <= 0:
         return False

@@ -14,6 +14,7 @@ from loguru import logger
 from ..agent import Agent, AgentInput, RunResult, Variant
 from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError
+from ..rollout import routing_key
 from .state import METRICS, REGISTRY, TRACES, caller
 
 GUARDED_ERRORS = frozenset(
@@ -24,6 +25,7 @@ GUARDED_ERRORS = frozenset(
 VARIANT_HEADER = "X-Agent-Variant"
 REVISION_HEADER = "X-Agent-Revision"
 TRACE_HEADER = "X-Trace-Id"
+CANARY_KEY_HEADER = "X-Canary-Key"
 
 
 def split_model_name(model: str) -> tuple[str, Variant | None]:
@@ -60,9 +62,17 @@ def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, st
 
 
 def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
-    caller(request).check_agent(run.name)
-    key = run.session_id or request.headers.get("X-Canary-Key") or caller(request).key_digest
-    return request.app[REGISTRY].route(run.name, key=key or None, pin=run.pin)
+    who = caller(request)
+    who.check_agent(run.name)
+    registry = request.app[REGISTRY]
+    canary = registry.entry(run.name).canary
+    key = routing_key(
+        canary.policy.sticky_key if canary else "auto",
+        session=run.session_id,
+        header=request.headers.get(CANARY_KEY_HEADER),
+        api_key=who.key_digest,
+    )
+    return registry.route(run.name, key=key, pin=run.pin)
 
 
 @dataclass(frozen=True, slots=True)
