@@ -305,9 +305,12 @@ class AgentRegistry:
         self._bump()
 
     def _remember(self, agent: Agent, variant: Variant, at: float) -> None:
+        """Record ``agent`` as the newest revision; one served again (a rollback) moves up."""
         history = self._history.setdefault(agent.name, deque(maxlen=HISTORY))
-        if not any(r.revision == agent.revision and r.variant == variant for r in history):
-            history.append(RevisionRecord(agent.revision, variant, at, agent))
+        same = [r for r in history if (r.revision, r.variant) == (agent.revision, variant)]
+        for earlier in same:
+            history.remove(earlier)
+        history.append(RevisionRecord(agent.revision, variant, at, agent))
 
     def _tell(self, name: str, what: str) -> None:
         for listener in self.listeners:
