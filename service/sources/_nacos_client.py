@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import aiohttp
 from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
+from v2.nacos.common.constants import Constants
 
 from ..config import NacosConfig
 from ..exceptions import DynagentError, ErrorKind
@@ -28,6 +30,8 @@ Listener = Callable[[str, str, str, str], Awaitable[None]]
 
 CONNECT_TIMEOUT = 5.0
 PAGE_SIZE = 500
+SDK_LOGGER = logging.getLogger(Constants.CONFIG_MODULE)
+"""The SDK's config logger, shared by every SDK client in the process."""
 
 
 class NacosError(DynagentError):
@@ -68,8 +72,10 @@ class NacosClient:
         self.page_size = page_size
         """Configs per request when listing a group."""
         self.base_url = f"http://{settings.server_addr.split(',')[0].strip()}/nacos"
+        self._own_work_dir = work_dir is None
         self._work_dir = work_dir or Path(tempfile.mkdtemp(prefix="dynagent-nacos-"))
         self._service: Any = None
+        self._log_handlers: list[logging.Handler] = []
         self._http: aiohttp.ClientSession | None = None
         self._token: str | None = None
 
@@ -92,7 +98,9 @@ class NacosClient:
         )
         if self.settings.username:
             builder = builder.username(self.settings.username).password(self.settings.password)
-        service = NacosConfigService(builder.build())
+        before = set(SDK_LOGGER.handlers)
+        service = NacosConfigService(builder.build())  # adds a file handler to SDK_LOGGER
+        self._log_handlers += [h for h in SDK_LOGGER.handlers if h not in before]
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
                 await service.grpc_client_proxy.start()
@@ -101,6 +109,7 @@ class NacosClient:
                 raise NacosUnavailable(f"cannot reach Nacos at {self.settings.server_addr}")
         except Exception as exc:
             await _shutdown(service)
+            self._release_log_handlers()
             if isinstance(exc, NacosUnavailable):
                 raise
             raise NacosUnavailable(
@@ -112,9 +121,20 @@ class NacosClient:
         service, self._service = self._service, None
         if service is not None:
             await _shutdown(service)
+        self._release_log_handlers()
         if self._http is not None:
             await self._http.close()
             self._http = None
+        if self._own_work_dir:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+
+    def _release_log_handlers(self) -> None:
+        # Each SDK client adds a file handler to one process-wide logger and never
+        # removes it: without this, every reconnect attempt during an outage leaks a file.
+        for handler in self._log_handlers:
+            SDK_LOGGER.removeHandler(handler)
+            handler.close()
+        self._log_handlers.clear()
 
     def _require(self) -> Any:
         if self._service is None:
