@@ -112,8 +112,14 @@ class NacosClient:
             self._release_log_handlers()
             if isinstance(exc, NacosUnavailable):
                 raise
+            # A timeout's str() is empty: say what happened instead.
+            reason = (
+                f"no answer within {CONNECT_TIMEOUT:g} s"
+                if isinstance(exc, TimeoutError)
+                else str(exc) or type(exc).__name__
+            )
             raise NacosUnavailable(
-                f"cannot reach Nacos at {self.settings.server_addr}: {exc or type(exc).__name__}"
+                f"cannot reach Nacos at {self.settings.server_addr}: {reason}"
             ) from None
         self._service = service
 
