@@ -134,7 +134,7 @@ class AgentRegistry:
     _stats: dict[tuple[str, Variant], VariantStats] = field(default_factory=dict)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     changes: int = 0
-    """Bumped on every swap, error, addition, removal and guard action."""
+    """Bumped on every swap, error, addition, removal, guard action and source health change."""
     ready: bool = False
     """True once every source has delivered its first full load."""
     degraded: dict[str, str] = field(default_factory=dict)
@@ -302,6 +302,16 @@ class AgentRegistry:
 
     def mark_ready(self) -> None:
         self.ready = True
+        self._bump()
+
+    def set_degraded(self, source: str, reason: str | None) -> None:
+        """Record why ``source`` serves from a fallback, or (``None``) that it is healthy."""
+        if self.degraded.get(source) == reason:
+            return
+        if reason is None:
+            del self.degraded[source]
+        else:
+            self.degraded[source] = reason
         self._bump()
 
     def _remember(self, agent: Agent, variant: Variant, at: float) -> None:

@@ -49,19 +49,13 @@ class NacosAgentBuilderFactory:
         snapshot = Snapshot(settings.snapshot_dir / namespace / settings.group)
         source_name = f"nacos:{namespace}/{settings.group}"
 
-        def health(reason: str | None) -> None:
-            if reason is None:
-                registry.degraded.pop(source_name, None)
-            else:
-                registry.degraded[source_name] = reason
-
         self.source = NacosSource(
             NacosClient(settings),
             settings.group,
             accepts=is_agent_data_id,
             snapshot=snapshot,
             poll_seconds=settings.poll_seconds,
-            on_health=health,
+            on_health=lambda reason: registry.set_degraded(source_name, reason),
         )
         await self.source.start(DocumentApplier(registry, self._build).apply)
 

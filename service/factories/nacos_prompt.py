@@ -78,12 +78,6 @@ class NacosPromptAgentBuilderFactory:
         namespace = settings.namespace or "public"
         source_name = f"nacos:{namespace}/{settings.prompt_group}"
 
-        def health(reason: str | None) -> None:
-            if reason is None:
-                registry.degraded.pop(source_name, None)
-            else:
-                registry.degraded[source_name] = reason
-
         # Prompts first, so that the first build of every agent finds its prompt.
         self._nacos = NacosSource(
             NacosClient(settings),
@@ -91,7 +85,7 @@ class NacosPromptAgentBuilderFactory:
             accepts=lambda data_id: True,
             snapshot=Snapshot(settings.snapshot_dir / namespace / settings.prompt_group),
             poll_seconds=settings.poll_seconds,
-            on_health=health,
+            on_health=lambda reason: registry.set_degraded(source_name, reason),
         )
         await self._nacos.start(self._prompt_changed)
         self._applier = DocumentApplier(registry, self._build)
