@@ -31,6 +31,9 @@ class GuardPolicy(BaseModel):
     """…over at least this many requests (for latency: of each variant)."""
     max_latency_ratio: float = Field(default=3.0, gt=1)
     """Pull when the canary's p95 latency exceeds this multiple of the stable one's."""
+    latency_floor_ms: float = Field(default=50, ge=0)
+    """A stable p95 below this counts as this much: ratios of millisecond latencies are
+    scheduling noise, not a slower version."""
     window: int = Field(default=200, ge=10, le=10_000)
     """How many recent requests per variant the figures cover."""
 
@@ -126,7 +129,7 @@ def guard_verdict(policy: GuardPolicy, stable: VariantStats, canary: VariantStat
     canary_p95, stable_p95 = canary.percentile(0.95), stable.percentile(0.95)
     if canary_p95 is None or stable_p95 is None or len(stable.recent) < policy.min_requests:
         return None
-    if canary_p95 > policy.max_latency_ratio * stable_p95:
+    if canary_p95 > policy.max_latency_ratio * max(stable_p95, policy.latency_floor_ms / 1000):
         return (
             f"p95 latency {canary_p95 * 1000:.0f} ms exceeds "
             f"{policy.max_latency_ratio:g}x the stable {stable_p95 * 1000:.0f} ms"
