@@ -101,7 +101,7 @@ def test_variant_figures_cover_a_bounded_window_and_keep_totals() -> None:
     }
 
 
-GUARD = GuardPolicy(min_requests=5, max_error_rate=0.2, max_latency_ratio=3)
+GUARD = GuardPolicy(min_requests=5, max_error_rate=0.2, max_latency_ratio=3, latency_floor_ms=5)
 FAST = [(True, 0.01)] * 5
 
 
@@ -118,6 +118,8 @@ FAST = [(True, 0.01)] * 5
         ([(True, 0.03)] * 5, FAST, None),  # exactly 3x
         ([(True, 0.031)] * 5, FAST, "p95 latency 31 ms exceeds 3x the stable 10 ms"),
         ([(True, 0.5)] * 5, FAST[:4], None),  # the stable has too few requests to compare
+        ([(True, 0.015)] * 5, [(True, 0.001)] * 5, None),  # 15x, but under 3x the floor
+        ([(True, 0.016)] * 5, [(True, 0.001)] * 5, "p95 latency 16 ms exceeds 3x the stable 1 ms"),
     ],
 )
 def test_the_guard_verdict(
@@ -137,6 +139,7 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
             "max_error_rate": 0.2,
             "min_requests": 20,
             "max_latency_ratio": 3.0,
+            "latency_floor_ms": 50.0,
             "window": 200,
         },
     }
