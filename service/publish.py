@@ -10,7 +10,7 @@ from pathlib import Path
 from .config import NacosConfig
 from .exceptions import ConfigError
 from .rollout import load_canary
-from .sources._nacos_client import NacosClient
+from .sources._nacos_client import NacosClient, NacosError
 from .sources.base import is_canary_key
 from .sources.files import is_agent_file
 from .spec import format_of, load_spec
@@ -41,11 +41,19 @@ async def publish_directory(directory: Path, settings: NacosConfig) -> int:
         print(f"not published: {exc}", file=sys.stderr)
         return 1
     client = NacosClient(settings)
+    published = 0
     try:
         await client.connect()
         for data_id, text, fmt in documents:
             await client.publish(data_id, settings.group, text, fmt)
+            published += 1
             print(f"published {settings.namespace or 'public'}/{settings.group}/{data_id}")
+    except NacosError as exc:
+        done = (
+            f"{published} of {len(documents)} published" if published else "nothing was published"
+        )
+        print(f"error: {exc}; {done}", file=sys.stderr)
+        return 3
     finally:
         await client.close()
     return 0
