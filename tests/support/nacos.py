@@ -28,10 +28,12 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+import yaml
 
 from service.config import NacosConfig, ServiceConfig
+from service.sources.nacos import content_md5
 
-from .service import service_config
+from .service import Document, RunningService, service_config
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "nacos.sh"
@@ -224,6 +226,43 @@ class NacosAdmin:
         return {"dataId": data_id, "groupName": group, "namespaceId": self.namespace}
 
 
+def yaml_text(document: Document) -> str:
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def nacos_source(group: str, data_id: str, text: str, namespace: str = "public") -> dict[str, str]:
+    """The ``source`` an agent's status and traces show for a Nacos config of ``text``."""
+    return {
+        "kind": "nacos",
+        "location": f"{namespace}/{group}/{data_id}",
+        "namespace": namespace,
+        "group": group,
+        "data_id": data_id,
+        "md5": content_md5(text),
+    }
+
+
+STATUS_KEYS = ("name", "state", "revision", "description", "source", "factory", "last_error")
+
+
+async def status_of(service: RunningService, name: str) -> dict[str, Any]:
+    """``GET /v1/agents/{name}``: what says where the agent comes from and whether it is healthy
+    (``last_error.at`` checked and taken out; traffic and revision history left aside)."""
+    response = await service.client.get(f"/v1/agents/{name}")
+    assert response.status == 200, await response.text()
+    status = await response.json()
+    if status["last_error"] is not None:
+        assert isinstance(status["last_error"].pop("at"), float)
+    return {key: status[key] for key in STATUS_KEYS}
+
+
+async def invoke(service: RunningService, name: str, text: str = "hi") -> tuple[int, Any]:
+    """``POST /v1/agents/{name}/invoke``: the HTTP status and the JSON body."""
+    response = await service.client.post(f"/v1/agents/{name}/invoke", json={"input": text})
+    assert response.content_type == "application/json"
+    return response.status, await response.json()
+
+
 def nacos_service_config(
     settings: NacosConfig, agents_dir: Path, state_dir: Path, **sections: Any
 ) -> ServiceConfig:
@@ -245,7 +284,12 @@ __all__ = [
     "NacosAdmin",
     "NacosScriptError",
     "NacosServer",
+    "STATUS_KEYS",
+    "invoke",
     "nacos_ports",
     "nacos_service_config",
+    "nacos_source",
     "pick_port",
+    "status_of",
+    "yaml_text",
 ]
