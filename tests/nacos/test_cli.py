@@ -1,0 +1,162 @@
+"""``dynagent publish DIR --nacos`` and ``dynagent serve --nacos``, as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.nacos import NacosAdmin, NacosServer, nacos_source
+
+ROOT = Path(__file__).parents[2]
+SAMPLES = ROOT / "config-samples" / "agents"
+DYNAGENT = Path(sys.executable).parent / "dynagent"
+SAMPLE_NAMES = ["assistant", "support-bot", "ticket-triage"]
+
+
+def offline_environ() -> dict[str, str]:
+    """No model endpoint, keys or Dynagent/Nacos settings from the outside environment."""
+    prefixes = ("OPENAI_", "DYNAGENT_", "NACOS_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
+def dynagent(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(DYNAGENT), *args],
+        env=offline_environ(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def wait_ready(url: str, server: subprocess.Popen[str], within: float = 30) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        assert server.poll() is None, "dynagent serve exited before it was ready"
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.05)  # polling a starting process, not waiting for a reload
+    raise AssertionError(f"{url}/readyz did not answer 200 within {within} s")
+
+
+@pytest.fixture
+def serve_nacos(nacos_server: NacosServer, nacos_group: str, tmp_path: Path) -> Iterator[str]:
+    """``dynagent serve --nacos HOST:PORT --group G`` in a real process; its base URL."""
+    empty = tmp_path / "no-local-agents"
+    empty.mkdir()
+    config = tmp_path / "service.yaml"
+    config.write_text(
+        f"factories: {{default: {{directory: {empty}}}}}\n"
+        "sessions: {store: memory}\n"
+        f"nacos: {{snapshot_dir: {tmp_path / 'snapshot'}, poll_seconds: 0.5}}\n",
+        encoding="utf-8",
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            str(DYNAGENT),
+            "serve",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--nacos",
+            nacos_server.addr,
+            "--group",
+            nacos_group,
+        ],
+        env=offline_environ(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", server)
+        yield f"http://127.0.0.1:{port}"
+        server.send_signal(signal.SIGTERM)
+        _, log = server.communicate(timeout=30)
+        assert server.returncode == 0, log
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+
+
+async def test_publish_then_serve_lists_every_sample(
+    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, request: pytest.FixtureRequest
+) -> None:
+    done = dynagent("publish", str(SAMPLES), "--nacos", nacos_server.addr, "--group", nacos_group)
+    assert (done.returncode, done.stdout.splitlines()) == (
+        0,
+        [f"published public/{nacos_group}/{name}.agent.yaml" for name in SAMPLE_NAMES],
+    )
+    stored = {name: await nacos.get(f"{name}.agent.yaml", nacos_group) for name in SAMPLE_NAMES}
+    texts = {path.stem: path.read_text(encoding="utf-8") for path in SAMPLES.glob("*.yaml")}
+    assert {name: (config or {}).get("content") for name, config in stored.items()} == texts
+
+    url: str = request.getfixturevalue("serve_nacos")
+    listed = get_json(f"{url}/v1/agents")["agents"]
+    assert [(a["name"], a["state"], a["factory"], a["source"]) for a in listed] == [
+        (
+            name,
+            "serving",
+            "nacos",
+            nacos_source(nacos_group, f"{name}.agent.yaml", texts[name]),
+        )
+        for name in SAMPLE_NAMES
+    ]
+
+
+async def test_publish_refuses_a_folder_with_an_invalid_file_and_publishes_nothing(
+    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, tmp_path: Path
+) -> None:
+    (tmp_path / "assistant.yaml").write_text(
+        (SAMPLES / "assistant.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    broken = tmp_path / "zz-broken.yaml"
+    broken.write_text("name: broken\nmodel: {provider: test}\nprompt: {sytem: hi}\n")
+
+    done = dynagent("publish", str(tmp_path), "--nacos", nacos_server.addr, "--group", nacos_group)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"not published: agent 'broken' {broken}: invalid agent")
+    assert "prompt.sytem: Extra inputs are not permitted" in done.stderr
+    assert await nacos.data_ids(nacos_group) == []
+
+
+def test_publish_says_when_nacos_cannot_be_reached(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    done = dynagent("publish", str(SAMPLES), "--nacos", address, "--group", "unreachable")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        3,
+        "",
+        f"error: cannot reach Nacos at {address}: no answer within 5 s; nothing was published\n",
+    )
