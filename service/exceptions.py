@@ -156,6 +156,12 @@ class ModelError(RunError):
         self.retryable = retryable
 
 
+class ModelTimeout(ModelError):
+    """The model endpoint did not answer within ``model.timeout`` (a gateway timeout)."""
+
+    kind: ErrorKind = "timeout"
+
+
 class OutputValidationError(RunError):
     kind: ErrorKind = "output_invalid"
 

@@ -1,8 +1,9 @@
 """Any OpenAI-compatible chat completions endpoint, through ``openai.AsyncOpenAI``.
 
 Retries 429, 5xx, timeouts and dropped connections with exponential backoff
-(honouring ``Retry-After``), then raises ``ModelError``. The client's own
-retries are off so that this is the one place that decides.
+(honouring ``Retry-After``), then raises ``ModelError`` (``ModelTimeout`` for a
+timeout). The client's own retries are off so that this is the one place that
+decides.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from ..events import Usage
-from ..exceptions import ModelError
+from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
 from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 
@@ -56,6 +57,8 @@ class OpenAIModel:
     model_name: str
     settings: ModelSettings = field(default_factory=ModelSettings)
     timeout: float = 30.0
+    """Seconds per attempt: until the whole answer, or until a stream starts and
+    between its chunks."""
     retries: int = 2
     structured_output: bool = True
     backoff: float = 0.25
@@ -78,7 +81,7 @@ class OpenAIModel:
                 if text:
                     yield TextDelta(text)
         except openai.APIError as exc:
-            raise _model_error(exc) from exc
+            raise _model_error(exc, self.timeout) from exc
         except (ValueError, KeyError) as exc:
             raise ModelError(f"malformed stream from the model endpoint: {exc}") from exc
         finally:
@@ -109,9 +112,16 @@ class OpenAIModel:
         attempt = 0
         while True:
             try:
-                return await call()
-            except openai.APIError as exc:
-                error = _model_error(exc)
+                # The client's timeout bounds each read; this bounds the whole answer, so
+                # an endpoint that trickles bytes cannot hold a call past ``timeout`` either.
+                async with asyncio.timeout(self.timeout):
+                    return await call()
+            except (openai.APIError, TimeoutError) as exc:
+                error = (
+                    _model_error(exc, self.timeout)
+                    if isinstance(exc, openai.APIError)
+                    else _timeout(self.timeout)
+                )
                 if not error.retryable or attempt >= self.retries:
                     raise error from exc
                 await asyncio.sleep(_delay(exc, self.backoff, attempt))
@@ -120,7 +130,7 @@ class OpenAIModel:
                 raise ModelError(f"malformed response from the model endpoint: {exc}") from exc
 
 
-def _delay(exc: openai.APIError, backoff: float, attempt: int) -> float:
+def _delay(exc: BaseException, backoff: float, attempt: int) -> float:
     headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
     if headers is not None:
         for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -134,9 +144,14 @@ def _delay(exc: openai.APIError, backoff: float, attempt: int) -> float:
     return base * random.uniform(0.75, 1.25)
 
 
-def _model_error(exc: openai.APIError) -> ModelError:
+def _timeout(seconds: float | None) -> ModelTimeout:
+    within = f" within model.timeout = {seconds:g} s" if seconds is not None else ""
+    return ModelTimeout(f"the model endpoint did not answer{within}", retryable=True)
+
+
+def _model_error(exc: openai.APIError, timeout: float | None = None) -> ModelError:
     if isinstance(exc, openai.APITimeoutError):
-        return ModelError("the model endpoint timed out", retryable=True)
+        return _timeout(timeout)
     if isinstance(exc, openai.APIConnectionError):
         return ModelError("could not reach the model endpoint", retryable=True)
     if isinstance(exc, openai.APIStatusError):

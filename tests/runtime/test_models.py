@@ -161,7 +161,12 @@ async def test_a_model_call_past_model_timeout_is_a_retryable_model_error(
     with pytest.raises(ModelError) as caught:
         await agent.run("hi")
 
-    assert (caught.value.message, caught.value.retryable) == ("the model endpoint timed out", True)
+    error = caught.value
+    assert (error.message, error.retryable, error.kind) == (
+        "the model endpoint did not answer within model.timeout = 0.2 s",
+        True,
+        "timeout",
+    )
 
 
 async def test_model_settings_reach_the_endpoint(
