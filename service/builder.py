@@ -16,6 +16,7 @@ from .exceptions import ConfigError, FieldIssue
 from .interceptors.base import Interceptor, InterceptorChain
 from .interceptors.registry import InterceptorRegistry
 from .models.base import Model
+from .models.breaker import BreakerPolicy
 from .models.fallback import FallbackModel
 from .models.openai import OpenAIModel
 from .models.test import TestModel
@@ -95,13 +96,17 @@ class AgentBuilder:
             return TestModel(name)
         base_url = self._env(model.base_url, f"{path}.base_url")
         api_key = self._env(model.api_key, f"{path}.api_key")
+        pool = self.resources.model_clients
+        breaker = model.circuit_breaker
         return OpenAIModel(
-            self.resources.model_clients.get(base_url, api_key),
+            pool.get(base_url, api_key),
             name,
             model.settings,
             timeout=model.timeout,
             retries=model.retries,
             structured_output=model.structured_output,
+            breaker=pool.breaker(base_url, name) if breaker.enabled else None,
+            breaker_policy=BreakerPolicy(breaker.failures, breaker.cooldown),
         )
 
     def _tools(self, spec: AgentSpec, interceptors: tuple[Interceptor, ...]) -> dict[str, Tool]:

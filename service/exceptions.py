@@ -7,6 +7,7 @@ status code in one place (``service.http.errors``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -24,6 +25,7 @@ ErrorKind = Literal[
     "output_invalid",
     "limit_exceeded",
     "model_error",
+    "circuit_open",
     "timeout",
     "tool_error",
     "unavailable",
@@ -160,6 +162,31 @@ class ModelTimeout(ModelError):
     """The model endpoint did not answer within ``model.timeout`` (a gateway timeout)."""
 
     kind: ErrorKind = "timeout"
+
+
+class CircuitOpen(ModelError):
+    """Calls to a model endpoint are failing fast after too many consecutive failures.
+
+    Nothing was sent to the endpoint; ``retry_after`` says when a trial call
+    will be let through again.
+    """
+
+    kind: ErrorKind = "circuit_open"
+
+    def __init__(self, endpoint: str, retry_after: float, failures: int, last_error: str) -> None:
+        self.endpoint = endpoint
+        self.retry_after = retry_after
+        self.failures = failures
+        super().__init__(
+            f"circuit open for {endpoint}, retry after {_seconds(retry_after)}s "
+            f"({failures} consecutive failures; last: {last_error}); "
+            "set model.fallback to answer meanwhile"
+        )
+
+
+def _seconds(value: float) -> str:
+    """``29.97`` → ``30``, ``0.04`` → ``0.1``: a retry hint never rounds down to zero."""
+    return f"{max(math.ceil(value * 10), 1) / 10:g}"
 
 
 class OutputValidationError(RunError):

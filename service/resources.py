@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -49,8 +51,9 @@ def is_public_address(host: str) -> bool:
 
 
 class Resources:
-    def __init__(self) -> None:
-        self.model_clients = ClientPool()
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock`` (monotonic seconds) times the model endpoints' circuit breakers."""
+        self.model_clients = ClientPool(clock=clock)
         self._sessions: dict[bool, aiohttp.ClientSession] = {}
 
     def http_session(self, *, allow_private: bool) -> aiohttp.ClientSession:

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._documents import MAX_DEPTH, DocumentRefused, check_text, check_values, check_yaml_events
 from .exceptions import ConfigError, FieldIssue
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -54,6 +55,20 @@ class ModelSettings(_Strict):
 Provider = Literal["openai", "test", "auto"]
 
 
+class CircuitBreakerSpec(_Strict):
+    """Fail fast while a model endpoint keeps failing, instead of waiting on it each time.
+
+    The record is kept per endpoint (``base_url`` and ``name``) and shared by every
+    agent on it, across rebuilds; each agent applies its own thresholds to it.
+    """
+
+    enabled: bool = True
+    failures: int = Field(default=5, ge=1, le=1000)
+    """Consecutive failed calls (each retry counts; 4xx answers do not) that open it."""
+    cooldown: float = Field(default=30, gt=0, le=3600)
+    """Seconds it fails fast (502 ``circuit_open``) before one trial call goes through."""
+
+
 class FallbackModelSpec(_Strict):
     """A model endpoint. ``${VAR}`` in ``base_url`` and ``api_key`` come from the environment."""
 
@@ -70,6 +85,7 @@ class FallbackModelSpec(_Strict):
     """Retries on 429, 5xx and timeouts, with exponential backoff."""
     structured_output: bool = True
     """Ask the endpoint for JSON-schema output when the agent has an output schema."""
+    circuit_breaker: CircuitBreakerSpec = CircuitBreakerSpec()
 
 
 class ModelSpec(FallbackModelSpec):
@@ -269,11 +285,25 @@ def issues_from(error: ValidationError) -> list[FieldIssue]:
 
 
 def parse_document(text: str, fmt: Format = "yaml") -> Any:
-    """Parse YAML (safe: no object tags) or JSON text; raises ``ConfigError``."""
+    """Parse YAML (safe: no object tags) or JSON text within the bounds of
+    ``_documents`` (size, nesting, alias expansion); raises ``ConfigError``."""
     try:
-        return json.loads(text) if fmt == "json" else yaml.safe_load(text)
+        check_text(text)
+        if fmt == "json":
+            data = json.loads(text)
+        else:
+            check_yaml_events(text)
+            data = yaml.safe_load(text)
+        check_values(data)
+    except DocumentRefused as exc:
+        raise ConfigError(f"document refused: {exc}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"document refused: the document nests deeper than {MAX_DEPTH} levels"
+        ) from None
     except (yaml.YAMLError, ValueError) as exc:
         raise ConfigError(f"not valid {fmt.upper()}: {exc}".replace("\n", " ")) from None
+    return data
 
 
 def load_spec(

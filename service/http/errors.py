@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from aiohttp import web
 from loguru import logger
 
-from ..exceptions import DynagentError, ErrorKind
+from ..exceptions import CircuitOpen, DynagentError, ErrorKind
 
 STATUS: dict[ErrorKind, int] = {
     "bad_request": 400,
@@ -20,6 +21,7 @@ STATUS: dict[ErrorKind, int] = {
     "output_invalid": 422,
     "limit_exceeded": 429,
     "model_error": 502,
+    "circuit_open": 502,
     "tool_error": 502,
     "timeout": 504,
     "unavailable": 503,
@@ -51,7 +53,10 @@ def from_error(error: DynagentError) -> web.Response:
     trace_id = getattr(error, "trace_id", "")
     if trace_id:
         extra["trace_id"] = trace_id
-    return error_response(error.kind, error.message, STATUS[error.kind], **extra)
+    response = error_response(error.kind, error.message, STATUS[error.kind], **extra)
+    if isinstance(error, CircuitOpen):  # whole seconds, never 0: clients must not spin
+        response.headers["Retry-After"] = str(max(math.ceil(error.retry_after), 1))
+    return response
 
 
 @web.middleware

@@ -18,7 +18,7 @@ from ..rollout import routing_key
 from .state import METRICS, REGISTRY, TRACES, caller
 
 GUARDED_ERRORS = frozenset(
-    {"model_error", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
+    {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
 )
 """Run errors that count against a version (the canary guard); caller mistakes do not."""
 

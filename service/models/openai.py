@@ -3,16 +3,18 @@
 Retries 429, 5xx, timeouts and dropped connections with exponential backoff
 (honouring ``Retry-After``), then raises ``ModelError`` (``ModelTimeout`` for a
 timeout). The client's own retries are off so that this is the one place that
-decides.
+decides. Every attempt goes through the endpoint's circuit breaker, so a dead
+endpoint is left alone after a few failures instead of being hammered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -21,19 +23,26 @@ from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
 from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
+from .breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
 
 MAX_BACKOFF = 8.0
 
+T = TypeVar("T")
+
 
 class ClientPool:
-    """One ``AsyncOpenAI`` client (one connection pool) per endpoint and key.
+    """One ``AsyncOpenAI`` client (one connection pool) per endpoint and key, and one
+    circuit breaker per endpoint and model.
 
-    Agents are rebuilt on every config change; they share clients from here so
-    a rebuild never opens new connections. Owned and closed by the service.
+    Agents are rebuilt on every config change; they share clients and breakers
+    from here, so a rebuild never opens new connections nor forgets that an
+    endpoint is down. Owned and closed by the service.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        self._clock = clock
 
     def get(self, base_url: str, api_key: str) -> openai.AsyncOpenAI:
         key = (base_url, api_key)
@@ -44,6 +53,15 @@ class ClientPool:
             )
             self._clients[key] = client
         return client
+
+    def breaker(self, base_url: str, model: str) -> CircuitBreaker:
+        """The circuit breaker of ``model`` at ``base_url``, shared by every agent on it."""
+        key = (base_url, model)
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            breaker = CircuitBreaker(endpoint_name(base_url, model), clock=self._clock)
+            self._breakers[key] = breaker
+        return breaker
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
@@ -63,30 +81,45 @@ class OpenAIModel:
     structured_output: bool = True
     backoff: float = 0.25
     """First retry delay in seconds; doubles per attempt, with jitter."""
+    breaker: CircuitBreaker | None = field(default=None, repr=False)
+    """The endpoint's circuit breaker; None turns it off."""
+    breaker_policy: BreakerPolicy = field(default_factory=BreakerPolicy)
 
     @property
     def name(self) -> str:
         return self.model_name
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        completion = await self._with_retries(lambda: self._create(request, stream=False))
-        return _from_completion(completion, self.model_name)
+        response, permit = await self._with_retries(lambda: self._complete(request))
+        permit.succeeded()
+        return response
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        chunks = await self._with_retries(lambda: self._create(request, stream=True))
+        chunks, permit = await self._with_retries(lambda: self._create(request, stream=True))
         builder = _StreamAccumulator(self.model_name)
         try:
             async for chunk in chunks:
                 text = builder.add(chunk)
                 if text:
                     yield TextDelta(text)
+            response = builder.response()
+            permit.succeeded()
         except openai.APIError as exc:
-            raise _model_error(exc, self.timeout) from exc
+            raise permit.settle(_model_error(exc, self.timeout)) from exc
         except (ValueError, KeyError) as exc:
-            raise ModelError(f"malformed stream from the model endpoint: {exc}") from exc
+            error = ModelError(f"malformed stream from the model endpoint: {exc}")
+            raise permit.settle(error) from exc
+        except ModelError as exc:
+            permit.settle(exc)
+            raise
         finally:
+            permit.release()  # a stream its reader dropped says nothing about the endpoint
             await chunks.close()
-        yield builder.response()
+        yield response
+
+    async def _complete(self, request: ModelRequest) -> ModelResponse:
+        completion = await self._create(request, stream=False)
+        return _from_completion(completion, self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
         kwargs: dict[str, Any] = self.settings.model_dump(exclude_none=True)
@@ -108,29 +141,44 @@ class OpenAIModel:
             **kwargs,
         )
 
-    async def _with_retries(self, call: Callable[[], Any]) -> Any:
+    async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> tuple[T, Permit]:
+        """The result of the first attempt that succeeds, with its (unsettled) permit."""
         attempt = 0
         while True:
             try:
-                # The client's timeout bounds each read; this bounds the whole answer, so
-                # an endpoint that trickles bytes cannot hold a call past ``timeout`` either.
-                async with asyncio.timeout(self.timeout):
-                    return await call()
-            except (openai.APIError, TimeoutError) as exc:
-                error = (
-                    _model_error(exc, self.timeout)
-                    if isinstance(exc, openai.APIError)
-                    else _timeout(self.timeout)
-                )
+                return await self._attempt(call)
+            except ModelError as error:
                 if not error.retryable or attempt >= self.retries:
-                    raise error from exc
-                await asyncio.sleep(_delay(exc, self.backoff, attempt))
+                    raise
+                if self.breaker is not None and self.breaker.state(self.breaker_policy) != "closed":
+                    raise self.breaker.rejection(self.breaker_policy) from error
+                await asyncio.sleep(_delay(error.__cause__, self.backoff, attempt))
                 attempt += 1
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ModelError(f"malformed response from the model endpoint: {exc}") from exc
+
+    async def _attempt(self, call: Callable[[], Awaitable[T]]) -> tuple[T, Permit]:
+        """One call through the breaker; a failure is recorded and raised as ``ModelError``."""
+        permit = self.breaker.admit(self.breaker_policy) if self.breaker else Permit.unguarded()
+        try:
+            # The client's timeout bounds each read; this bounds the whole answer, so an
+            # endpoint that trickles bytes cannot hold a call past ``timeout`` either.
+            async with asyncio.timeout(self.timeout):
+                return await call(), permit
+        except TimeoutError as exc:
+            raise permit.settle(_timeout(self.timeout)) from exc
+        except openai.APIError as exc:
+            raise permit.settle(_model_error(exc, self.timeout)) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            error = ModelError(f"malformed response from the model endpoint: {exc}")
+            raise permit.settle(error) from exc
+        except ModelError as exc:
+            permit.settle(exc)
+            raise
+        except BaseException:
+            permit.release()
+            raise
 
 
-def _delay(exc: BaseException, backoff: float, attempt: int) -> float:
+def _delay(exc: BaseException | None, backoff: float, attempt: int) -> float:
     headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
     if headers is not None:
         for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
