@@ -56,16 +56,16 @@ def port_free(port: int) -> bool:
         return probe.connect_ex((HOST, port)) != 0
 
 
-def pick_port(environ: dict[str, str] | None = None) -> int:
-    """``$DYNAGENT_TEST_NACOS_PORT`` if set; else 18848, or the next free set of ports
-    (18858, 18868, …) when another test session already runs a server there."""
+def pick_port(environ: dict[str, str] | None = None, *, start: int = DEFAULT_PORT) -> int:
+    """``$DYNAGENT_TEST_NACOS_PORT`` if set; else ``start`` (18848), or the next free set of
+    ports (18858, 18868, …) when another test session already runs a server there."""
     environ = dict(os.environ) if environ is None else environ
     if environ.get(PORT_ENV):
         return int(environ[PORT_ENV])
-    for candidate in range(DEFAULT_PORT, DEFAULT_PORT + 200, 10):
+    for candidate in range(start, start + 200, 10):
         if all(port_free(p) for p in nacos_ports(candidate)):
             return candidate
-    raise RuntimeError(f"no free Nacos ports near {DEFAULT_PORT}; set {PORT_ENV}")
+    raise RuntimeError(f"no free Nacos ports near {start}; set {PORT_ENV}")
 
 
 class NacosScriptError(RuntimeError):
@@ -281,10 +281,10 @@ def nacos_service_config(
 __all__ = [
     "DEFAULT_PORT",
     "PORT_ENV",
+    "STATUS_KEYS",
     "NacosAdmin",
     "NacosScriptError",
     "NacosServer",
-    "STATUS_KEYS",
     "invoke",
     "nacos_ports",
     "nacos_service_config",
