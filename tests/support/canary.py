@@ -56,6 +56,8 @@ class Load:
     limit: int = 20_000
     body: Document = field(default_factory=lambda: {"input": "hi"})
     headers: dict[str, str] = field(default_factory=dict)
+    pause: float = 0.0
+    """Seconds each caller rests between requests: pacing for long tests, not a wait."""
     answers: list[Answer] = field(default_factory=list)
     _sent: int = 0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -96,13 +98,17 @@ class Load:
                 async with self._arrived:
                     self.answers.append(answer)
                     self._arrived.notify_all()
+                if self.pause:
+                    await asyncio.sleep(self.pause)
         finally:
             self._stopped += 1
             async with self._arrived:
                 self._arrived.notify_all()
 
     async def _call(self) -> Answer:
-        async with self.session.post(self.url, json=self.body, headers=self.headers) as response:
+        # A key of its own per request, so that the load reaches both variants.
+        headers = {"X-Canary-Key": f"load-{self._sent}", **self.headers}
+        async with self.session.post(self.url, json=self.body, headers=headers) as response:
             return Answer(
                 response.status,
                 response.headers.get("X-Agent-Variant"),
