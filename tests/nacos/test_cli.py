@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.nacos import NacosAdmin, NacosServer, nacos_source
 
@@ -111,29 +112,49 @@ def serve_nacos(nacos_server: NacosServer, nacos_group: str, tmp_path: Path) -> 
             server.communicate()
 
 
+def sample_documents() -> dict[str, str]:
+    """dataId → text, as ``dynagent publish`` names the sample files: ``{name}.agent.yaml``,
+    and ``{name}.canary.yaml`` for a canary file."""
+    documents = {}
+    for path in sorted(SAMPLES.glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        kind = "canary" if ".canary." in path.name else "agent"
+        documents[f"{yaml.safe_load(text)['name']}.{kind}.yaml"] = text
+    return documents
+
+
 async def test_publish_then_serve_lists_every_sample(
     nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, request: pytest.FixtureRequest
 ) -> None:
+    documents = sample_documents()
     done = dynagent("publish", str(SAMPLES), "--nacos", nacos_server.addr, "--group", nacos_group)
     assert (done.returncode, done.stdout.splitlines()) == (
         0,
-        [f"published public/{nacos_group}/{name}.agent.yaml" for name in SAMPLE_NAMES],
+        [f"published public/{nacos_group}/{data_id}" for data_id in documents],
     )
-    stored = {name: await nacos.get(f"{name}.agent.yaml", nacos_group) for name in SAMPLE_NAMES}
-    texts = {path.stem: path.read_text(encoding="utf-8") for path in SAMPLES.glob("*.yaml")}
-    assert {name: (config or {}).get("content") for name, config in stored.items()} == texts
+    assert await nacos.data_ids(nacos_group) == sorted(documents)
+    for data_id, text in documents.items():
+        stored = await nacos.get(data_id, nacos_group)
+        assert stored is not None
+        assert (data_id, stored["content"]) == (data_id, text)
 
     url: str = request.getfixturevalue("serve_nacos")
     listed = get_json(f"{url}/v1/agents")["agents"]
     assert [(a["name"], a["state"], a["factory"], a["source"]) for a in listed] == [
-        (
-            name,
-            "serving",
-            "nacos",
-            nacos_source(nacos_group, f"{name}.agent.yaml", texts[name]),
+        (name, "serving", "nacos", nacos_source(nacos_group, f"{name}.agent.yaml", text))
+        for name, text in (
+            (data_id.split(".")[0], text)
+            for data_id, text in documents.items()
+            if data_id.endswith(".agent.yaml")
         )
-        for name in SAMPLE_NAMES
     ]
+    assert [a["name"] for a in listed] == SAMPLE_NAMES
+    canaries = {a["name"]: a["canary"]["source"] for a in listed if a["canary"] is not None}
+    assert canaries == {
+        data_id.split(".")[0]: nacos_source(nacos_group, data_id, text)
+        for data_id, text in documents.items()
+        if data_id.endswith(".canary.yaml")
+    }
 
 
 async def test_publish_refuses_a_folder_with_an_invalid_file_and_publishes_nothing(

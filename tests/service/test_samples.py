@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from service.config import load_config
+from service.rollout import load_canary
 from tests.support.service import RunningService, parse_sse, running_service
 
 SAMPLES = Path(__file__).parents[2] / "config-samples"
@@ -41,15 +42,38 @@ async def service(tmp_path: Path) -> AsyncIterator[RunningService]:
         yield running
 
 
+SAMPLE_VARIANTS = [*((name, "stable") for name in sorted(EXPECTED_EVENTS)), ("assistant", "canary")]
+"""Every sample file: an agent, or (``{name}.canary.yaml``) the canary of one."""
+
+
+def sample_path(name: str, variant: str) -> Path:
+    return SAMPLES / "agents" / (f"{name}.canary.yaml" if variant == "canary" else f"{name}.yaml")
+
+
 def test_every_sample_is_covered() -> None:
-    assert sorted(p.stem for p in (SAMPLES / "agents").glob("*.yaml")) == sorted(EXPECTED_EVENTS)
+    assert sorted((SAMPLES / "agents").glob("*.yaml")) == sorted(
+        sample_path(name, variant) for name, variant in SAMPLE_VARIANTS
+    )
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED_EVENTS))
-async def test_a_sample_answers_offline(service: RunningService, name: str) -> None:
-    spec = yaml.safe_load((SAMPLES / "agents" / f"{name}.yaml").read_text(encoding="utf-8"))
+async def test_the_canary_sample_runs_beside_the_assistant(service: RunningService) -> None:
+    spec, policy = load_canary(sample_path("assistant", "canary").read_text(encoding="utf-8"))
+    canary = service.registry.status("assistant")["canary"]
+    assert (canary["revision"], canary["weight"], canary["state"]) == (
+        spec.revision,
+        policy.weight,
+        "serving",
+    )
+    assert (policy.weight, spec.revision != service.serving("assistant")) == (10, True)
+
+
+@pytest.mark.parametrize("name,variant", SAMPLE_VARIANTS)
+async def test_a_sample_answers_offline(service: RunningService, name: str, variant: str) -> None:
+    spec = yaml.safe_load(sample_path(name, variant).read_text(encoding="utf-8"))
     response = await service.client.post(
-        f"/v1/agents/{name}/invoke", json={"input": "My order 1234 has not arrived."}
+        f"/v1/agents/{name}/invoke",
+        json={"input": "My order 1234 has not arrived."},
+        headers={"X-Agent-Variant": variant},
     )
     body = await response.json()
     assert response.status == 200, body
@@ -63,11 +87,10 @@ async def test_a_sample_answers_offline(service: RunningService, name: str) -> N
         "usage",
         "steps",
     }
-    assert (body["agent"], body["revision"], body["variant"]) == (
-        name,
-        service.serving(name),
-        "stable",
-    )
+    entry = service.registry.entry(name)
+    serving = entry.canary.agent if variant == "canary" and entry.canary else entry.stable
+    assert serving is not None
+    assert (body["agent"], body["revision"], body["variant"]) == (name, serving.revision, variant)
     assert body["steps"] == EXPECTED_EVENTS[name].count("model_request")
     assert body["usage"]["total_tokens"] == (
         body["usage"]["input_tokens"] + body["usage"]["output_tokens"]
