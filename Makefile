@@ -38,8 +38,13 @@ nacos-start:
 nacos-stop:
 	scripts/nacos.sh stop
 
-bench: setup
+## Every benchmark of DESIGN.md's bars, quick mode (see BENCHMARKS.md); starts its own Nacos.
+bench: setup $(VENV)/.bench-installed
 	$(BIN)/python -m bench --quick
+
+$(VENV)/.bench-installed: pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $@
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache var

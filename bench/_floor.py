@@ -1,0 +1,56 @@
+"""``python -m bench._floor BASE_URL``: the floor of the service benchmarks.
+
+A minimal aiohttp app whose ``POST /invoke`` makes the same single model call an
+agent of the service makes (system prompt + the input, on the raw ``openai``
+client), and answers ``{"output": text}``: what serving a model call over HTTP
+costs with nothing else. Prints ``{"url": …}`` once listening; stops on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+
+import openai
+from aiohttp import web
+
+from bench.scenarios import REPLY_MODEL, SYSTEM
+
+
+async def serve(base_url: str) -> None:
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", max_retries=0)
+
+    async def invoke(request: web.Request) -> web.Response:
+        body = await request.json()
+        completion = await client.chat.completions.create(
+            model=REPLY_MODEL,
+            messages=[
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": body["input"]},
+            ],
+            timeout=30,
+        )
+        return web.json_response({"output": completion.choices[0].message.content})
+
+    app = web.Application()
+    app.router.add_post("/invoke", invoke)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    print(json.dumps({"url": f"http://{host}:{port}"}), flush=True)
+    await stop.wait()
+    await runner.cleanup()
+    await client.close()
+    print(json.dumps({"stopped": True}), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(sys.argv[1]))

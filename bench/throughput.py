@@ -1,0 +1,168 @@
+"""Service throughput: requests/s and latency of ``POST /v1/agents/{name}/invoke`` and
+``POST /v1/chat/completions`` at several concurrency levels, against the floor.
+
+The service (``dynagent serve``), the floor (``bench._floor``: a minimal aiohttp
+handler making the same one model call on the raw client) and the scripted model
+server each run in their own process on loopback; the load generator is this
+process. Targets take turns at each level so that noise hits them alike.
+
+    .venv/bin/python -m bench.throughput            # 1, 8, 32 concurrent; 2 x 4 s per target
+    .venv/bin/python -m bench.throughput --quick    # 2 x 1.5 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench._load import LoadResult, load
+from bench._process import Child, free_port
+from bench._service import AGENT, Service, agent_document, write_config
+from bench._stats import ratio, summary
+from bench.scenarios import REPLY_TEXT
+
+LEVELS = (1, 8, 32)
+RESULTS = Path(__file__).parent / "results" / "throughput.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    url: str
+    body: dict[str, Any]
+
+
+def targets(service_url: str, floor_url: str) -> list[Target]:
+    return [
+        Target("floor", floor_url + "/invoke", {"input": "ping"}),
+        Target("invoke", f"{service_url}/v1/agents/{AGENT}/invoke", {"input": "ping"}),
+        Target(
+            "chat_completions",
+            service_url + "/v1/chat/completions",
+            {"model": AGENT, "messages": [{"role": "user", "content": "ping"}]},
+        ),
+    ]
+
+
+async def _check(target: Target) -> None:
+    """One request first: the target answers, and answers what the model said."""
+    result = await load(target.url, target.body, concurrency=1, seconds=0.2)
+    if result.failures or not result.ok:
+        raise RuntimeError(f"{target.name} failed: {dict(result.failures)}")
+
+
+async def measure(
+    targets_: list[Target], *, levels: tuple[int, ...], seconds: float, rounds: int
+) -> dict[str, Any]:
+    for target in targets_:
+        await _check(target)
+        await load(target.url, target.body, concurrency=8, seconds=0.5)  # warm-up
+    figures: dict[str, dict[str, Any]] = {}
+    for level in levels:
+        results = {target.name: LoadResult() for target in targets_}
+        for index in range(rounds):
+            shift = index % len(targets_)
+            for target in targets_[shift:] + targets_[:shift]:
+                results[target.name].merge(
+                    await load(target.url, target.body, concurrency=level, seconds=seconds)
+                )
+        figures[str(level)] = _level(results)
+    return figures
+
+
+def _level(results: dict[str, LoadResult]) -> dict[str, Any]:
+    level: dict[str, Any] = {}
+    for name, result in results.items():
+        latency = summary(result.latencies_ms)
+        level[name] = {
+            "rps": round(result.ok / result.seconds, 1),
+            "p50_ms": latency.get("median"),
+            "p99_ms": latency.get("p99"),
+            "requests": result.requests,
+            "failed": sum(result.failures.values()),
+            "failures": dict(result.failures),
+        }
+    floor = level["floor"]
+    for figure in level.values():
+        figure["rps_ratio_to_floor"] = ratio(figure["rps"], floor["rps"])
+        figure["p50_ratio_to_floor"] = ratio(figure["p50_ms"], floor["p50_ms"])
+    return level
+
+
+async def run(
+    model_url: str, *, levels: tuple[int, ...], seconds: float, rounds: int
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
+        folder = Path(temporary)
+        agents = folder / "agents"
+        agents.mkdir()
+        (agents / f"{AGENT}.yaml").write_text(yaml.safe_dump(agent_document(model_url)))
+        config = write_config(folder, agents)
+        service = Service(config, free_port(), folder / "service.log", {})
+        async with service, Child("bench._floor", model_url) as floor:
+            figures = await measure(
+                targets(service.url, floor.ready["url"]),
+                levels=levels,
+                seconds=seconds,
+                rounds=rounds,
+            )
+    return {
+        "what": "closed loop: N workers each send the next request when the last answers",
+        "seconds_per_target_and_level": seconds * rounds,
+        "reply": REPLY_TEXT,
+        "levels": figures,
+    }
+
+
+def table(data: dict[str, Any]) -> str:
+    lines = [
+        f"{'conc':>5} {'target':18}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'failed':>8}"
+        f"{'rps/floor':>11}{'p50/floor':>11}"
+    ]
+    for level, figures in data["levels"].items():
+        for name, f in figures.items():
+            lines.append(
+                f"{level:>5} {name:18}{f['rps']:>9.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
+                f"{f['failed']:>8}{f['rps_ratio_to_floor']:>11.3f}{f['p50_ratio_to_floor']:>11.3f}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.throughput", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="2 x 1.5 s per target and level")
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per turn")
+    parser.add_argument("--rounds", type=int, default=2, help="turns per target and level")
+    parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    seconds = 1.5 if args.quick else args.seconds
+
+    async def main_async() -> dict[str, Any]:
+        async with Child("bench._model_server") as model:
+            return await run(
+                model.ready["base_url"],
+                levels=tuple(args.levels),
+                seconds=seconds,
+                rounds=args.rounds,
+            )
+
+    data = asyncio.run(main_async())
+    print(table(data))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(data, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
