@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 from service.config import NacosConfig
-from tests.support.nacos import NacosAdmin, NacosServer, pick_port
+from tests.support.nacos import START_TIMEOUT, NacosAdmin, NacosServer, pick_port
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The first test to ask for the server waits for its start, which on a fresh machine
+    # includes downloading it with Maven: give every Nacos test room for that.
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.timeout(START_TIMEOUT + 120))
 
 
 @pytest.fixture(scope="session")

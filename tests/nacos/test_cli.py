@@ -133,10 +133,10 @@ async def test_publish_then_serve_lists_every_sample(
         [f"published public/{nacos_group}/{data_id}" for data_id in documents],
     )
     assert await nacos.data_ids(nacos_group) == sorted(documents)
-    for data_id, text in documents.items():
-        stored = await nacos.get(data_id, nacos_group)
-        assert stored is not None
-        assert (data_id, stored["content"]) == (data_id, text)
+    stored = {data_id: await nacos.get(data_id, nacos_group) for data_id in documents}
+    assert {data_id: (config or {}).get("content") for data_id, config in stored.items()} == (
+        documents
+    )
 
     url: str = request.getfixturevalue("serve_nacos")
     listed = get_json(f"{url}/v1/agents")["agents"]
