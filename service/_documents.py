@@ -1,0 +1,89 @@
+"""Bounds on agent documents, checked before and after parsing.
+
+A definition comes from whoever may edit the config center, so parsing it must
+not be a way to stop the service: a size cap, a nesting cap (the YAML composer
+and ``json`` recurse), and a cap on how far YAML aliases expand — PyYAML's
+``safe_load`` shares aliased nodes, but merge keys copy them while loading and
+validation and hashing walk them expanded, so a few hundred bytes of anchors
+("billion laughs") would otherwise take minutes and gigabytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+MAX_DOCUMENT_CHARS = 1_000_000
+"""Longest document accepted (the file source refuses larger files the same way)."""
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists."""
+MAX_NODES = 100_000
+"""Most values a document may hold once every alias is expanded."""
+
+
+class DocumentRefused(ValueError):
+    """The document breaks one of the bounds above; the message says which."""
+
+
+def check_text(text: str) -> None:
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise DocumentRefused(f"the document is longer than {MAX_DOCUMENT_CHARS} characters")
+
+
+def check_yaml_events(text: str) -> None:
+    """Walk the YAML event stream (no recursion, nothing built) and refuse a document
+    that nests too deep or whose aliases expand past ``MAX_NODES`` values."""
+    sizes: dict[str, int] = {}
+    """Expanded size of each anchored node."""
+    open_nodes: list[tuple[str | None, int]] = [(None, 0)]
+    """(anchor, values so far) of every collection being read; the document at the bottom."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_nodes.append((event.anchor, 1))
+            if len(open_nodes) - 1 > MAX_DEPTH:
+                raise DocumentRefused(f"the document nests deeper than {MAX_DEPTH} levels")
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, size = open_nodes.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, size = None, sizes.get(event.anchor or "", 1)
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = size
+        parent_anchor, parent_size = open_nodes[-1]
+        open_nodes[-1] = (parent_anchor, parent_size + size)
+        if parent_size + size > MAX_NODES:
+            raise DocumentRefused(
+                f"the document holds more than {MAX_NODES} values once its aliases are "
+                "expanded; write it out without repeated anchors"
+            )
+
+
+def check_values(value: Any) -> None:
+    """Refuse parsed data that nests too deep, or holds text that is not valid
+    Unicode (a lone surrogate from a ``\\ud800`` escape can never be sent on)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise DocumentRefused(f"the document nests deeper than {MAX_DEPTH} levels")
+        if isinstance(item, str):
+            _check_unicode(item)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                stack.append((key, depth + 1))
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+
+
+def _check_unicode(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ascii(text[exc.start : exc.end])
+        raise DocumentRefused(f"text holds {bad}, which is not valid Unicode") from None
