@@ -170,12 +170,26 @@ class NacosClient:
         except Exception as exc:
             raise NacosUnavailable(f"removing {group}/{data_id} failed: {exc}") from None
 
-    async def listen(self, data_id: str, group: str, listener: Listener) -> None:
+    async def listen(
+        self, data_id: str, group: str, listener: Listener, *, announce: bool = True
+    ) -> None:
+        """Call ``listener`` on every change of the config. ``announce=False`` leaves telling
+        the server to ``announce_listeners()``, so that many dataIds go in one request."""
         service = self._require()
         await service.add_listener(data_id, group, listener)
-        # The SDK only records the listener; the server hears of it at the SDK's next
-        # 5-second tick, and a change made before then would arrive seconds late.
-        _wake_listen_task(service)
+        if announce:
+            self.announce_listeners()
+
+    def announce_listeners(self) -> None:
+        """Send the listeners added so far to the server now.
+
+        The SDK only records a listener; the server hears of it at the SDK's next
+        5-second tick, and a change made before then would arrive seconds late. Each
+        announcement re-sends every listener of the client (the SDK never marks an
+        unchanged one as in sync), so a bulk load announces once, not per dataId.
+        """
+        if self._service is not None:
+            _wake_listen_task(self._service)
 
     async def unlisten(self, data_id: str, group: str, listener: Listener) -> None:
         if self._service is not None:
