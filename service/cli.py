@@ -19,6 +19,7 @@ from loguru import logger
 from .builder import AgentBuilder
 from .config import ServiceConfig, load_config
 from .exceptions import ConfigError
+from .factories.base import name_from_key
 from .http.app import create_app
 from .http.auth import ApiKeys
 from .logs import configure_logging
@@ -90,7 +91,8 @@ def validate(args: argparse.Namespace) -> int:
             text = path.read_text(encoding="utf-8")
             fmt = format_of(path.name)
             if is_canary_key(path.name):
-                spec, _ = load_canary(text, fmt=fmt, source=str(path))
+                name = name_from_key(path.name)  # served only as the canary of that agent
+                spec, _ = load_canary(text, fmt=fmt, source=str(path), name=name)
             else:
                 spec = load_spec(text, fmt=fmt, source=str(path))
             builder.build(spec)

@@ -150,15 +150,27 @@ class Pulled:
 
 
 def load_canary(
-    document: str | Mapping[str, Any], *, fmt: Format = "yaml", source: str = ""
+    document: str | Mapping[str, Any],
+    *,
+    fmt: Format = "yaml",
+    source: str = "",
+    name: str | None = None,
 ) -> tuple[AgentSpec, RolloutPolicy]:
-    """A canary document: a full AgentSpec plus its ``rollout`` block."""
+    """A canary document: a full AgentSpec plus its ``rollout`` block; ``name``, when
+    given, is the agent its file is named after (``{name}.canary.yaml``)."""
     data = parse_document(document, fmt) if isinstance(document, str) else document
     if not isinstance(data, Mapping):
         raise ConfigError("a canary definition must be a mapping of fields", source=source)
     fields = dict(data)
     rollout = fields.pop("rollout", None)
     spec = load_spec(fields, source=source)
+    if name is not None and spec.name != name:
+        raise ConfigError(
+            "a canary must define the agent its file is named after",
+            source=source,
+            agent=name,
+            issues=[FieldIssue("name", f"expected {name!r}, found {spec.name!r}")],
+        )
     if rollout is None:
         raise ConfigError(
             "a canary needs a rollout block",

@@ -15,7 +15,7 @@ import yaml
 
 from ..agent import Agent, SourceInfo, Variant
 from ..builder import AgentBuilder
-from ..exceptions import ConfigError, FieldIssue
+from ..exceptions import ConfigError
 from ..registry import AgentRegistry
 from ..rollout import load_canary
 from ..sources.base import Document, is_canary_key
@@ -132,12 +132,7 @@ class DocumentApplier:
         try:
             if document.error is not None:
                 raise ConfigError(document.error)
-            spec, policy = load_canary(document.text, fmt=document.fmt, source=where)
-            if spec.name != name:
-                raise ConfigError(
-                    "a canary must define the agent its file is named after",
-                    issues=[FieldIssue("name", f"expected {name!r}, found {spec.name!r}")],
-                )
+            spec, policy = load_canary(document.text, fmt=document.fmt, source=where, name=name)
             agent = self.build(spec, document)
         except ConfigError as exc:
             self._fail(
