@@ -111,6 +111,31 @@ def test_validate_names_each_bad_field(tmp_path: Path, capsys: pytest.CaptureFix
     assert errors == expected
 
 
+@pytest.mark.usefixtures("offline_environment")
+def test_validate_checks_a_canary_file_as_the_service_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = "model: {provider: test}\nprompt: {system: hi}\n"
+    files = {
+        "bot.canary.yaml": f"name: bot\n{spec}rollout: {{weight: 5}}\n",
+        "ghost.canary.yaml": f"name: bot\n{spec}rollout: {{weight: 5}}\n",
+        "norollout.canary.yaml": f"name: norollout\n{spec}",
+    }
+    for filename, text in files.items():
+        (tmp_path / filename).write_text(text, encoding="utf-8")
+    paths = [str(tmp_path / filename) for filename in files]
+
+    assert cli.main(["validate", *paths]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"{paths[0]}: ok (bot, revision ")
+    assert captured.err.splitlines() == [
+        f"{paths[1]}: a canary must define the agent its file is named after",
+        "  name: expected 'ghost', found 'bot'",
+        f"{paths[2]}: a canary needs a rollout block",
+        "  rollout: add e.g. 'rollout: {weight: 10}'",
+    ]
+
+
 def test_schema_is_a_json_schema_that_the_samples_match(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
