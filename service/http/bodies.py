@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, TypeVar
 
@@ -13,6 +14,9 @@ from ..spec import issues_from
 
 Body = TypeVar("Body", bound=BaseModel)
 MAX_DEPTH = 64
+BODY_TIMEOUT = 30.0
+"""Seconds a client has to send its whole body. aiohttp has no such limit: a client that
+sends headers and then trickles (or stops) its body would hold the request forever."""
 
 
 class UnsupportedMediaType(DynagentError):
@@ -36,7 +40,7 @@ def _depth(value: Any) -> int:
 async def read_body(request: web.Request, model: type[Body]) -> Body:
     if request.content_type != "application/json":
         raise web.HTTPUnsupportedMediaType(reason="send the body as application/json")
-    raw = await request.read()
+    raw = await _read(request)
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -54,3 +58,19 @@ async def read_body(request: web.Request, model: type[Body]) -> Body:
     except ValidationError as exc:
         details = "; ".join(str(issue) for issue in issues_from(exc))
         raise BadRequest(f"invalid request body: {details}") from None
+
+
+async def _read(request: web.Request) -> bytes:
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT):
+            return await request.read()
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(
+            reason=f"the body did not arrive within {BODY_TIMEOUT:g} s"
+        ) from None
+    except web.RequestPayloadError as exc:  # a bad Content-Encoding, broken chunks
+        cause = exc.__cause__ or exc
+        text = str(getattr(cause, "message", "") or cause).strip()
+        raise BadRequest(f"the body could not be read: {text}") from None
+    except ConnectionResetError:
+        raise BadRequest("the client closed the connection before the body ended") from None

@@ -34,6 +34,7 @@ _HTTP_KINDS = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "too_large",
     415: "unsupported_media_type",
 }
