@@ -44,7 +44,7 @@ from service import AgentBuilder, load_spec
 from service.config import NacosConfig
 from service.factories.nacos import NacosAgentBuilderFactory, agent_data_id
 from service.registry import AgentRegistry
-from tests.support.nacos import NacosAdmin, NacosServer, pick_port
+from tests.support.nacos import NacosAdmin, NacosServer, claimed_port
 
 BAR_P50_MS = 500.0
 BAR_P99_MS = 1500.0
@@ -177,8 +177,11 @@ async def nacos_server(address: str | None) -> AsyncIterator[tuple[str, str, str
     if address is not None:
         yield address, f"http://{address}/nacos", f"external {address}"
         return
-    with tempfile.TemporaryDirectory(prefix="dynagent-bench-nacos-") as home:
-        server = NacosServer(pick_port({}, start=OWN_PORT), Path(home) / "home")
+    with (
+        tempfile.TemporaryDirectory(prefix="dynagent-bench-nacos-") as home,
+        claimed_port({}, start=OWN_PORT) as port,
+    ):
+        server = NacosServer(port, Path(home) / "home")
         try:
             seconds = await asyncio.to_thread(server.start, clean=True)
             print(f"Nacos started on {server.addr} in {seconds:.1f} s", file=sys.stderr)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from service.config import NacosConfig
-from tests.support.nacos import START_TIMEOUT, NacosAdmin, NacosServer, pick_port
+from tests.support.nacos import START_TIMEOUT, NacosAdmin, NacosServer, claimed_port
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,14 +32,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def nacos_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NacosServer]:
     """The session's Nacos server; stopped at the end even when its start failed half-way."""
-    server = NacosServer(pick_port(), tmp_path_factory.mktemp("nacos") / "home")
-    try:
-        seconds = server.start(clean=True)
-        print(f"\nNacos on {server.addr} started in {seconds:.1f} s")
-        yield server
-    finally:
-        server.stop()
-    assert server.listening() == [], "Nacos still listens after stop"
+    with claimed_port() as port:
+        server = NacosServer(port, tmp_path_factory.mktemp("nacos") / "home")
+        try:
+            seconds = server.start(clean=True)
+            print(f"\nNacos on {server.addr} started in {seconds:.1f} s")
+            yield server
+        finally:
+            server.stop()
+        assert server.listening() == [], "Nacos still listens after stop"
 
 
 @pytest.fixture

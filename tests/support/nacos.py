@@ -6,22 +6,25 @@ developer's Nacos on 8848. ``NacosAdmin`` publishes and deletes configs through
 the v3 admin API (``/nacos/v3/admin/cs/config``), the way an operator's console
 edit reaches the server: nothing of Dynagent's own Nacos code is involved.
 
-    server = NacosServer(pick_port(), home)
-    server.start(clean=True)
-    async with NacosAdmin(server.base_url) as admin:
-        await admin.publish("bot.agent.yaml", "AGENTS", text)
-    server.stop()
+    with claimed_port() as port:
+        server = NacosServer(port, home)
+        server.start(clean=True)
+        async with NacosAdmin(server.base_url) as admin:
+            await admin.publish("bot.agent.yaml", "AGENTS", text)
+        server.stop()
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -56,15 +59,29 @@ def port_free(port: int) -> bool:
         return probe.connect_ex((HOST, port)) != 0
 
 
-def pick_port(environ: dict[str, str] | None = None, *, start: int = DEFAULT_PORT) -> int:
-    """``$DYNAGENT_TEST_NACOS_PORT`` if set; else ``start`` (18848), or the next free set of
-    ports (18858, 18868, …) when another test session already runs a server there."""
-    environ = dict(os.environ) if environ is None else environ
+@contextmanager
+def claimed_port(
+    environ: Mapping[str, str] | None = None, *, start: int = DEFAULT_PORT
+) -> Iterator[int]:
+    """A Nacos HTTP port for the block: ``$DYNAGENT_TEST_NACOS_PORT`` if set; else ``start``
+    (18848), or the next set (18858, 18868, …) whose ports are free and that no other process
+    on this machine has claimed. The claim (a ``flock`` in the temp dir) keeps two test
+    sessions started at the same moment from both choosing the same ports."""
+    environ = os.environ if environ is None else environ
     if environ.get(PORT_ENV):
-        return int(environ[PORT_ENV])
+        yield int(environ[PORT_ENV])
+        return
     for candidate in range(start, start + 200, 10):
-        if all(port_free(p) for p in nacos_ports(candidate)):
-            return candidate
+        claim = (Path(tempfile.gettempdir()) / f"dynagent-nacos-{candidate}.lock").open("w")
+        try:
+            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            claim.close()
+            continue
+        with claim:
+            if all(port_free(p) for p in nacos_ports(candidate)):
+                yield candidate
+                return
     raise RuntimeError(f"no free Nacos ports near {start}; set {PORT_ENV}")
 
 
@@ -285,11 +302,11 @@ __all__ = [
     "NacosAdmin",
     "NacosScriptError",
     "NacosServer",
+    "claimed_port",
     "invoke",
     "nacos_ports",
     "nacos_service_config",
     "nacos_source",
-    "pick_port",
     "status_of",
     "yaml_text",
 ]
