@@ -80,6 +80,9 @@ class DocumentApplier:
         self._names: dict[str, str] = {}
         self._failed: dict[str, tuple[str, str]] = {}
         """Document key → (agent, location) of its last refused definition."""
+        self._canaries: dict[str, Document] = {}
+        """Agent name → its canary document, applied again when the agent comes back
+        (a renamed or re-created agent file removes the agent, canary included)."""
 
     async def apply(self, document: Document) -> None:
         if is_canary_key(document.key):
@@ -120,15 +123,20 @@ class DocumentApplier:
             self.registry.remove(previous)
         self._forget_failure(document.key, keep=spec.name)
         self.registry.put(agent)
+        canary = self._canaries.get(spec.name)
+        if canary is not None and self.registry.entry(spec.name).canary is None:
+            self._apply_canary(canary)
 
     def _apply_canary(self, document: Document) -> None:
         """``{name}.canary.yaml``: a candidate spec and its rollout; deleting it ends the canary."""
         name = name_from_key(document.key)
         where = document.info.location or document.key
         if document.text is None:
+            self._canaries.pop(name, None)
             self._forget_failure(document.key)
             self.registry.remove_canary(name)
             return
+        self._canaries[name] = document
         try:
             if document.error is not None:
                 raise ConfigError(document.error)
