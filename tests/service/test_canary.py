@@ -344,3 +344,21 @@ async def serving_revisions(service: RunningService) -> tuple[str, str]:
         assert (response.status, body["variant"]) == (200, variant)
         found.append(body["revision"])
     return found[0], found[1]
+
+
+async def test_a_canary_survives_its_agent_file_being_renamed(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    old_path = write_agent(agents_dir, STABLE, filename="z-bot.yaml")
+    write_agent(agents_dir, CANARY, filename=canary_filename("bot"))
+    async with running_service(memory_config(agents_dir, state_dir)) as service:
+        new_path = (agents_dir / "a-bot.yaml").resolve()
+        old_path.rename(new_path)
+
+        def moved(registry: Any) -> bool:
+            stable = registry.entry("bot").stable if "bot" in registry else None
+            return stable is not None and stable.source.location == str(new_path)
+
+        await service.registry.wait_for(moved)
+        assert service.registry.status("bot")["canary"]["revision"] == REVISIONS["canary"]
+        assert await serving_revisions(service) == (REVISIONS["stable"], REVISIONS["canary"])
