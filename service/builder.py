@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from ._templates import MissingVariable, expand_env
 from .agent import Agent, SourceInfo
@@ -80,6 +81,22 @@ class AgentBuilder:
                 issues=[FieldIssue(path, f"environment variable {exc.name} is not set")],
             ) from None
 
+    def _url(self, text: str, path: str) -> str:
+        url = self._env(text, path)
+        try:
+            parts = urlsplit(url)
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            valid = False
+        if not valid:
+            # The value itself is left out: ${VAR} may have put a secret in it.
+            raise ConfigError(
+                "invalid model endpoint",
+                issues=[FieldIssue(path, "not an http(s) URL once ${VAR} are filled in")],
+            )
+        return url
+
     def _model(self, spec: AgentSpec) -> Model:
         primary = self._endpoint(spec.model, "model")
         if spec.model.fallback is None:
@@ -94,7 +111,7 @@ class AgentBuilder:
         name = self._env(model.name, f"{path}.name")
         if provider == "test":
             return TestModel(name)
-        base_url = self._env(model.base_url, f"{path}.base_url")
+        base_url = self._url(model.base_url, f"{path}.base_url")
         api_key = self._env(model.api_key, f"{path}.api_key")
         pool = self.resources.model_clients
         breaker = model.circuit_breaker
