@@ -8,10 +8,12 @@ registry in step with it.
 from __future__ import annotations
 
 import json
+import traceback
 from collections.abc import Callable
 from typing import Protocol
 
 import yaml
+from loguru import logger
 
 from ..agent import Agent, SourceInfo, Variant
 from ..builder import AgentBuilder
@@ -117,6 +119,9 @@ class DocumentApplier:
                 ConfigError(exc.reason, source=where, agent=name, issues=exc.issues),
             )
             return
+        except Exception as exc:  # a bug must not end the watch nor leave no trace in status
+            self._fail(document.key, _unexpected(exc, where, blame))
+            return
         previous = self._names.get(document.key)
         self._names[document.key] = spec.name
         if previous is not None and previous != spec.name:
@@ -147,6 +152,9 @@ class DocumentApplier:
                 document.key, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
             )
             return
+        except Exception as exc:  # as in _define
+            self._fail(document.key, _unexpected(exc, where, name))
+            return
         self._forget_failure(document.key, keep=name)
         self.registry.put_canary(agent, policy)
 
@@ -170,3 +178,17 @@ class DocumentApplier:
 
     def _owner(self, name: str) -> str | None:
         return next((key for key, owned in self._names.items() if owned == name), None)
+
+
+def _unexpected(error: Exception, where: str, agent: str) -> ConfigError:
+    """A refusal for an error no check foresaw. Neither status nor log repeats its message,
+    which may quote values filled in from the environment; the log says where it rose."""
+    frames = traceback.extract_tb(error.__traceback__)
+    origin = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+    kind = type(error).__name__
+    logger.error("building agent {} from {} failed: {} at {}", agent, where, kind, origin)
+    return ConfigError(
+        f"the definition could not be built ({kind}); the service log has details",
+        source=where,
+        agent=agent,
+    )
