@@ -176,7 +176,9 @@ class NacosSource:
         try:
             for data_id, pending in zip(data_ids, reads, strict=True):
                 pushes, text = await pending
-                if self._pushes.get(data_id, 0) == pushes:
+                # None for a dataId the listing holds is a read that trails a re-creation
+                # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
+                if text is not None and self._pushes.get(data_id, 0) == pushes:
                     await self._deliver(data_id, text, announce=False)
         finally:
             for pending in reads:
