@@ -25,7 +25,15 @@ from pydantic import (
     model_validator,
 )
 
-from ._documents import MAX_DEPTH, DocumentRefused, check_text, check_values, check_yaml_events
+from ._documents import (
+    MAX_DEPTH,
+    SAFE_LOADER,
+    DocumentRefused,
+    check_text,
+    check_values,
+    check_yaml_events,
+    yaml_problem,
+)
 from .exceptions import ConfigError, FieldIssue
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -293,7 +301,7 @@ def parse_document(text: str, fmt: Format = "yaml") -> Any:
             data = json.loads(text)
         else:
             check_yaml_events(text)
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 (a safe loader)
         check_values(data)
     except DocumentRefused as exc:
         raise ConfigError(f"document refused: {exc}") from None
@@ -301,7 +309,9 @@ def parse_document(text: str, fmt: Format = "yaml") -> Any:
         raise ConfigError(
             f"document refused: the document nests deeper than {MAX_DEPTH} levels"
         ) from None
-    except (yaml.YAMLError, ValueError) as exc:
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {yaml_problem(text, exc)}".replace("\n", " ")) from None
+    except ValueError as exc:
         raise ConfigError(f"not valid {fmt.upper()}: {exc}".replace("\n", " ")) from None
     return data
 
