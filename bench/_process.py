@@ -34,6 +34,12 @@ def rss_bytes(pid: int | None = None) -> int:
     return int(statm[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far, from ``/proc/PID/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Child:
     """``python -m MODULE ARGS``: a JSON line on stdout says it is ready."""
 
@@ -76,6 +82,11 @@ class Child:
             raise RuntimeError(f"{' '.join(self.argv)} exited {code} before it was ready")
         self.ready = json.loads(line)
         return self.ready
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
     async def stop(self, within: float = 30.0) -> dict[str, Any]:
         """SIGTERM, then the child's last JSON line (``{}`` when it printed none)."""

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from bench._load import LoadResult, load
-from bench._process import Child, free_port
+from bench._process import Child, cpu_seconds, free_port
 from bench._service import AGENT, Service, agent_document, write_config
 from bench._stats import ratio, summary
 from bench.scenarios import REPLY_TEXT
@@ -38,18 +38,29 @@ class Target:
     name: str
     url: str
     body: dict[str, Any]
+    pid: int
+    """The server process, whose CPU per request is measured too."""
 
 
-def targets(service_url: str, floor_url: str) -> list[Target]:
+def targets(service: Service, floor: Child) -> list[Target]:
+    url = service.url
     return [
-        Target("floor", floor_url + "/invoke", {"input": "ping"}),
-        Target("invoke", f"{service_url}/v1/agents/{AGENT}/invoke", {"input": "ping"}),
+        Target("floor", floor.ready["url"] + "/invoke", {"input": "ping"}, floor.pid),
+        Target("invoke", f"{url}/v1/agents/{AGENT}/invoke", {"input": "ping"}, service.pid),
         Target(
             "chat_completions",
-            service_url + "/v1/chat/completions",
+            url + "/v1/chat/completions",
             {"model": AGENT, "messages": [{"role": "user", "content": "ping"}]},
+            service.pid,
         ),
     ]
+
+
+async def _turn(target: Target, level: int, seconds: float) -> tuple[LoadResult, float]:
+    """One turn of load; also the server's CPU seconds it took."""
+    cpu = cpu_seconds(target.pid)
+    result = await load(target.url, target.body, concurrency=level, seconds=seconds)
+    return result, cpu_seconds(target.pid) - cpu
 
 
 async def _check(target: Target) -> None:
@@ -68,21 +79,23 @@ async def measure(
     figures: dict[str, dict[str, Any]] = {}
     for level in levels:
         results = {target.name: LoadResult() for target in targets_}
+        cpu = dict.fromkeys(results, 0.0)
         for index in range(rounds):
             shift = index % len(targets_)
             for target in targets_[shift:] + targets_[:shift]:
-                results[target.name].merge(
-                    await load(target.url, target.body, concurrency=level, seconds=seconds)
-                )
-        figures[str(level)] = _level(results)
+                result, seconds_cpu = await _turn(target, level, seconds)
+                results[target.name].merge(result)
+                cpu[target.name] += seconds_cpu
+        figures[str(level)] = _level(results, cpu)
     return figures
 
 
-def _level(results: dict[str, LoadResult]) -> dict[str, Any]:
+def _level(results: dict[str, LoadResult], cpu: dict[str, float]) -> dict[str, Any]:
     level: dict[str, Any] = {}
     for name, result in results.items():
         latency = summary(result.latencies_ms)
         level[name] = {
+            "server_cpu_ms_per_request": round(cpu[name] * 1000 / max(result.requests, 1), 3),
             "rps": round(result.ok / result.seconds, 1),
             "p50_ms": latency.get("median"),
             "p99_ms": latency.get("p99"),
@@ -94,6 +107,9 @@ def _level(results: dict[str, LoadResult]) -> dict[str, Any]:
     for figure in level.values():
         figure["rps_ratio_to_floor"] = ratio(figure["rps"], floor["rps"])
         figure["p50_ratio_to_floor"] = ratio(figure["p50_ms"], floor["p50_ms"])
+        figure["cpu_ratio_to_floor"] = ratio(
+            figure["server_cpu_ms_per_request"], floor["server_cpu_ms_per_request"]
+        )
     return level
 
 
@@ -109,13 +125,14 @@ async def run(
         service = Service(config, free_port(), folder / "service.log", {})
         async with service, Child("bench._floor", model_url) as floor:
             figures = await measure(
-                targets(service.url, floor.ready["url"]),
+                targets(service, floor),
                 levels=levels,
                 seconds=seconds,
                 rounds=rounds,
             )
     return {
-        "what": "closed loop: N workers each send the next request when the last answers",
+        "what": "closed loop: N workers each send the next request when the last answers; "
+        "server CPU per request from /proc (user + system), less sensitive to other load",
         "seconds_per_target_and_level": seconds * rounds,
         "reply": REPLY_TEXT,
         "levels": figures,
@@ -125,13 +142,14 @@ async def run(
 def table(data: dict[str, Any]) -> str:
     lines = [
         f"{'conc':>5} {'target':18}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'failed':>8}"
-        f"{'rps/floor':>11}{'p50/floor':>11}"
+        f"{'rps/floor':>11}{'p50/floor':>11}{'CPU ms/req':>12}{'CPU/floor':>11}"
     ]
     for level, figures in data["levels"].items():
         for name, f in figures.items():
             lines.append(
                 f"{level:>5} {name:18}{f['rps']:>9.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
                 f"{f['failed']:>8}{f['rps_ratio_to_floor']:>11.3f}{f['p50_ratio_to_floor']:>11.3f}"
+                f"{f['server_cpu_ms_per_request']:>12.3f}{f['cpu_ratio_to_floor']:>11.3f}"
             )
     return "\n".join(lines)
 
