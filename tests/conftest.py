@@ -9,6 +9,14 @@ import pytest
 from tests.support import AgentFactory, ScriptedModelServer
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        help="fuzz with long budgets (thousands of examples); also DYNAGENT_FUZZ=long",
+    )
+
+
 @pytest.fixture
 async def model_server() -> AsyncIterator[ScriptedModelServer]:
     """A scripted OpenAI-compatible server on loopback; the test fails if a request was

@@ -9,23 +9,16 @@ an admin key.
 from __future__ import annotations
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
 
 from ..exceptions import Conflict, Forbidden, NotFound
 from ..registry import AgentRegistry
 from .bodies import read_body
+from .schemas import RollbackRequest
 from .state import FACTORIES, REGISTRY, caller
 
 routes = web.RouteTableDef()
 APPLY_TIMEOUT = 15.0
 """Seconds to wait for the written definition to come back through the watcher."""
-
-
-class RollbackRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    to: str | None = Field(default=None, min_length=1, max_length=64)
-    """Revision to restore; default: the stable revision before the current one."""
 
 
 def _admin(request: web.Request, name: str) -> None:

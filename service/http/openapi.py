@@ -1,103 +1,204 @@
 """The OpenAPI 3.1 document of the HTTP API, built from the same pydantic models
-that validate request bodies, so the two cannot drift apart."""
+that validate request bodies, so the two cannot drift apart. Schemathesis runs
+the whole document against the service (tests/security/test_openapi_fuzz.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .schemas import ChatCompletionRequest, ErrorResponse, InvokeRequest, InvokeResponse
+from pydantic import BaseModel
 
+from .schemas import (
+    AgentList,
+    AgentStatus,
+    ChatCompletion,
+    ChatCompletionRequest,
+    ErrorResponse,
+    Health,
+    InvokeRequest,
+    InvokeResponse,
+    Readiness,
+    RevisionHistory,
+    RollbackRequest,
+    Trace,
+)
+
+_MODELS: tuple[type[BaseModel], ...] = (
+    InvokeRequest,
+    InvokeResponse,
+    ChatCompletionRequest,
+    ChatCompletion,
+    RollbackRequest,
+    ErrorResponse,
+    AgentStatus,
+    AgentList,
+    RevisionHistory,
+    Trace,
+    Health,
+    Readiness,
+)
 _ERRORS = {
-    "400": "Bad request body or parameters",
+    "400": "Bad request body, header or parameter",
     "401": "Missing or unknown API key",
-    "403": "The API key may not use this agent",
-    "404": "Unknown agent",
+    "403": "The API key may not use this agent (or is no admin key)",
+    "404": "Unknown agent, trace or revision",
+    "408": "The body did not arrive in time",
+    "409": "The agent's state does not allow this (no canary, no earlier revision …)",
     "413": "Body too large",
+    "415": "The body is not application/json",
     "422": "The answer failed the agent's output schema",
     "429": "A call limit was reached",
     "502": "The model endpoint failed",
     "503": "The agent has no valid version",
-    "504": "The run timed out",
+    "504": "The run or a model call timed out",
 }
+_BODY_ERRORS = ("400", "408", "413", "415")
+_RUN_ERRORS = ("401", "403", "404", *_BODY_ERRORS, "422", "429", "502", "503", "504")
+_OPEN: list[dict[str, list[str]]] = []
+"""``security`` of the paths that need no key."""
 
 
-def _schema(model: Any) -> dict[str, Any]:
-    schema: dict[str, Any] = model.model_json_schema(ref_template="#/components/schemas/{model}")
-    return schema
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-def _json(ref: str) -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
+def _json(model: type[BaseModel]) -> dict[str, Any]:
+    return {"application/json": {"schema": _ref(model)}}
 
 
-def _errors(*codes: str) -> dict[str, Any]:
-    return {c: {"description": _ERRORS[c], "content": _json("ErrorResponse")} for c in codes}
+def _ok(model: type[BaseModel], description: str = "OK", **more: Any) -> dict[str, Any]:
+    return {"description": description, "content": {**_json(model), **more}}
 
 
-def _op(summary: str, ok: dict[str, Any], *codes: str, body: str | None = None) -> dict[str, Any]:
-    operation: dict[str, Any] = {
-        "summary": summary,
-        "responses": {"200": ok, **_errors(*codes)},
+def _op(summary: str, ok: dict[str, Any], *codes: str, **fields: Any) -> dict[str, Any]:
+    errors = {c: {"description": _ERRORS[c], "content": _json(ErrorResponse)} for c in codes}
+    return {"summary": summary, **fields, "responses": {"200": ok, **errors}}
+
+
+def _path(name: str, pattern: str | None = None) -> dict[str, Any]:
+    schema = {"type": "string", "minLength": 1}
+    return {"name": name, "in": "path", "required": True, "schema": schema | _pattern(pattern)}
+
+
+def _pattern(pattern: str | None) -> dict[str, str]:
+    return {"pattern": pattern} if pattern else {}
+
+
+def _header(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "header", "description": description, "schema": schema}
+
+
+_NAME = _path("name", "^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
+_ROUTING = [
+    _header(
+        "X-Agent-Variant",
+        "Pin the stable or the canary version",
+        {"type": "string", "enum": ["stable", "canary"]},
+    ),
+    _header("X-Canary-Key", "Keeps a caller on one variant", {"type": "string"}),
+]
+_SERVED_BY = {
+    header: {"description": description, "required": True, "schema": {"type": "string"}}
+    for header, description in (
+        ("X-Agent-Revision", "The revision that served"),
+        ("X-Agent-Variant", "stable or canary"),
+        ("X-Trace-Id", "GET /v1/traces/{trace_id} shows the run"),
+    )
+}
+_EVENT = {
+    "type": "object",
+    "description": "One server-sent event: the event type, and its JSON as data",
+    "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+    "required": ["data"],
+}
+_EVENTS = {"text/event-stream": {"schema": _EVENT}}
+
+
+def _body(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": _json(model)}
+
+
+def _run(summary: str, result: type[BaseModel], body: type[BaseModel]) -> dict[str, Any]:
+    ok = _ok(result, "The run's result, or its events with stream: true", **_EVENTS)
+    return _op(summary, {**ok, "headers": _SERVED_BY}, *_RUN_ERRORS, requestBody=_body(body))
+
+
+def _paths() -> dict[str, Any]:
+    agent = ("401", "403", "404")
+    admin = (*agent, "409")
+    invoke = _run("Run an agent", InvokeResponse, InvokeRequest)
+    text = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    return {
+        "/healthz": {"get": _op("Liveness", _ok(Health), security=_OPEN)},
+        "/readyz": {"get": _op("Readiness", _ok(Readiness), "503", security=_OPEN)},
+        "/v1/agents": {
+            "get": _op("The status of every agent the key may use", _ok(AgentList), "401")
+        },
+        "/v1/agents/{name}": {
+            "get": _op("An agent's status", _ok(AgentStatus), *agent, parameters=[_NAME])
+        },
+        "/v1/agents/{name}/invoke": {"post": {**invoke, "parameters": [_NAME, *_ROUTING]}},
+        "/v1/agents/{name}/revisions": {
+            "get": _op(
+                "The revisions an agent served", _ok(RevisionHistory), *agent, parameters=[_NAME]
+            )
+        },
+        "/v1/agents/{name}/promote": {
+            "post": _op(
+                "Make the canary the stable version (admin key)",
+                _ok(AgentStatus),
+                *admin,
+                parameters=[_NAME],
+            )
+        },
+        "/v1/agents/{name}/rollback": {
+            "post": _op(
+                "Restore an earlier revision as the stable version (admin key)",
+                _ok(AgentStatus),
+                *admin,
+                *_BODY_ERRORS,
+                parameters=[_NAME],
+                requestBody=_body(RollbackRequest, required=False),
+            )
+        },
+        "/v1/chat/completions": {
+            "post": {
+                **_run("OpenAI-compatible chat completion", ChatCompletion, ChatCompletionRequest),
+                "parameters": _ROUTING,
+            }
+        },
+        "/v1/traces/{trace_id}": {
+            "get": _op(
+                "The events of a recent run",
+                _ok(Trace),
+                *agent,
+                parameters=[_path("trace_id")],
+            )
+        },
+        "/metrics": {"get": _op("Prometheus metrics", text, "401")},
+        "/openapi.json": {
+            "get": _op(
+                "This document",
+                {
+                    "description": "OK",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                security=_OPEN,
+            )
+        },
     }
-    if body:
-        operation["requestBody"] = {"required": True, "content": _json(body)}
-    return operation
-
-
-_NAME = {
-    "name": "name",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"},
-}
-_ANY_JSON = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
 
 
 def openapi_document() -> dict[str, Any]:
     components: dict[str, Any] = {}
-    for model in (InvokeRequest, InvokeResponse, ChatCompletionRequest, ErrorResponse):
-        schema = _schema(model)
+    for model in _MODELS:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(schema.pop("$defs", {}))
         components[model.__name__] = schema
-    run_errors = ("400", "401", "403", "404", "413", "422", "429", "502", "503", "504")
-    invoke = _op(
-        "Run an agent",
-        {
-            "description": "The run's result (or text/event-stream)",
-            "content": _json("InvokeResponse"),
-        },
-        *run_errors,
-        body="InvokeRequest",
-    )
-    invoke["parameters"] = [_NAME]
-    agent = _op("An agent's status", _ANY_JSON, "401", "403", "404")
-    agent["parameters"] = [_NAME]
-    trace = _op("The events of a recent run", _ANY_JSON, "401", "403", "404")
-    trace["parameters"] = [
-        {"name": "trace_id", "in": "path", "required": True, "schema": {"type": "string"}}
-    ]
-    text = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "Dynagent", "version": "1"},
-        "paths": {
-            "/healthz": {"get": _op("Liveness", _ANY_JSON)},
-            "/readyz": {"get": _op("Readiness", _ANY_JSON, "503")},
-            "/v1/agents": {"get": _op("Every agent's status", _ANY_JSON, "401")},
-            "/v1/agents/{name}": {"get": agent},
-            "/v1/agents/{name}/invoke": {"post": invoke},
-            "/v1/chat/completions": {
-                "post": _op(
-                    "OpenAI-compatible chat completion",
-                    _ANY_JSON,
-                    *run_errors,
-                    body="ChatCompletionRequest",
-                )
-            },
-            "/v1/traces/{trace_id}": {"get": trace},
-            "/metrics": {"get": _op("Prometheus metrics", text, "401")},
-            "/openapi.json": {"get": _op("This document", _ANY_JSON)},
-        },
+        "paths": _paths(),
         "components": {
             "schemas": components,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,7 @@ class ChatMessage(BaseModel):
 class InvokeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    input: str | list[ChatMessage] = Field(min_length=1)
+    input: Annotated[str, Field(min_length=1)] | Annotated[list[ChatMessage], Field(min_length=1)]
     """The user's text, or a list of chat messages."""
     session_id: str | None = Field(default=None, min_length=1, max_length=256)
     """Continue this conversation (created on first use)."""
@@ -48,6 +48,13 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = Field(default=None, max_length=256)
 
 
+class RollbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    to: str | None = Field(default=None, min_length=1, max_length=64)
+    """Revision to restore; default: the stable revision before the current one."""
+
+
 class InvokeResponse(BaseModel):
     output: Any
     agent: str
@@ -61,3 +68,107 @@ class InvokeResponse(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: dict[str, str]
+
+
+# Response shapes: only documented (the OpenAPI document and schemathesis check answers
+# against them); handlers build these dicts from the registry. Extra keys are allowed.
+
+
+class SourceBody(BaseModel):
+    kind: Literal["file", "nacos", "code"]
+    location: str
+
+
+class LastErrorBody(BaseModel):
+    source: str
+    path: str
+    message: str
+    at: float
+
+
+class RevisionBody(BaseModel):
+    revision: str
+    variant: Literal["stable", "canary"]
+    loaded_at: float
+    factory: str
+    source: SourceBody
+
+
+class TrafficBody(BaseModel):
+    requests: int
+    errors: int
+    recent_error_rate: float
+    p50_ms: float | None
+    p95_ms: float | None
+
+
+class CanaryBody(BaseModel):
+    revision: str
+    weight: float
+    state: Literal["serving", "pulled"]
+    source: SourceBody
+    loaded_at: float
+
+
+class AgentStatus(BaseModel):
+    name: str
+    state: Literal["serving", "failed"]
+    revision: str | None
+    description: str
+    source: SourceBody | None
+    factory: str | None
+    loaded_at: float | None
+    last_error: LastErrorBody | None
+    canary: CanaryBody | None
+    traffic: dict[str, TrafficBody]
+    revisions: list[RevisionBody]
+
+
+class AgentList(BaseModel):
+    agents: list[AgentStatus]
+
+
+class CurrentRevisions(BaseModel):
+    stable: str | None
+    canary: str | None
+
+
+class RevisionHistory(BaseModel):
+    name: str
+    current: CurrentRevisions
+    revisions: list[RevisionBody]
+
+
+class Trace(BaseModel):
+    trace_id: str
+    agent: str
+    revision: str
+    variant: Literal["stable", "canary"]
+    factory: str
+    source: SourceBody
+    events: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "loading"]
+    agents: int
+    degraded: dict[str, str]
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: dict[str, Any]
+    finish_reason: str
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: dict[str, int]

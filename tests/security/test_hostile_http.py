@@ -65,7 +65,7 @@ async def answer_of(reader: asyncio.StreamReader, within: float = 5.0) -> bytes:
         return head + await reader.readexactly(length)
 
 
-def request(method: str, path: str, body: bytes = b"", **headers: str) -> bytes:
+def request(method: str, path: str, body: bytes = b"", /, **headers: str) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: x", "Connection: close"]
     lines += [f"{name.replace('_', '-')}: {value}" for name, value in headers.items()]
     if body and "Transfer_Encoding" not in headers:
