@@ -67,7 +67,9 @@ async def test_a_published_agent_is_served_and_a_prompt_change_reaches_the_next_
         await service.wait_serving("bot", revision_of(first))
         code, body = await invoke(service, "bot", "hello")
         assert code == 200, body
-        assert (body.pop("trace_id"), body.pop("usage")) != (None, None)
+        trace_id, usage = body.pop("trace_id"), body.pop("usage")
+        assert isinstance(trace_id, str) and trace_id
+        assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] > 0
         assert body == {
             "output": "one",
             "agent": "bot",
