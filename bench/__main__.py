@@ -107,7 +107,10 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         await run.part(
             "overhead",
             lambda: overhead.measure(
-                model_url, runs=60 if quick else 300, warmup=10 if quick else 20
+                model_url,
+                runs=40 if quick else 300,
+                batch=4 if quick else 5,
+                warmup=10 if quick else 20,
             ),
             overhead.table,
         )
@@ -116,7 +119,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             lambda: throughput.run(
                 model_url,
                 levels=throughput.LEVELS,
-                seconds=1.5 if quick else 4.0,
+                seconds=1.0 if quick else 4.0,
                 rounds=1 if quick else 2,
             ),
             throughput.table,

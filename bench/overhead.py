@@ -9,7 +9,7 @@ loop's. Bars (DESIGN.md): Dynagent's median within 1.15x of the raw loop's,
 and its overhead at most half of LangChain's and pydantic-ai's.
 
     .venv/bin/python -m bench.overhead            # 300 runs per runtime and scenario
-    .venv/bin/python -m bench.overhead --quick    # 60
+    .venv/bin/python -m bench.overhead --quick    # 40
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ async def measure(
     base_url: str,
     *,
     runs: int,
-    batch: int = 10,
+    batch: int = 5,
     warmup: int = 20,
     names: list[str] | None = None,
 ) -> dict[str, Any]:
@@ -182,13 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.overhead", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=300, help="runs per runtime and scenario")
-    parser.add_argument("--quick", action="store_true", help="60 runs")
-    parser.add_argument("--batch", type=int, default=10, help="runs per runtime before switching")
+    parser.add_argument("--quick", action="store_true", help="40 runs")
+    parser.add_argument("--batch", type=int, default=5, help="runs per runtime before switching")
     parser.add_argument("--warmup", type=int, default=20, help="untimed runs per runtime first")
     parser.add_argument("--only", nargs="*", choices=list(RUNTIMES), help="runtimes to run")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args(argv)
-    runs = 60 if args.quick else args.runs
+    runs = 40 if args.quick else args.runs
     names = args.only or list(RUNTIMES)
     if "raw" not in names:
         names.insert(0, "raw")

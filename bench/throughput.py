@@ -7,7 +7,7 @@ server each run in their own process on loopback; the load generator is this
 process. Targets take turns at each level so that noise hits them alike.
 
     .venv/bin/python -m bench.throughput            # 1, 8, 32 concurrent; 2 x 4 s per target
-    .venv/bin/python -m bench.throughput --quick    # 2 x 1.5 s
+    .venv/bin/python -m bench.throughput --quick    # 2 x 1 s
 """
 
 from __future__ import annotations
@@ -158,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.throughput", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="2 x 1.5 s per target and level")
+    parser.add_argument("--quick", action="store_true", help="2 x 1 s per target and level")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per turn")
     parser.add_argument("--rounds", type=int, default=2, help="turns per target and level")
     parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    seconds = 1.5 if args.quick else args.seconds
+    seconds = 1.0 if args.quick else args.seconds
 
     async def main_async() -> dict[str, Any]:
         async with Child("bench._model_server") as model:
