@@ -113,7 +113,9 @@ class DocumentApplier:
                 )
             agent = self.build(spec, document)
         except ConfigError as exc:
-            name = exc.agent or blame
+            # A document that serves an agent reports its refusals there, even when the
+            # broken edit also renames it: that agent is the one left on its old revision.
+            name = self._names.get(document.key) or exc.agent or blame
             self._fail(
                 document.key,
                 ConfigError(exc.reason, source=where, agent=name, issues=exc.issues),

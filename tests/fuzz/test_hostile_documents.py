@@ -169,3 +169,21 @@ async def test_the_serving_revision_survives_every_hostile_document() -> None:
     await applier.apply(Document("bot.yaml", GOOD, "yaml", info))
     assert registry.status("bot")["last_error"] is None
 
+
+async def test_a_broken_edit_that_also_renames_is_refused_on_the_agent_it_serves() -> None:
+    registry = AgentRegistry()
+    builder = AgentBuilder(environ={})
+
+    def build(spec: AgentSpec, document: Document) -> Agent:
+        return builder.build(spec, source=document.info)
+
+    applier = DocumentApplier(registry, build)
+    info = SourceInfo("file", "/agents/bot.yaml")
+    await applier.apply(Document("bot.yaml", GOOD, "yaml", info))
+    broken = GOOD.replace("name: bot", "name: helper") + "rollout: {weight: 5}\n"
+    await applier.apply(Document("bot.yaml", broken, "yaml", info))
+    assert [(e.name, e.stable is not None) for e in registry] == [("bot", True)]
+    assert registry.status("bot")["last_error"]["message"] == (
+        "agent 'bot' /agents/bot.yaml: invalid agent definition "
+        "(rollout: Extra inputs are not permitted)"
+    )
