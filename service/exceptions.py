@@ -189,6 +189,12 @@ def _seconds(value: float) -> str:
     return f"{max(math.ceil(value * 10), 1) / 10:g}"
 
 
+class ServiceStopping(RunError):
+    """The service is shutting down and the run did not finish within the drain time."""
+
+    kind: ErrorKind = "unavailable"
+
+
 class OutputValidationError(RunError):
     kind: ErrorKind = "output_invalid"
 

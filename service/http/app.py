@@ -30,10 +30,11 @@ from ..spec import AgentSpec
 from ..tools.base import ToolRegistry
 from . import admin, agents, openai_compat
 from .auth import ApiKeys
+from .drain import Drain
 from .errors import error_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, FACTORIES, METRICS, REGISTRY, TRACES
+from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -95,6 +96,7 @@ def create_app(
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
+    app[DRAIN] = Drain()
     registry.listeners.append(lambda name, what: app[METRICS].reloads.labels(name, what).inc())
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -125,8 +127,20 @@ def create_app(
                 await factory.stop()
             await store.aclose()
             await resources.aclose()
+            logger.info("stopped")
+
+    async def draining(app: web.Application) -> None:
+        # aiohttp has stopped listening; running requests are left to finish.
+        seconds = config.listen.drain_seconds
+        logger.info(
+            "stopping: no new connections; {} running request(s) have up to {:g} s to finish",
+            app[DRAIN].running,
+            seconds,
+        )
+        app[DRAIN].begin(seconds)
 
     app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(draining)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

@@ -13,9 +13,10 @@ from loguru import logger
 
 from ..agent import Agent, AgentInput, RunResult, Variant
 from ..events import ErrorEvent, Event, RunFinished, Usage
-from ..exceptions import BadRequest, RunError
+from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import routing_key
-from .state import METRICS, REGISTRY, TRACES, caller
+from .drain import Drain, stopped_events
+from .state import DRAIN, METRICS, REGISTRY, TRACES, caller
 
 GUARDED_ERRORS = frozenset(
     {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
@@ -112,15 +113,22 @@ def _serve(request: web.Request, run: RunRequest) -> _Served:
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
     served = _serve(request, run)
+    seen: list[Event] = []
     try:
         with logger.contextualize(trace_id=served.trace_id):
-            result = await served.agent.run(
-                run.input,
-                session_id=run.session_id,
-                variables=run.variables,
-                trace_id=served.trace_id,
-                variant=served.variant,
-            )
+            async with request.app[DRAIN].guard(served.trace_id):
+                result = await served.agent.run(
+                    run.input,
+                    session_id=run.session_id,
+                    variables=run.variables,
+                    trace_id=served.trace_id,
+                    variant=served.variant,
+                    on_event=seen.append,
+                )
+    except ServiceStopping as exc:
+        exc.events = (*seen, *stopped_events(exc, seen, served.started))
+        served.finish(exc.trace_id, exc.events, error=exc.kind)
+        raise
     except RunError as exc:
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         raise
@@ -146,17 +154,29 @@ async def stream_agent(
             variant=served.variant,
         )
         first = await anext(events)
-    return served.agent, served.variant, first.trace_id, _recorded(served, first, events)
+    recorded = _recorded(served, first, events, request.app[DRAIN])
+    return served.agent, served.variant, first.trace_id, recorded
 
 
 async def _recorded(
-    served: _Served, first: Event, events: AsyncIterator[Event]
+    served: _Served, first: Event, events: AsyncIterator[Event], drain: Drain
 ) -> AsyncIterator[Event]:
     seen = [first]
     error: str | None = "disconnected"
     try:
         yield first
-        async for event in events:
+        while True:
+            try:
+                async with drain.guard(first.trace_id):
+                    event = await anext(events, None)
+            except ServiceStopping as exc:
+                for last in stopped_events(exc, seen, served.started):
+                    seen.append(last)
+                    yield last
+                error = exc.kind
+                break
+            if event is None:
+                break
             seen.append(event)
             if isinstance(event, ErrorEvent):
                 error = event.error_type

@@ -8,6 +8,7 @@ from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..registry import AgentRegistry
 from .auth import ApiKeys, Caller
+from .drain import Drain
 from .metrics import Metrics
 from .traces import TraceStore
 
@@ -16,6 +17,8 @@ TRACES = web.AppKey("traces", TraceStore)
 METRICS = web.AppKey("metrics", Metrics)
 API_KEYS = web.AppKey("api_keys", ApiKeys)
 CONFIG = web.AppKey("config", ServiceConfig)
+DRAIN = web.AppKey("drain", Drain)
+"""Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
 

@@ -1,0 +1,119 @@
+"""A real ``dynagent serve`` process, for tests of what only a process shows: signals,
+draining, exit codes, restarts.
+
+    async with serve_process(tmp_path, {"listen": {"drain_seconds": 5}}) as served:
+        served.terminate()
+        await served.wait_log("stopping: no new connections")
+
+Readiness and shutdown are awaited on the process's own log lines, never on sleeps;
+the process is killed if the block leaves it running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DYNAGENT = Path(sys.executable).parent / "dynagent"
+STARTUP = 30.0
+"""Seconds a starting process may take to listen (imports on a loaded machine)."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class ServedProcess:
+    process: asyncio.subprocess.Process
+    port: int
+    log: list[str] = field(default_factory=list)
+    """Every line the process wrote to stderr so far."""
+    _grew: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _ended: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def terminate(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+
+    async def wait_log(self, text: str, within: float = 10.0) -> str:
+        """The first log line containing ``text``, once written; fails if the process
+        ends or ``within`` seconds pass first."""
+
+        def found() -> str | None:
+            return next((line for line in self.log if text in line), None)
+
+        async with asyncio.timeout(within), self._grew:
+            await self._grew.wait_for(lambda: found() is not None or self._ended)
+        line = found()
+        assert line is not None, f"{text!r} never logged:\n" + "\n".join(self.log)
+        return line
+
+    async def exit_code(self, within: float) -> int:
+        async with asyncio.timeout(within):
+            return await self.process.wait()
+
+    async def _pump(self) -> None:
+        assert self.process.stderr is not None
+        while line := await self.process.stderr.readline():
+            async with self._grew:
+                self.log.append(line.decode(errors="replace").rstrip())
+                self._grew.notify_all()
+        async with self._grew:
+            self._ended = True
+            self._grew.notify_all()
+
+
+def write_config(folder: Path, sections: dict[str, Any]) -> Path:
+    path = folder / "service.yaml"
+    path.write_text(yaml.safe_dump(sections, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@asynccontextmanager
+async def serve_process(config: Path, port: int) -> AsyncIterator[ServedProcess]:
+    """``dynagent serve --config config --port port``, listening, with no outside
+    ``OPENAI_*``/``DYNAGENT_*`` settings; killed at the end if still running."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DYNAGENT_"))}
+    process = await asyncio.create_subprocess_exec(
+        str(DYNAGENT),
+        "serve",
+        "--config",
+        str(config),
+        "--port",
+        str(port),
+        env=environ,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    served = ServedProcess(process, port)
+    pump = asyncio.create_task(served._pump())
+    try:
+        await served.wait_log(f"listening on http://127.0.0.1:{port}", within=STARTUP)
+        yield served
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        with suppress(asyncio.CancelledError):
+            await pump
+
+
+__all__ = ["ServedProcess", "free_port", "serve_process", "write_config"]
