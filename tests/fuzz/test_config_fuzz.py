@@ -10,7 +10,10 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
+import hypothesis.strategies as st
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -21,8 +24,10 @@ from service.exceptions import BadRequest, ConfigError, RunError
 from service.factories.base import DocumentApplier
 from service.registry import AgentRegistry
 from service.sources.base import Document
+from service.sources.files import FileSource
 from service.spec import AgentSpec
 from tests.support.budget import budget
+from tests.support.threaded import loop_in_thread
 
 from .mutations import SAMPLES, hostile_documents
 
@@ -105,5 +110,94 @@ def test_hostile_documents_never_replace_the_last_good_revision(
     def check(document: tuple[str, str]) -> None:
         tried.append(document[1])
         asyncio.run(apply_one(*document))
+
+    check()
+
+
+@dataclass
+class WatchedFolder:
+    """A FileSource on a folder, feeding a DocumentApplier, on a loop of its own."""
+
+    folder: Path
+    loop: asyncio.AbstractEventLoop
+    registry: AgentRegistry
+    applied: asyncio.Queue[Document]
+    last: bytes = b""
+
+    def write(self, raw: bytes, filename: str) -> Document:
+        """Write ``raw`` and wait until the watcher has applied what it read."""
+        (self.folder / filename).write_bytes(raw)
+        self.last = raw
+
+        async def applied() -> Document:
+            async with asyncio.timeout(10):
+                return await self.applied.get()
+
+        return asyncio.run_coroutine_threadsafe(applied(), self.loop).result()
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedFolder]:
+    folder = tmp_path_factory.mktemp("agents")
+    (folder / "bot.yaml").write_text(good_text(), encoding="utf-8")
+    with loop_in_thread() as loop:
+        registry = AgentRegistry()
+        builder = AgentBuilder(environ=ENVIRON)
+        applier = DocumentApplier(registry, lambda spec, doc: builder.build(spec, source=doc.info))
+        queue: asyncio.Queue[Document] = asyncio.Queue()
+        source = FileSource(folder, settle=0.01)
+
+        async def apply(document: Document) -> None:
+            await applier.apply(document)
+            queue.put_nowait(document)
+
+        async def start() -> None:
+            await source.start(apply)
+            await queue.get()  # the first load
+
+        asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+        yield WatchedFolder(folder, loop, registry, queue, good_text().encode())
+        asyncio.run_coroutine_threadsafe(source.stop(), loop).result(timeout=10)
+
+
+def test_hostile_files_never_replace_the_last_good_revision(
+    request: pytest.FixtureRequest, watched: WatchedFolder, tried: list[str]
+) -> None:
+    """Through a real FileSource: raw bytes, so a truncation may split a UTF-8 sequence."""
+    good = watched.registry.get("bot")
+
+    @settings(
+        max_examples=budget(request.config, default=40, long=500),
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(document=hostile_documents(), cut=st.integers(min_value=0, max_value=64))
+    def check(document: tuple[str, str], cut: int) -> None:
+        text, fmt = document
+        raw = text.encode()[: len(text.encode()) - cut] if cut else text.encode()
+        if raw == watched.last or fmt == "json":
+            return  # unchanged content hands nothing over; JSON would need another file
+        tried.append("file")
+        before = watched.registry.get("bot")
+        applied = watched.write(raw, "bot.yaml")
+        registry = watched.registry
+        spec = (
+            None
+            if applied.text is None
+            else predicted(applied.text, "yaml", AgentBuilder(environ=ENVIRON))
+        )
+        names = [entry.name for entry in registry]
+        if spec is None:
+            assert names == ["bot"] and registry.get("bot") is before
+            assert registry.status("bot")["last_error"]["source"] == str(
+                watched.folder / "bot.yaml"
+            )
+        else:
+            assert names == [spec.name]
+            assert registry.get(spec.name).revision == spec.revision
+            # Back to the good definition for the next example.
+            applied = watched.write(good_text().encode() + b"# again\n", "bot.yaml")
+            assert registry.get("bot").revision == good.revision
 
     check()

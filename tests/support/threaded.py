@@ -79,3 +79,18 @@ def served_in_thread(
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=30)
         loop.close()
+
+
+@contextmanager
+def loop_in_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop running in a thread of its own until the block ends: synchronous
+    code (a Hypothesis test) hands it work with ``asyncio.run_coroutine_threadsafe``."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="test-loop", daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
