@@ -42,7 +42,12 @@ class ChatCompletionRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = Field(min_length=1, max_length=200)
+    model: str = Field(
+        min_length=1,
+        max_length=200,
+        # Documented only: the handler's own check names the variant it does not know.
+        json_schema_extra={"pattern": "^[^@]+(@(stable|canary)?)?$"},
+    )
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     user: str | None = Field(default=None, max_length=256)
