@@ -1,0 +1,127 @@
+"""The declarative HTTP tool against server-side request forgery: only allow-listed hosts,
+never a private, loopback, link-local or metadata address unless ``allow_private``,
+whatever form the address takes, and redirects are never followed."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from aiohttp import web
+from pytest_aiohttp import AiohttpServer
+
+from service import AgentBuilder, Resources, Tool, load_spec
+
+Hits = list[str]
+
+
+@pytest.fixture
+async def resources() -> Any:
+    shared = Resources()
+    yield shared
+    await shared.aclose()
+
+
+def http_tool(resources: Resources, url: str, allow_hosts: list[str], **extra: Any) -> Tool:
+    tool = {
+        "type": "http",
+        "name": "fetch",
+        "url": url,
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+        "allow_hosts": allow_hosts,
+        **extra,
+    }
+    spec = load_spec(
+        {"name": "bot", "model": {"provider": "test"}, "prompt": {"system": "x"}, "tools": [tool]}
+    )
+    return AgentBuilder(environ={}, resources=resources).build(spec).tools["fetch"]
+
+
+@pytest.fixture
+async def internal(aiohttp_server: AiohttpServer) -> tuple[int, Hits]:
+    """A loopback service standing in for an internal one: its port and the paths it served."""
+    hits: Hits = []
+
+    async def serve(request: web.Request) -> web.Response:
+        hits.append(request.raw_path)
+        if request.path == "/hop":
+            raise web.HTTPFound(f"http://127.0.0.1:{request.url.port}/secret")
+        return web.Response(text=f"internal {request.path}")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", serve)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    assert server.port is not None
+    return server.port, hits
+
+
+LITERALS = [
+    "169.254.169.254",  # cloud metadata (link-local)
+    "[::ffff:169.254.169.254]",
+    "[fe80::1%25eth0]",  # link-local with a zone
+    "100.64.0.1",  # shared address space
+    "192.168.0.10",
+    "172.16.0.1",
+    "224.0.0.1",  # multicast
+    "[fd00::1]",  # unique local
+    "[::]",
+]
+
+
+@pytest.mark.parametrize("host", LITERALS)
+async def test_private_and_metadata_addresses_are_refused_before_connecting(
+    resources: Resources, host: str
+) -> None:
+    bare = host.strip("[]")  # as urlsplit gives the host name
+    tool = http_tool(resources, f"http://{host}/latest/meta-data/", [bare])
+    with pytest.raises(PermissionError, match="is private or loopback"):
+        await tool.function({})
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost.", "0x7f000001", "127.0.0.1.nip.invalid"])
+async def test_names_that_resolve_to_loopback_are_refused(
+    resources: Resources, internal: tuple[int, Hits], host: str
+) -> None:
+    port, hits = internal
+    tool = http_tool(resources, f"http://{host}:{port}/admin", [host.rstrip(".")])
+    with pytest.raises(OSError):
+        await tool.function({})
+    assert hits == []
+
+
+async def test_hosts_outside_the_allow_list_are_refused_even_when_private_is_allowed(
+    resources: Resources, internal: tuple[int, Hits]
+) -> None:
+    port, hits = internal
+    for url, allowed in (
+        (f"http://127.0.0.1:{port}/x", ["api.example.com"]),
+        (f"http://localhost:{port}/x", ["*.localhost"]),
+        (f"http://evil-example.com:{port}/x", ["*.example.com"]),
+    ):
+        tool = http_tool(resources, url, allowed, allow_private=True)
+        with pytest.raises(PermissionError, match="not in this tool's allow_hosts"):
+            await tool.function({})
+    assert hits == []
+
+
+async def test_redirects_are_never_followed(
+    resources: Resources, internal: tuple[int, Hits]
+) -> None:
+    port, hits = internal
+    tool = http_tool(resources, f"http://127.0.0.1:{port}/hop", ["127.0.0.1"], allow_private=True)
+    await tool.function({})
+    assert hits == ["/hop"]  # the 302 came back; /secret was never asked for
+
+
+@pytest.mark.parametrize("value", ["@127.0.0.1/", "../admin", "x?admin=1", "x#frag", "x/../../y"])
+async def test_arguments_cannot_change_the_host_or_the_path(
+    resources: Resources, internal: tuple[int, Hits], value: str
+) -> None:
+    port, hits = internal
+    url = f"http://127.0.0.1:{port}/items/{{id}}"
+    tool = http_tool(resources, url, ["127.0.0.1"], allow_private=True)
+    await tool.function({"id": value})
+    (path,) = hits
+    segment = path.removeprefix("/items/")
+    assert "/" not in segment and unquote(segment) == value  # one segment, still encoded
