@@ -47,7 +47,8 @@ class FileSource:
         self.directory = directory.resolve()
         self.settle = settle
         """Seconds to wait for more events on a file before reading it."""
-        self._seen: dict[Path, str | None] = {}
+        self._seen: dict[Path, str] = {}
+        """The text of each readable agent file, to tell a change from a touch."""
         self._observer: Observer | None = None  # type: ignore[valid-type]
         self._task: asyncio.Task[None] | None = None
 
@@ -126,5 +127,10 @@ class FileSource:
             pass
         except (OSError, UnicodeDecodeError) as exc:
             error = f"cannot read the file: {exc}"
-        self._seen[path] = text
+        if text is None:
+            # Gone (remembering every deleted name would grow forever), or unreadable:
+            # either way its next event must be handed over, a deletion included.
+            self._seen.pop(path, None)
+        else:
+            self._seen[path] = text
         return Document(path.name, text, format_of(path.name), info, error)

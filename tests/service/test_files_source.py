@@ -174,3 +174,32 @@ async def test_a_burst_of_writes_ends_on_the_last_text(
         pass  # intermediate texts may or may not be seen, depending on timing
     (agents_dir / "other.yaml").write_text("name: other\n", encoding="utf-8")
     assert (await recorder.next()).key == "other.yaml"  # nothing stale after the last text
+
+
+@pytest.mark.usefixtures("watching")
+async def test_deleting_an_unreadable_file_is_handed_over(
+    agents_dir: Path, recorder: Recorder
+) -> None:
+    big = agents_dir / "big.yaml"
+    big.write_text("x" * (MAX_FILE_BYTES + 1), encoding="utf-8")
+    assert (await recorder.next()).error is not None
+    big.unlink()  # the refused document is gone: whoever applied the error must hear of it
+    assert summary(await recorder.next()) == ("big.yaml", None, "yaml", None)
+
+
+async def test_deleted_files_are_forgotten(agents_dir: Path, recorder: Recorder) -> None:
+    """The source remembers the text of the files there are, not of every file there was."""
+    source = FileSource(agents_dir)
+    await source.start(recorder)
+    try:
+        for n in range(5):
+            path = agents_dir / f"bot-{n}.yaml"
+            path.write_text("name: bot\n", encoding="utf-8")
+            await recorder.next()
+            path.unlink()
+            assert (await recorder.next()).text is None
+        (agents_dir / "kept.yaml").write_text("name: kept\n", encoding="utf-8")
+        await recorder.next()
+        assert sorted(p.name for p in source._seen) == ["kept.yaml"]
+    finally:
+        await source.stop()
