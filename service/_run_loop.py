@@ -254,9 +254,11 @@ class _Loop:
         fenced = _FENCE.match(text)
         try:
             value = json.loads(fenced.group(1) if fenced else text)
+            error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
         except ValueError:
             return self._retry_output(content, "the answer is not valid JSON")
-        error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
+        except RecursionError:  # the model's text, not ours: an invalid answer, not a crash
+            return self._retry_output(content, "the answer nests too deeply")
         if error is None:
             return value, None
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
