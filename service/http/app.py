@@ -97,7 +97,14 @@ def create_app(
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[DRAIN] = Drain()
-    registry.listeners.append(lambda name, what: app[METRICS].reloads.labels(name, what).inc())
+
+    def count_change(name: str, what: str) -> None:
+        if what == "removed":
+            app[METRICS].forget(name)
+        else:
+            app[METRICS].reloads.labels(name, what).inc()
+
+    registry.listeners.append(count_change)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         resources = Resources()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 from ..events import Usage
 
@@ -42,6 +43,22 @@ class Metrics:
             registry=self.registry,
         )
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
+        self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
+            (self.requests, (*labels, "endpoint", "outcome")),
+            (self.errors, (*labels, "type")),
+            (self.latency, labels),
+            (self.tokens, (*labels, "kind")),
+            (self.reloads, ("agent", "result")),
+        )
+
+    def forget(self, agent: str) -> None:
+        """Drop every series of ``agent``, which the service no longer serves: series of
+        agents long gone would otherwise pile up for as long as the process lives."""
+        for metric, names in self._per_agent:
+            for family in metric.collect():
+                for sample in family.samples:
+                    if sample.labels.get("agent") == agent:
+                        metric.remove(*(sample.labels[name] for name in names))
 
     def observe_run(  # noqa: PLR0917
         self,

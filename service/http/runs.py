@@ -92,7 +92,10 @@ class _Served:
         app, agent = self.request.app, self.agent
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
         seconds = time.perf_counter() - self.started
-        app[METRICS].observe_run(agent.name, self.variant, self.run.endpoint, seconds, usage, error)
+        if agent.name in app[REGISTRY]:  # a removed agent's series are gone for good
+            app[METRICS].observe_run(
+                agent.name, self.variant, self.run.endpoint, seconds, usage, error
+            )
         if trace_id:
             app[TRACES].record(agent, self.variant, trace_id, events)
         if error != "disconnected":
