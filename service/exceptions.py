@@ -179,8 +179,7 @@ class CircuitOpen(ModelError):
         self.failures = failures
         super().__init__(
             f"circuit open for {endpoint}, retry after {_seconds(retry_after)}s "
-            f"({failures} consecutive failures; last: {last_error}); "
-            "set model.fallback to answer meanwhile"
+            f"({failures} consecutive failures; last: {last_error})"
         )
 
 

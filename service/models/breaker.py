@@ -104,7 +104,7 @@ class CircuitBreaker:
         if probe or self.failures == policy.failures:
             logger.warning(
                 "circuit open for {} after {} consecutive failures (last: {}); "
-                "failing fast for {} s",
+                "failing fast for {:g} s",
                 self.endpoint,
                 self.failures,
                 error.message,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from loguru import logger
 
-from ..exceptions import ModelError
+from ..exceptions import CircuitOpen, ModelError
 from .base import Model, ModelRequest, ModelResponse, StreamItem
 
 
@@ -24,12 +24,7 @@ class FallbackModel:
         try:
             return await self.primary.request(request)
         except ModelError as exc:
-            logger.warning(
-                "model {} failed ({}); falling back to {}",
-                self.primary.name,
-                exc,
-                self.fallback.name,
-            )
+            self._falling_back(exc)
             return await self.fallback.request(request)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
@@ -42,11 +37,13 @@ class FallbackModel:
         except ModelError as exc:
             if started:
                 raise  # text already reached the caller; switching models would splice two answers
-            logger.warning(
-                "model {} failed ({}); falling back to {}",
-                self.primary.name,
-                exc,
-                self.fallback.name,
-            )
+            self._falling_back(exc)
         async for item in self.fallback.stream(request):
             yield item
+
+    def _falling_back(self, error: ModelError) -> None:
+        # While the primary's circuit is open every request falls back; the breaker
+        # already warned once, so one warning per request would only flood the log.
+        log = logger.debug if isinstance(error, CircuitOpen) else logger.warning
+        primary, fallback = self.primary.name, self.fallback.name
+        log("model {} failed ({}); falling back to {}", primary, error, fallback)
