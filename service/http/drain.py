@@ -20,6 +20,9 @@ from ..exceptions import ServiceStopping
 
 
 class Drain:
+    """The deadline of running requests: none while serving, ``drain_seconds`` after
+    the shutdown began once stopping. Owned by the app (``DRAIN``)."""
+
     def __init__(self) -> None:
         self._deadline: float | None = None
         self._seconds = 0.0
@@ -27,7 +30,7 @@ class Drain:
 
     @property
     def running(self) -> int:
-        """Runs in progress now."""
+        """Runs in progress now (a stream counts while it waits for its next event)."""
         return len(self._running)
 
     def begin(self, seconds: float) -> None:
