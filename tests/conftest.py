@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.support import AgentFactory, ScriptedModelServer
+from tests.support.budget import LONG_TIMEOUT, is_long
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -15,6 +16,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="fuzz with long budgets (thousands of examples); also DYNAGENT_FUZZ=long",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fuzz: a property-based run whose budget --long raises")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if is_long(config):  # thousands of examples outlast the default 120 s per test
+        for item in items:
+            if item.get_closest_marker("fuzz") is not None:
+                item.add_marker(pytest.mark.timeout(LONG_TIMEOUT))
 
 
 @pytest.fixture

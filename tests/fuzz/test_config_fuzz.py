@@ -97,6 +97,7 @@ def tried() -> Iterator[list[str]]:
     print(f"\nhypothesis: {len(TRIED)} hostile agent documents applied")
 
 
+@pytest.mark.fuzz
 def test_hostile_documents_never_replace_the_last_good_revision(
     request: pytest.FixtureRequest, tried: list[str]
 ) -> None:
@@ -160,6 +161,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedFolder]
         asyncio.run_coroutine_threadsafe(source.stop(), loop).result(timeout=10)
 
 
+@pytest.mark.fuzz
 def test_hostile_files_never_replace_the_last_good_revision(
     request: pytest.FixtureRequest, watched: WatchedFolder, tried: list[str]
 ) -> None:

@@ -83,6 +83,7 @@ def published(
     print(f"\nhypothesis: {len(state.tried)} hostile documents published in Nacos")
 
 
+@pytest.mark.fuzz
 def test_hostile_documents_published_in_nacos_never_replace_the_last_good_revision(
     request: pytest.FixtureRequest, published: Published
 ) -> None:

@@ -88,6 +88,7 @@ def no_stack_trace(ctx: Any, response: Any, case: Case[Any]) -> bool | None:
     return None
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_every_operation_answers_hostile_requests_within_its_contract(
     api: OpenApiSchema, request: pytest.FixtureRequest, method: str, path: str

@@ -8,6 +8,8 @@ import os
 import pytest
 
 LONG_ENV = "DYNAGENT_FUZZ"
+LONG_TIMEOUT = 3600
+"""Seconds a ``fuzz``-marked test may take in a long run (120 otherwise, as every test)."""
 
 
 def is_long(config: pytest.Config) -> bool:
