@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import pytest
 
 from service.http.state import FACTORIES, METRICS
 from service.registry import HISTORY
@@ -25,6 +26,8 @@ from tests.support import Reply, ScriptedModelServer
 from tests.support.service import Document, RunningService, agent_document, revision_of
 
 from .conftest import SOAK, Serve
+
+pytestmark = pytest.mark.timeout(900 if SOAK else 120)
 
 CLIENTS = 8
 REQUESTS = 20_000 if SOAK else 1_200

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from service import Agent, AgentBuilder, load_spec
 from service.http.state import DRAIN, METRICS, REGISTRY, TRACES
@@ -24,6 +25,8 @@ from service.sessions.sqlite import SqliteSessionStore
 from tests.support.service import RunningService, agent_document
 
 from .conftest import SOAK, Serve
+
+pytestmark = pytest.mark.timeout(900 if SOAK else 120)
 
 RUNS = 100_000 if SOAK else 10_000
 WARMUP = 1_000
