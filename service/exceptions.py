@@ -123,6 +123,9 @@ class RunError(DynagentError):
         super().__init__(message)
         self.trace_id = trace_id
         self.events: tuple[Event, ...] = tuple(events)
+        self.revision = ""
+        """The agent revision the run was on; set by the HTTP layer for its headers."""
+        self.variant = ""
 
 
 class MaxStepsExceeded(RunError):

@@ -9,7 +9,8 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from ..exceptions import CircuitOpen, DynagentError, ErrorKind
+from ..exceptions import CircuitOpen, DynagentError, ErrorKind, RunError
+from .state import REVISION_HEADER, TRACE_HEADER, VARIANT_HEADER
 
 STATUS: dict[ErrorKind, int] = {
     "bad_request": 400,
@@ -55,6 +56,11 @@ def from_error(error: DynagentError) -> web.Response:
     if trace_id:
         extra["trace_id"] = trace_id
     response = error_response(error.kind, error.message, STATUS[error.kind], **extra)
+    if isinstance(error, RunError) and error.revision:
+        response.headers[REVISION_HEADER] = error.revision
+        response.headers[VARIANT_HEADER] = error.variant
+    if trace_id:
+        response.headers[TRACE_HEADER] = trace_id
     if isinstance(error, CircuitOpen):  # whole seconds, never 0: clients must not spin
         response.headers["Retry-After"] = str(max(math.ceil(error.retry_after), 1))
     return response

@@ -16,16 +16,22 @@ from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import routing_key
 from .drain import Drain, stopped_events
-from .state import DRAIN, METRICS, REGISTRY, TRACES, caller
+from .state import (
+    DRAIN,
+    METRICS,
+    REGISTRY,
+    REVISION_HEADER,
+    TRACE_HEADER,
+    TRACES,
+    VARIANT_HEADER,
+    caller,
+)
 
 GUARDED_ERRORS = frozenset(
     {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
 )
 """Run errors that count against a version (the canary guard); caller mistakes do not."""
 
-VARIANT_HEADER = "X-Agent-Variant"
-REVISION_HEADER = "X-Agent-Revision"
-TRACE_HEADER = "X-Trace-Id"
 CANARY_KEY_HEADER = "X-Canary-Key"
 
 
@@ -130,9 +136,11 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
                 )
     except ServiceStopping as exc:
         exc.events = (*seen, *stopped_events(exc, seen, served.started))
+        exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         raise
     except RunError as exc:
+        exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         raise
     served.finish(result.trace_id, result.events)

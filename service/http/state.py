@@ -12,6 +12,10 @@ from .drain import Drain
 from .metrics import Metrics
 from .traces import TraceStore
 
+VARIANT_HEADER = "X-Agent-Variant"
+REVISION_HEADER = "X-Agent-Revision"
+TRACE_HEADER = "X-Trace-Id"
+
 REGISTRY = web.AppKey("registry", AgentRegistry)
 TRACES = web.AppKey("traces", TraceStore)
 METRICS = web.AppKey("metrics", Metrics)

@@ -182,6 +182,10 @@ async def run_error(service: RunningService, name: str) -> tuple[int, dict[str, 
     trace = await (await service.client.get(f"/v1/traces/{error['trace_id']}")).json()
     assert [e["type"] for e in trace["events"]][-2:] == ["error", "run_finished"]
     assert trace["events"][-2]["error_type"] == error["type"]
+    # A failed run still names what served it, like a successful one.
+    served = {k: response.headers.get(k) for k in ("X-Agent-Revision", "X-Agent-Variant")}
+    assert served == {"X-Agent-Revision": trace["revision"], "X-Agent-Variant": "stable"}
+    assert response.headers.get("X-Trace-Id") == error["trace_id"]
     return status, error
 
 
