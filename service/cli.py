@@ -19,13 +19,11 @@ from loguru import logger
 from .builder import AgentBuilder
 from .config import ServiceConfig, load_config
 from .exceptions import ConfigError
-from .factories.base import name_from_key
 from .http.app import create_app
 from .http.auth import ApiKeys
 from .logs import configure_logging
-from .rollout import load_canary
-from .sources.base import is_canary_key
-from .spec import format_of, json_schema, load_spec
+from .sources.files import load_agent_file
+from .spec import json_schema
 
 DEFAULT_URL = "http://127.0.0.1:8090"
 
@@ -88,13 +86,7 @@ def validate(args: argparse.Namespace) -> int:
     builder = AgentBuilder()
     for path in args.files:
         try:
-            text = path.read_text(encoding="utf-8")
-            fmt = format_of(path.name)
-            if is_canary_key(path.name):
-                name = name_from_key(path.name)  # served only as the canary of that agent
-                spec, _ = load_canary(text, fmt=fmt, source=str(path), name=name)
-            else:
-                spec = load_spec(text, fmt=fmt, source=str(path))
+            spec = load_agent_file(path)
             builder.build(spec)
         except (OSError, UnicodeDecodeError) as exc:
             print(f"{path}: cannot read: {exc}", file=sys.stderr)

@@ -7,30 +7,29 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .builder import AgentBuilder
 from .config import NacosConfig
 from .exceptions import ConfigError
-from .rollout import load_canary
 from .sources._nacos_client import NacosClient, NacosError
 from .sources.base import is_canary_key
-from .sources.files import is_agent_file
-from .spec import format_of, load_spec
+from .sources.files import is_agent_file, load_agent_file
+from .spec import format_of
 
 
 def _documents(directory: Path) -> list[tuple[str, str, str]]:
-    """(dataId, text, type) for every agent file; raises ``ConfigError`` on the first bad one."""
+    """(dataId, text, type) for every agent file. Each is checked as the service would build
+    it (tools and interceptors included); raises ``ConfigError`` on the first bad one."""
+    builder = AgentBuilder()
     found: list[tuple[str, str, str]] = []
     for path in sorted(directory.iterdir()):
         if not (path.is_file() and is_agent_file(path)):
             continue
-        text = path.read_text(encoding="utf-8")
+        spec = load_agent_file(path)
+        builder.build(spec)
         fmt = format_of(path.name)
-        if is_canary_key(path.name):
-            spec, _ = load_canary(text, fmt=fmt, source=str(path))
-        else:
-            spec = load_spec(text, fmt=fmt, source=str(path))
         kind = "canary" if is_canary_key(path.name) else "agent"
         data_id = f"{spec.name}.{kind}.{'json' if fmt == 'json' else 'yaml'}"
-        found.append((data_id, text, fmt))
+        found.append((data_id, path.read_text(encoding="utf-8"), fmt))
     return found
 
 

@@ -16,11 +16,25 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from ..agent import SourceInfo
-from ..spec import format_of
-from .base import Document, OnChange
+from ..rollout import load_canary
+from ..spec import AgentSpec, format_of, load_spec
+from .base import Document, OnChange, is_canary_key
 
 SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILE_BYTES = 1_000_000
+
+
+def load_agent_file(path: Path) -> AgentSpec:
+    """Read, parse and validate one agent file, a ``{name}.canary.yaml`` included (its
+    ``rollout`` block and name are checked, as the service would). Raises ``ConfigError``,
+    or ``OSError`` / ``UnicodeDecodeError`` when the file cannot be read."""
+    text = path.read_text(encoding="utf-8")
+    fmt = format_of(path.name)
+    if is_canary_key(path.name):
+        name = path.name.split(".", 1)[0]  # served only as the canary of that agent
+        spec, _ = load_canary(text, fmt=fmt, source=str(path), name=name)
+        return spec
+    return load_spec(text, fmt=fmt, source=str(path))
 
 
 def is_agent_file(path: Path) -> bool:

@@ -173,6 +173,19 @@ async def test_publish_refuses_a_folder_with_an_invalid_file_and_publishes_nothi
     assert await nacos.data_ids(nacos_group) == []
 
 
+async def test_publish_refuses_a_spec_the_service_could_not_build(
+    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, tmp_path: Path
+) -> None:
+    (tmp_path / "bot.yaml").write_text(
+        "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntools: [no_such_tool]\n"
+    )
+
+    done = dynagent("publish", str(tmp_path), "--nacos", nacos_server.addr, "--group", nacos_group)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("not published: agent 'bot': unknown tool (tools.0: no tool")
+    assert await nacos.data_ids(nacos_group) == []
+
+
 def test_publish_says_when_nacos_cannot_be_reached(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
     done = dynagent("publish", str(SAMPLES), "--nacos", address, "--group", "unreachable")
