@@ -208,8 +208,10 @@ class AgentRegistry:
         """Serve ``agent`` as stable; returns False when that revision already serves."""
         current = self._entries.get(agent.name) or AgentEntry(agent.name)
         if current.stable is not None and current.stable.revision == agent.revision:
-            if current.last_error is not None:
-                self._set(replace(current, last_error=None))
+            if current.last_error is not None or current.stable.source != agent.source:
+                # Same content, but news about it: an error withdrawn, or a source that
+                # now names where it really comes from (e.g. Nacos after the snapshot).
+                self._set(replace(current, stable=agent, last_error=None))
             return False
         now = time.time()
         self._set(replace(current, stable=agent, last_error=None, loaded_at=now))

@@ -230,7 +230,9 @@ class NacosSource:
         self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
         assert self._on_change is not None
         for data_id, text in saved.items():
-            self._md5[data_id] = content_md5(text)
+            # Marked, not the real md5: the first reconcile with Nacos re-delivers even
+            # unchanged content, so the status stops saying "from snapshot".
+            self._md5[data_id] = f"snapshot:{content_md5(text)}"
             await self._on_change(self._document(data_id, text, from_snapshot=True))
 
     def _set_degraded(self, reason: str | None) -> None:

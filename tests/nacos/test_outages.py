@@ -109,6 +109,9 @@ async def test_serving_survives_an_outage_and_a_restart_while_nacos_is_down(
         # Nacos comes back: the source recovers on its own and applies the next change.
         await restartable_nacos.astart()
         await service.registry.wait_for(lambda r: not r.degraded, within=15)
+        # The same content, now confirmed by Nacos: the status no longer says snapshot.
+        status = await status_of(service, "bot")
+        assert status["source"] == nacos_source(group, "bot.agent.yaml", yaml_text(good))
         published = time.perf_counter()
         await nacos.publish("bot.agent.yaml", group, yaml_text(after))
         await service.registry.wait_for(

@@ -83,6 +83,24 @@ def test_putting_the_serving_revision_again_changes_nothing(
     assert (registry.changes, told) == (1, [("bot", "swapped")])
 
 
+def test_the_same_revision_from_a_truer_source_updates_the_status_only(
+    registry: AgentRegistry, told: list[tuple[str, str]]
+) -> None:
+    snapshot = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"from": "snapshot"})
+    live = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"md5": "abc"})
+    registry.put(BUILDER.build(spec("bot"), source=snapshot))
+    again = BUILDER.build(spec("bot"), source=live)
+    assert registry.put(again) is False  # not a swap: the content is the same
+    assert registry.get("bot") is again
+    assert registry.status("bot")["source"] == {
+        "kind": "nacos",
+        "location": "public/AGENTS/bot.agent.yaml",
+        "md5": "abc",
+    }
+    assert [r["source"] for r in registry.status("bot")["revisions"]] == [snapshot.as_dict()]
+    assert told == [("bot", "swapped")]
+
+
 def test_a_new_revision_replaces_the_old_one(registry: AgentRegistry) -> None:
     registry.put(agent("bot", "Old."))
     new = agent("bot", "New.")
