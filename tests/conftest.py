@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,19 @@ async def make_agent(model_server: ScriptedModelServer) -> AsyncIterator[AgentFa
     factory = AgentFactory(model_server)
     yield factory
     await factory.aclose()
+
+
+@pytest.fixture
+def agents_dir(tmp_path: Path) -> Path:
+    """An empty folder for agent files (the default factory's directory)."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    """An empty folder for the service's state (sessions, snapshots)."""
+    folder = tmp_path / "state"
+    folder.mkdir()
+    return folder

@@ -72,17 +72,3 @@ def nacos_settings(nacos_server: NacosServer, nacos_group: str, tmp_path: Path) 
         snapshot_dir=tmp_path / "snapshot",
         poll_seconds=0.5,
     )
-
-
-@pytest.fixture
-def agents_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "state"
-    folder.mkdir()
-    return folder

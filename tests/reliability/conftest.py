@@ -27,20 +27,6 @@ Serve = Callable[..., AbstractAsyncContextManager[RunningService]]
 
 
 @pytest.fixture
-def agents_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "state"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
 def serve(agents_dir: Path, state_dir: Path) -> Serve:
     """``serve(*documents, **config_sections)``: the service in process, serving them."""
 
