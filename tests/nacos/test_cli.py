@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +17,7 @@ import pytest
 import yaml
 
 from tests.support.nacos import NacosAdmin, NacosServer, nacos_source
+from tests.support.process import free_port, wait_ready
 
 ROOT = Path(__file__).parents[2]
 SAMPLES = ROOT / "config-samples" / "agents"
@@ -43,30 +42,9 @@ def dynagent(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.loads(response.read())
-
-
-def wait_ready(url: str, server: subprocess.Popen[str], within: float = 30) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        assert server.poll() is None, "dynagent serve exited before it was ready"
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        time.sleep(0.05)  # polling a starting process, not waiting for a reload
-    raise AssertionError(f"{url}/readyz did not answer 200 within {within} s")
 
 
 @pytest.fixture

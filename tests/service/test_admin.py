@@ -18,8 +18,8 @@ import yaml
 
 from service import load_spec
 from service.registry import HISTORY
-from tests.service.test_cli import DYNAGENT, free_port, wait_ready
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision
+from tests.support.process import DYNAGENT, free_port, wait_ready
 from tests.support.service import (
     RunningService,
     agent_document,

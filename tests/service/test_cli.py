@@ -6,12 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +18,11 @@ import yaml
 from loguru import logger
 
 from service import cli
+from tests.support.process import DYNAGENT, free_port, wait_ready
 
 ROOT = Path(__file__).parents[2]
 SAMPLES = ROOT / "config-samples"
 AGENT_FILES = sorted((SAMPLES / "agents").glob("*.yaml"))
-DYNAGENT = Path(sys.executable).parent / "dynagent"
 API_KEY = "cli-test-key-0123456789abcdef"
 
 
@@ -186,27 +182,6 @@ def test_a_bad_service_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
         f"error: {config}: invalid service config "
         "(listen.port: Input should be greater than or equal to 0)\n"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def wait_ready(url: str, server: subprocess.Popen[str], within: float = 30) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        assert server.poll() is None, "dynagent serve exited before it was ready"
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        time.sleep(0.05)  # polling a starting process, not waiting for a reload
-    raise AssertionError(f"{url}/readyz did not answer 200 within {within} s")
 
 
 @pytest.fixture

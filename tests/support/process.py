@@ -15,7 +15,11 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -34,6 +38,21 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def wait_ready(url: str, server: subprocess.Popen[str], within: float = STARTUP) -> None:
+    """Poll ``url``/readyz of a starting process (blocking) until it answers 200."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        assert server.poll() is None, "dynagent serve exited before it was ready"
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.05)  # polling a starting process, not waiting for a reload
+    raise AssertionError(f"{url}/readyz did not answer 200 within {within} s")
 
 
 @dataclass
