@@ -68,8 +68,10 @@ def _text(message: Message) -> str:
     return str(content)
 
 
-def example(schema: dict[str, Any]) -> Any:
+def example(schema: dict[str, Any] | bool) -> Any:
     """A value that validates against a (reasonable) JSON Schema."""
+    if isinstance(schema, bool):  # true: anything goes; false: nothing can, give null
+        return "example" if schema else None
     if schema.get("examples"):
         return schema["examples"][0]
     for key in ("const", "default"):

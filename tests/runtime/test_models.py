@@ -222,6 +222,28 @@ async def test_the_offline_test_model_calls_tools_then_answers_to_the_schema() -
     assert outcomes == [("calculator", False), ("current_time", False)]
 
 
+async def test_the_offline_test_model_answers_schemas_with_boolean_subschemas() -> None:
+    # Found by the config fuzzer: `true`/`false` are schemas too (JSON Schema 2020-12).
+    schema = {
+        "type": "object",
+        "properties": {"anything": True, "items": {"type": "array", "items": True}},
+        "required": ["anything", "items"],
+    }
+    spec = load_spec(
+        {
+            "name": "offline",
+            "model": {"provider": "test"},
+            "prompt": {"system": "x"},
+            "output": {"schema": schema},
+        }
+    )
+
+    result = await AgentBuilder(environ={}).build(spec).run("go")
+
+    jsonschema.validate(result.output, schema)
+    assert result.output == {"anything": "example", "items": ["example"]}
+
+
 def test_provider_auto_picks_openai_only_when_the_environment_names_an_endpoint() -> None:
     spec = load_spec({"name": "auto", "prompt": {"system": "x"}})
 
