@@ -94,8 +94,15 @@ def _object(schema: dict[str, Any]) -> dict[str, Any]:
     return {name: example(properties.get(name, {})) for name in required}
 
 
+MAX_EXAMPLE_SIZE = 1000
+"""A schema may ask for more (minLength, minItems); the answer then fails it (422) instead of
+the offline model building gigabytes for a hostile definition."""
+
+
 def _string(schema: dict[str, Any]) -> str:
-    return "a" * max(int(schema.get("minLength", 1)), 1) if "minLength" in schema else "example"
+    if "minLength" not in schema:
+        return "example"
+    return "a" * min(max(int(schema["minLength"]), 1), MAX_EXAMPLE_SIZE)
 
 
 def _number(schema: dict[str, Any]) -> float | int:
@@ -105,7 +112,7 @@ def _number(schema: dict[str, Any]) -> float | int:
 
 
 def _array(schema: dict[str, Any]) -> list[Any]:
-    count = int(schema.get("minItems", 1))
+    count = min(int(schema.get("minItems", 1)), MAX_EXAMPLE_SIZE)
     return [example(schema.get("items", {"type": "string"})) for _ in range(count)]
 
 

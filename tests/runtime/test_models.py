@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from service import AgentBuilder, ModelError, load_spec
+from service import AgentBuilder, ModelError, OutputValidationError, load_spec
 from service.models import ClientPool, FallbackModel, OpenAIModel, TestModel
 from tests.support import (
     AgentFactory,
@@ -242,6 +242,23 @@ async def test_the_offline_test_model_answers_schemas_with_boolean_subschemas() 
 
     jsonschema.validate(result.output, schema)
     assert result.output == {"anything": "example", "items": ["example"]}
+
+
+async def test_the_offline_test_model_does_not_build_huge_answers() -> None:
+    schema = {"type": "array", "items": {"type": "string", "minLength": 10**9}, "minItems": 10**9}
+    spec = load_spec(
+        {
+            "name": "offline",
+            "model": {"provider": "test"},
+            "prompt": {"system": "x"},
+            "output": {"schema": schema, "retries": 0},
+        }
+    )
+
+    with pytest.raises(OutputValidationError) as refused:
+        await AgentBuilder(environ={}).build(spec).run("go")
+
+    assert "is too short" in refused.value.message
 
 
 def test_provider_auto_picks_openai_only_when_the_environment_names_an_endpoint() -> None:
