@@ -146,11 +146,11 @@ class NacosSource:
         listing = {
             k: v for k, v in (await self.client.list_group(self.group)).items() if self.accepts(k)
         }
-        stale = [
-            data_id
+        stale = {
+            data_id: md5
             for data_id, md5 in sorted(listing.items())
             if self._md5.get(data_id) != md5 or data_id not in self._listening
-        ]
+        }
         try:
             await self._fetch_and_deliver(stale)
         finally:
@@ -160,11 +160,14 @@ class NacosSource:
             await self._deliver(data_id, None)
         self._set_degraded(None)
 
-    async def _fetch_and_deliver(self, data_ids: list[str]) -> None:
-        """Read ``data_ids`` concurrently (``FETCH_CONCURRENCY`` at once: a first load of
-        1,000 agents waits on 1,000 round trips) and deliver them in order, each as soon
-        as it and those before it are read. A read that a push overtook is dropped: the
-        push carries the newer content, so one dataId never goes back in time."""
+    async def _fetch_and_deliver(self, listed: dict[str, str]) -> None:
+        """Read the ``listed`` dataIds concurrently (``FETCH_CONCURRENCY`` at once: a first
+        load of 1,000 agents waits on 1,000 round trips) and deliver them in order, each as
+        soon as it and those before it are read. A read that a push overtook is dropped,
+        and so is one whose content is not what the listing's md5 says (reads lag writes by
+        ~0.1 s, so it may be older than a push already applied); the next reconcile reads it
+        again. One dataId never goes back in time."""
+        data_ids = list(listed)
         gate = asyncio.Semaphore(FETCH_CONCURRENCY)
 
         async def read(data_id: str) -> tuple[int, str | None]:
@@ -178,7 +181,8 @@ class NacosSource:
                 pushes, text = await pending
                 # None for a dataId the listing holds is a read that trails a re-creation
                 # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
-                if text is not None and self._pushes.get(data_id, 0) == pushes:
+                current = text is not None and content_md5(text) == listed[data_id]
+                if current and self._pushes.get(data_id, 0) == pushes:
                     await self._deliver(data_id, text, announce=False)
         finally:
             for pending in reads:
