@@ -21,7 +21,7 @@ from tests.support.nacos import (
     status_of,
     yaml_text,
 )
-from tests.support.service import agent_document, revision_of, running_service
+from tests.support.service import BROKEN_DEFINITIONS, agent_document, revision_of, running_service
 
 
 def serving(name: str, revision: str, source: dict[str, str], error: Any = None) -> Any:
@@ -96,19 +96,7 @@ async def test_a_published_agent_is_served_and_a_prompt_change_reaches_the_next_
         }
 
 
-BROKEN = {
-    "invalid YAML": ("name: bot\nprompt: {system: [unclosed\n", "", "not valid YAML"),
-    "unknown field": (
-        "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntemprature: 0.2\n",
-        "temprature",
-        "Extra inputs are not permitted",
-    ),
-    "unknown tool": (
-        "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntools: [no_such_tool]\n",
-        "tools.0",
-        "no tool named 'no_such_tool' is registered",
-    ),
-}
+BROKEN = BROKEN_DEFINITIONS
 
 
 @pytest.mark.parametrize("broken", BROKEN.values(), ids=list(BROKEN))

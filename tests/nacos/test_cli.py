@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from tests.support.nacos import NacosAdmin, NacosServer, nacos_source
-from tests.support.process import free_port, wait_ready
+from tests.support.process import dynagent_serving, free_port
 
 ROOT = Path(__file__).parents[2]
 SAMPLES = ROOT / "config-samples" / "agents"
@@ -59,35 +58,9 @@ def serve_nacos(nacos_server: NacosServer, nacos_group: str, tmp_path: Path) -> 
         f"nacos: {{snapshot_dir: {tmp_path / 'snapshot'}, poll_seconds: 0.5}}\n",
         encoding="utf-8",
     )
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            str(DYNAGENT),
-            "serve",
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-            "--nacos",
-            nacos_server.addr,
-            "--group",
-            nacos_group,
-        ],
-        env=offline_environ(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", server)
-        yield f"http://127.0.0.1:{port}"
-        server.send_signal(signal.SIGTERM)
-        _, log = server.communicate(timeout=30)
-        assert server.returncode == 0, log
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
+    args = ["--config", str(config), "--nacos", nacos_server.addr, "--group", nacos_group]
+    with dynagent_serving(args, offline_environ()) as url:
+        yield url
 
 
 def sample_documents() -> dict[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import yaml
 from loguru import logger
 
 from service import cli
-from tests.support.process import DYNAGENT, free_port, wait_ready
+from tests.support.process import DYNAGENT, dynagent_serving, free_port
 
 ROOT = Path(__file__).parents[2]
 SAMPLES = ROOT / "config-samples"
@@ -192,25 +191,9 @@ def served(tmp_path: Path) -> Iterator[str]:
         "DYNAGENT_SESSIONS_PATH": str(tmp_path / "sessions.db"),
         "DYNAGENT_API_KEYS": API_KEY,
     }
-    port = free_port()
-    server = subprocess.Popen(
-        [str(DYNAGENT), "serve", "--config", str(SAMPLES / "service.yaml"), "--port", str(port)],
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", server)
-        yield f"http://127.0.0.1:{port}"
-        server.send_signal(signal.SIGTERM)
-        _, log = server.communicate(timeout=30)
-        assert server.returncode == 0, log
-        assert (tmp_path / "sessions.db").is_file()
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
+    with dynagent_serving(["--config", str(SAMPLES / "service.yaml")], environ) as url:
+        yield url
+    assert (tmp_path / "sessions.db").is_file()
 
 
 def dynagent(*args: str, key: str | None = API_KEY) -> tuple[int, Any]:

@@ -11,6 +11,7 @@ import pytest
 from service import ToolRegistry
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.service import (
+    BROKEN_DEFINITIONS,
     Gate,
     RunningService,
     agent_document,
@@ -121,19 +122,7 @@ async def test_a_run_in_flight_finishes_on_the_revision_it_started_with(
     ]
 
 
-BROKEN = {
-    "invalid YAML": ("name: bot\nprompt: {system: [unclosed\n", "", "not valid YAML"),
-    "unknown field": (
-        "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntemprature: 0.2\n",
-        "temprature",
-        "Extra inputs are not permitted",
-    ),
-    "unknown tool": (
-        "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntools: [no_such_tool]\n",
-        "tools.0",
-        "no tool named 'no_such_tool' is registered",
-    ),
-}
+BROKEN = BROKEN_DEFINITIONS
 
 
 @pytest.mark.parametrize("broken", BROKEN.values(), ids=list(BROKEN))

@@ -20,8 +20,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,31 @@ def wait_ready(url: str, server: subprocess.Popen[str], within: float = STARTUP)
             pass
         time.sleep(0.05)  # polling a starting process, not waiting for a reload
     raise AssertionError(f"{url}/readyz did not answer 200 within {within} s")
+
+
+@contextmanager
+def dynagent_serving(args: list[str], env: dict[str, str]) -> Iterator[str]:
+    """``dynagent serve ARGS --port P`` in a real process until the block ends; its base URL.
+    Stopped with SIGTERM, which must exit 0; killed if anything goes wrong."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(DYNAGENT), "serve", *args, "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, server)
+        yield url
+        server.send_signal(signal.SIGTERM)
+        _, log = server.communicate(timeout=30)
+        assert server.returncode == 0, log
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
 
 
 @dataclass

@@ -50,6 +50,22 @@ def agent_document(
     return {"name": name, "model": model, "prompt": {"system": system}, **fields}
 
 
+BROKEN_DEFINITIONS: dict[str, tuple[str, str, str]] = {
+    "invalid YAML": ("name: bot\nprompt: {system: [unclosed\n", "", "not valid YAML"),
+    "unknown field": (
+        "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntemprature: 0.2\n",
+        "temprature",
+        "Extra inputs are not permitted",
+    ),
+    "unknown tool": (
+        "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntools: [no_such_tool]\n",
+        "tools.0",
+        "no tool named 'no_such_tool' is registered",
+    ),
+}
+"""Broken definitions of ``bot``: (text, field path of the error, part of its message)."""
+
+
 def revision_of(document: Document) -> str:
     """The revision the service will serve for ``document``."""
     return load_spec(document).revision
