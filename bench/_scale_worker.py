@@ -22,10 +22,10 @@ from loguru import logger
 
 from bench._process import rss_bytes
 from bench._scale_docs import GROUP, agent_name, document
-from service import AgentBuilder, load_spec
-from service.config import NacosConfig
-from service.factories.nacos import NacosAgentBuilderFactory, agent_data_id
-from service.registry import AgentRegistry
+from dynagent import AgentBuilder, load_spec
+from dynagent.config import NacosConfig
+from dynagent.factories.nacos import NacosAgentBuilderFactory, agent_data_id
+from dynagent.registry import AgentRegistry
 from tests.support.nacos import NacosAdmin
 
 POLL_SECONDS = 2.0

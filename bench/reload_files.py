@@ -30,9 +30,9 @@ from typing import Any
 import yaml
 from loguru import logger
 
-from service import AgentBuilder, load_spec
-from service.factories import DefaultAgentBuilderFactory
-from service.registry import AgentRegistry
+from dynagent import AgentBuilder, load_spec
+from dynagent.factories import DefaultAgentBuilderFactory
+from dynagent.registry import AgentRegistry
 
 BAR_MS = 200.0
 RESULTS = Path(__file__).parent / "results" / "reload_files.json"

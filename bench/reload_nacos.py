@@ -40,10 +40,10 @@ from typing import Any
 import yaml
 from loguru import logger
 
-from service import AgentBuilder, load_spec
-from service.config import NacosConfig
-from service.factories.nacos import NacosAgentBuilderFactory, agent_data_id
-from service.registry import AgentRegistry
+from dynagent import AgentBuilder, load_spec
+from dynagent.config import NacosConfig
+from dynagent.factories.nacos import NacosAgentBuilderFactory, agent_data_id
+from dynagent.registry import AgentRegistry
 from tests.support.nacos import NacosAdmin, NacosServer, claimed_port
 
 BAR_P50_MS = 500.0

@@ -27,7 +27,7 @@ from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolPara
 from pydantic import SecretStr
 
 from bench.scenarios import FUNCTIONS, SYSTEM, Scenario, combine, lookup
-from service import AgentBuilder, Resources, Tool, ToolRegistry, load_spec
+from dynagent import AgentBuilder, Resources, Tool, ToolRegistry, load_spec
 
 RunOnce = Callable[[str], Awaitable[str]]
 """Runs one question to its final answer text."""

@@ -32,7 +32,7 @@ import yaml
 from bench._load import load
 from bench._process import Child, free_port
 from bench._service import AGENT, Service, agent_document, write_config
-from service import load_spec
+from dynagent import load_spec
 
 RESULTS = Path(__file__).parent / "results" / "swap.json"
 BROKEN_EVERY = 10

@@ -141,7 +141,7 @@ TEMPLATES = [
     # Tool and interceptor names that look like import paths.
     "name: bot\nprompt: {system: x}\ntools: [os.system]\n",
     "name: bot\nprompt: {system: x}\ntools: [{name: 'subprocess:run'}]\n",
-    "name: bot\nprompt: {system: x}\ninterceptors: ['service.interceptors.pii:PiiRedaction']\n",
+    "name: bot\nprompt: {system: x}\ninterceptors: ['dynagent.interceptors.pii:PiiRedaction']\n",
     # Not a mapping at all.
     "- name: bot\n",
     "just text",

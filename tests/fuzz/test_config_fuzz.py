@@ -18,14 +18,14 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 
-from service import AgentBuilder, load_spec
-from service.agent import Agent, SourceInfo
-from service.exceptions import BadRequest, ConfigError, RunError
-from service.factories.base import DocumentApplier
-from service.registry import AgentRegistry
-from service.sources.base import Document
-from service.sources.files import FileSource
-from service.spec import AgentSpec
+from dynagent import AgentBuilder, load_spec
+from dynagent.agent import Agent, SourceInfo
+from dynagent.exceptions import BadRequest, ConfigError, RunError
+from dynagent.factories.base import DocumentApplier
+from dynagent.registry import AgentRegistry
+from dynagent.sources.base import Document
+from dynagent.sources.files import FileSource
+from dynagent.spec import AgentSpec
 from tests.support.budget import budget
 from tests.support.threaded import loop_in_thread
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from service import AgentBuilder, load_spec
-from service.agent import Agent, SourceInfo
-from service.exceptions import ConfigError
-from service.factories.base import DocumentApplier
-from service.registry import AgentRegistry
-from service.sources.base import Document
-from service.spec import AgentSpec
+from dynagent import AgentBuilder, load_spec
+from dynagent.agent import Agent, SourceInfo
+from dynagent.exceptions import ConfigError
+from dynagent.factories.base import DocumentApplier
+from dynagent.registry import AgentRegistry
+from dynagent.sources.base import Document
+from dynagent.spec import AgentSpec
 
 GOOD = "name: bot\nmodel: {provider: test}\nprompt: {system: You help.}\n"
 HEAD = "name: bot\nmodel: {provider: test}\nprompt: {system: You help.}\n"

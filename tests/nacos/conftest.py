@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from service.config import NacosConfig
+from dynagent.config import NacosConfig
 from tests.support.nacos import START_TIMEOUT, NacosAdmin, NacosServer, claimed_port
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from service import Tool, ToolRegistry
-from service.config import NacosConfig
-from service.models import ToolDefinition
+from dynagent import Tool, ToolRegistry
+from dynagent.config import NacosConfig
+from dynagent.models import ToolDefinition
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.nacos import (
     NacosAdmin,

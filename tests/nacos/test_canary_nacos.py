@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from service.config import NacosConfig
-from service.registry import AgentRegistry, Canary
-from service.rollout import picks_canary
+from dynagent.config import NacosConfig
+from dynagent.registry import AgentRegistry, Canary
+from dynagent.rollout import picks_canary
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.agents import model_fields
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from service.config import NacosConfig
-from service.sources._nacos_client import NacosClient, NacosUnavailable
-from service.sources.nacos import content_md5
+from dynagent.config import NacosConfig
+from dynagent.sources._nacos_client import NacosClient, NacosUnavailable
+from dynagent.sources.nacos import content_md5
 from tests.support.nacos import NacosAdmin, NacosServer
 
 Call = tuple[str, str, str, str]

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from service import AgentBuilder
-from service.config import NacosConfig
-from service.exceptions import ConfigError
-from service.http.app import create_app
-from service.http.state import REGISTRY
-from service.registry import AgentRegistry
-from service.spec import AgentSpec, load_spec
+from dynagent import AgentBuilder
+from dynagent.config import NacosConfig
+from dynagent.exceptions import ConfigError
+from dynagent.http.app import create_app
+from dynagent.http.state import REGISTRY
+from dynagent.registry import AgentRegistry
+from dynagent.spec import AgentSpec, load_spec
 from tests.fuzz.mutations import hostile_documents
 from tests.fuzz.test_config_fuzz import ENVIRON, good_text
 from tests.support.budget import budget

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from service.config import NacosConfig
+from dynagent.config import NacosConfig
 from tests.support.nacos import (
     NacosAdmin,
     NacosServer,

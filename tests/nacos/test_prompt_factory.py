@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from service.config import NacosConfig
-from service.sources.nacos import content_md5
+from dynagent.config import NacosConfig
+from dynagent.sources.nacos import content_md5
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.agents import model_fields
 from tests.support.nacos import NacosAdmin, invoke, nacos_service_config, status_of

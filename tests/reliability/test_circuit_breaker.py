@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from service import Resources
-from service.exceptions import CircuitOpen, ModelError
-from service.models.breaker import BreakerPolicy, CircuitBreaker, endpoint_name
+from dynagent import Resources
+from dynagent.exceptions import CircuitOpen, ModelError
+from dynagent.models.breaker import BreakerPolicy, CircuitBreaker, endpoint_name
 from tests.support import AgentFactory, Fail, Reply, ScriptedModelServer
 
 NO_WAIT = {"retry-after-ms": "0"}

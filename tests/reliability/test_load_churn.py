@@ -20,8 +20,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from service.http.state import FACTORIES, METRICS
-from service.registry import HISTORY
+from dynagent.http.state import FACTORIES, METRICS
+from dynagent.registry import HISTORY
 from tests.support import Reply, ScriptedModelServer
 from tests.support.service import Document, RunningService, agent_document, revision_of
 

@@ -18,10 +18,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from service import Agent, AgentBuilder, load_spec
-from service.http.state import DRAIN, METRICS, REGISTRY, TRACES
-from service.registry import HISTORY
-from service.sessions.sqlite import SqliteSessionStore
+from dynagent import Agent, AgentBuilder, load_spec
+from dynagent.http.state import DRAIN, METRICS, REGISTRY, TRACES
+from dynagent.registry import HISTORY
+from dynagent.sessions.sqlite import SqliteSessionStore
 from tests.support.service import RunningService, agent_document
 
 from .conftest import SOAK, Serve

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from service import AgentBuilder, ConfigError, SourceInfo, load_spec
-from service._templates import MissingVariable, expand_env
-from service.exceptions import FieldIssue
-from service.interceptors import ContextEditing, PiiRedaction, ToolCallLimit
-from service.models import OpenAIModel
+from dynagent import AgentBuilder, ConfigError, SourceInfo, load_spec
+from dynagent._templates import MissingVariable, expand_env
+from dynagent.exceptions import FieldIssue
+from dynagent.interceptors import ContextEditing, PiiRedaction, ToolCallLimit
+from dynagent.models import OpenAIModel
 
 BASE: dict[str, Any] = {"name": "helper", "prompt": {"system": "x"}}
 ENDPOINT = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
-from service import Tool
+from dynagent import Tool
 from tests.support import AgentFactory, CallTools, Reply, ScriptedModelServer
 
 Hits = list[dict[str, Any]]

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from service import LimitExceeded, ModelError, Tool
-from service.events import FinalOutput, ModelResponseEvent, ToolCallEvent
-from service.interceptors import Interceptor, InterceptorRegistry, RunContext, ToolOutcome
-from service.interceptors.base import ModelHandler
-from service.models import ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
+from dynagent import LimitExceeded, ModelError, Tool
+from dynagent.events import FinalOutput, ModelResponseEvent, ToolCallEvent
+from dynagent.interceptors import Interceptor, InterceptorRegistry, RunContext, ToolOutcome
+from dynagent.interceptors.base import ModelHandler
+from dynagent.models import ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from tests.support import (
     SYSTEM_PROMPT,
     AgentFactory,

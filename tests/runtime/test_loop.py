@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from service import MaxStepsExceeded, RunTimeout, Tool, ToolFailed
-from service.exceptions import BadRequest
-from service.models import ToolDefinition
+from dynagent import MaxStepsExceeded, RunTimeout, Tool, ToolFailed
+from dynagent.exceptions import BadRequest
+from dynagent.models import ToolDefinition
 from tests.support import (
     SYSTEM_PROMPT,
     AgentFactory,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from service import AgentBuilder, ModelError, OutputValidationError, load_spec
-from service.models import ClientPool, FallbackModel, OpenAIModel, TestModel
+from dynagent import AgentBuilder, ModelError, OutputValidationError, load_spec
+from dynagent.models import ClientPool, FallbackModel, OpenAIModel, TestModel
 from tests.support import (
     AgentFactory,
     Fail,

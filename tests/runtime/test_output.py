@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from service import OutputValidationError
+from dynagent import OutputValidationError
 from tests.support import SYSTEM_PROMPT, AgentFactory, Reply, ScriptedModelServer
 
 SCHEMA: dict[str, Any] = {

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from service import ModelError, Tool
-from service.sessions import MemorySessionStore, SqliteSessionStore
-from service.sessions.base import SessionStore
+from dynagent import ModelError, Tool
+from dynagent.sessions import MemorySessionStore, SqliteSessionStore
+from dynagent.sessions.base import SessionStore
 from tests.support import SYSTEM_PROMPT, AgentFactory, CallTools, Fail, Reply, ScriptedModelServer
 
 SYSTEM = {"role": "system", "content": SYSTEM_PROMPT}

@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-from service import AgentSpec, ConfigError, json_schema, load_spec
-from service.exceptions import FieldIssue
+from dynagent import AgentSpec, ConfigError, json_schema, load_spec
+from dynagent.exceptions import FieldIssue
 
 REPO = Path(__file__).resolve().parents[2]
 

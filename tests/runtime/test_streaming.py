@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import cast
 
-from service import Agent, Event, Tool, Usage
-from service.events import ErrorEvent, FinalOutput, ModelDelta, ModelResponseEvent, RunFinished
+from dynagent import Agent, Event, Tool, Usage
+from dynagent.events import ErrorEvent, FinalOutput, ModelDelta, ModelResponseEvent, RunFinished
 from tests.support import (
     AgentFactory,
     BrokenStream,

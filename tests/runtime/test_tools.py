@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from service import Tool, ToolRegistry
-from service.tools import CALCULATOR, CURRENT_TIME, calculate
+from dynagent import Tool, ToolRegistry
+from dynagent.tools import CALCULATOR, CURRENT_TIME, calculate
 
 
 @pytest.mark.parametrize(

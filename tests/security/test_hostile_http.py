@@ -16,8 +16,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from loguru import logger
 
-from service.http import bodies
-from service.http.app import create_app
+from dynagent.http import bodies
+from dynagent.http.app import create_app
 from tests.support.service import RunningService, agent_document, running_service, service_config
 
 MAX_BODY = 16_384

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from service import Tool, ToolRegistry
-from service.models import ToolDefinition
+from dynagent import Tool, ToolRegistry
+from dynagent.models import ToolDefinition
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.service import agent_document, running_service, service_config
 

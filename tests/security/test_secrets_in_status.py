@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from service import AgentBuilder
-from service.agent import Agent, SourceInfo
-from service.factories.base import DocumentApplier
-from service.registry import AgentRegistry
-from service.sources.base import Document
-from service.spec import AgentSpec
+from dynagent import AgentBuilder
+from dynagent.agent import Agent, SourceInfo
+from dynagent.factories.base import DocumentApplier
+from dynagent.registry import AgentRegistry
+from dynagent.sources.base import Document
+from dynagent.spec import AgentSpec
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.service import RunningService, agent_document, running_service, service_config
 

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
-from service import AgentBuilder, Resources, Tool, load_spec
+from dynagent import AgentBuilder, Resources, Tool, load_spec
 
 Hits = list[str]
 

@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 import yaml
 
-from service import load_spec
-from service.registry import HISTORY
+from dynagent import load_spec
+from dynagent.registry import HISTORY
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision
 from tests.support.process import DYNAGENT, free_port, wait_ready
 from tests.support.service import (

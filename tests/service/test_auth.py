@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from service.config import ServiceConfig
-from service.exceptions import ConfigError
-from service.http.app import create_app
-from service.http.auth import ApiKeys
+from dynagent.config import ServiceConfig
+from dynagent.exceptions import ConfigError
+from dynagent.http.app import create_app
+from dynagent.http.auth import ApiKeys
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -164,7 +164,7 @@ def test_every_key_is_compared_in_constant_time(
         compared.append((a, b))
         return original(a, b)
 
-    monkeypatch.setattr("service.http.auth.hmac.compare_digest", compare_digest)
+    monkeypatch.setattr("dynagent.http.auth.hmac.compare_digest", compare_digest)
     keys = ApiKeys.load({"DYNAGENT_API_KEYS": ",".join(ENV_KEYS)}, "DYNAGENT_API_KEYS", keys_file)
 
     assert keys.authenticate(f"Bearer {ENV_KEYS[0]}").name == "DYNAGENT_API_KEYS[0]"

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from loguru import logger
 
-from service import cli
+from dynagent import cli
 from tests.support.process import DYNAGENT, dynagent_serving, free_port
 
 ROOT = Path(__file__).parents[2]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from service.config import ServiceConfig, load_config
-from service.exceptions import ConfigError, FieldIssue
+from dynagent.config import ServiceConfig, load_config
+from dynagent.exceptions import ConfigError, FieldIssue
 
 SAMPLES = Path(__file__).parents[2] / "config-samples"
 

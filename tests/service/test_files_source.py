@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from service.sources.base import Document
-from service.sources.files import MAX_FILE_BYTES, FileSource
+from dynagent.sources.base import Document
+from dynagent.sources.files import MAX_FILE_BYTES, FileSource
 
 
 class Recorder:

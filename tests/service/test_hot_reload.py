@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from service import ToolRegistry
+from dynagent import ToolRegistry
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.service import (
     BROKEN_DEFINITIONS,

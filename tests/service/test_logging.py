@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from service import Tool, ToolRegistry
-from service.config import ServiceConfig
-from service.http.auth import ApiKeys
-from service.logs import MASK, SecretMask, configure_logging
-from service.models import ToolDefinition
+from dynagent import Tool, ToolRegistry
+from dynagent.config import ServiceConfig
+from dynagent.http.auth import ApiKeys
+from dynagent.logs import MASK, SecretMask, configure_logging
+from dynagent.models import ToolDefinition
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.service import agent_document, running_service, service_config
 
@@ -57,7 +57,7 @@ def captured() -> Iterator[Captured]:
 
 
 def register_secrets(mask: SecretMask, config: ServiceConfig) -> None:
-    """What ``service.cli.serve`` hands the mask."""
+    """What ``dynagent.cli.serve`` hands the mask."""
     keys = ApiKeys.load(ENVIRON, config.auth.keys_env, config.auth.keys_file)
     mask.add([*keys.secrets, config.nacos.password, ENVIRON.get("OPENAI_API_KEY", "")])
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from service import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
-from service.exceptions import NotFound
-from service.factories.base import DocumentApplier
-from service.registry import AgentRegistry, AgentUnavailable
-from service.sources.base import Document
-from service.spec import AgentSpec
+from dynagent import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
+from dynagent.exceptions import NotFound
+from dynagent.factories.base import DocumentApplier
+from dynagent.registry import AgentRegistry, AgentUnavailable
+from dynagent.sources.base import Document
+from dynagent.spec import AgentSpec
 
 BUILDER = AgentBuilder()
 

@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-from service.config import load_config
-from service.rollout import load_canary
+from dynagent.config import load_config
+from dynagent.rollout import load_canary
 from tests.support.service import RunningService, parse_sse, running_service
 
 SAMPLES = Path(__file__).parents[2] / "config-samples"

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from service import Agent, AgentBuilder, AgentSpec, Resources, Tool, ToolRegistry, load_spec
-from service.interceptors import InterceptorRegistry
-from service.sessions.base import SessionStore
+from dynagent import Agent, AgentBuilder, AgentSpec, Resources, Tool, ToolRegistry, load_spec
+from dynagent.interceptors import InterceptorRegistry
+from dynagent.sessions.base import SessionStore
 
 from .scripted_model import ScriptedModelServer
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from service import load_spec
+from dynagent import load_spec
 
 Document = dict[str, Any]
 

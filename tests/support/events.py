@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
-from service import Event
+from dynagent import Event
 
 E = TypeVar("E")
 

@@ -33,8 +33,8 @@ from typing import Any
 import aiohttp
 import yaml
 
-from service.config import NacosConfig, ServiceConfig
-from service.sources.nacos import content_md5
+from dynagent.config import NacosConfig, ServiceConfig
+from dynagent.sources.nacos import content_md5
 
 from .service import Document, RunningService, service_config
 

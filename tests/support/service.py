@@ -21,12 +21,12 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from service import Tool, load_spec
-from service.config import ServiceConfig
-from service.http.app import create_app
-from service.http.state import REGISTRY
-from service.models import ToolDefinition
-from service.registry import AgentRegistry
+from dynagent import Tool, load_spec
+from dynagent.config import ServiceConfig
+from dynagent.http.app import create_app
+from dynagent.http.state import REGISTRY
+from dynagent.models import ToolDefinition
+from dynagent.registry import AgentRegistry
 
 from .agents import model_fields
 from .scripted_model import ScriptedModelServer

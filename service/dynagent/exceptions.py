@@ -2,7 +2,7 @@
 
 Each error carries the fields a caller needs to act on it and a message that
 says how to fix the problem. The HTTP layer maps ``DynagentError.kind`` to a
-status code in one place (``service.http.errors``).
+status code in one place (``dynagent.http.errors``).
 """
 
 from __future__ import annotations
