@@ -9,8 +9,8 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Protocol
 
 import jsonschema
 
@@ -33,11 +33,42 @@ from .exceptions import (
     RunError,
     ToolFailed,
 )
-from .interceptors.base import RunContext, ToolOutcome
-from .models.base import Message, ModelRequest, ModelResponse, TextDelta, ToolCallRequest
+from .interceptors.base import InterceptorChain, RunContext, ToolOutcome
+from .models.base import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallRequest,
+)
+from .sessions.base import SessionStore
+from .spec import AgentSpec
+from .tools.base import Tool
 
-if TYPE_CHECKING:
-    from .agent import Agent, AgentInput
+AgentInput = str | Sequence[Message]
+"""What a run is given: one user message as text, or whole messages."""
+
+
+class Agent(Protocol):
+    """What the loop reads of an agent (``dynagent.agent.Agent`` is the one there is);
+    a protocol, so that the loop does not import the module that calls it."""
+
+    @property
+    def spec(self) -> AgentSpec: ...
+    @property
+    def model(self) -> Model: ...
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+    @property
+    def chain(self) -> InterceptorChain: ...
+    @property
+    def system_prompt(self) -> str | None: ...
+    @property
+    def sessions(self) -> SessionStore | None: ...
+    @property
+    def name(self) -> str: ...
+
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 

@@ -10,21 +10,22 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._run_loop import execute_run, render_system
+from ._run_loop import AgentInput, execute_run, render_system
 from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
-from .models.base import Message, Model
+from .models.base import Model
 from .sessions.base import SessionStore
 from .spec import AgentSpec
 from .tools.base import Tool
 
+__all__ = ["Agent", "AgentInput", "RunResult", "SourceInfo", "Variant"]
+
 Variant = Literal["stable", "canary"]
-AgentInput = str | Sequence[Message]
 
 
 @dataclass(frozen=True, slots=True)

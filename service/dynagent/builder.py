@@ -24,8 +24,9 @@ from .models.test import TestModel
 from .resources import Resources
 from .sessions.base import SessionStore
 from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolRef
-from .tools.base import Tool, ToolRegistry
+from .tools.base import Tool
 from .tools.http import http_tool
+from .tools.registry import ToolRegistry
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ..sessions.base import SessionStore
 from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
-from ..tools.base import ToolRegistry
+from ..tools.registry import ToolRegistry
 from . import admin, agents, openai_compat
 from .auth import ApiKeys
 from .drain import Drain
@@ -89,6 +89,21 @@ def create_app(
         middlewares=[error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
+    _install_state(app, config, environ)
+    app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
+    app.on_shutdown.append(_draining)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/openapi.json", openapi)
+    app.add_routes(agents.routes)
+    app.add_routes(admin.routes)
+    app.add_routes(openai_compat.routes)
+    return app
+
+
+def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping[str, str]) -> None:
+    """The app's state under its typed keys; the registry's changes feed the metrics."""
     registry = AgentRegistry()
     app[CONFIG] = config
     app[FACTORIES] = {}
@@ -106,7 +121,21 @@ def create_app(
 
     registry.listeners.append(count_change)
 
+
+Lifecycle = Callable[[web.Application], AsyncIterator[None]]
+
+
+def _lifecycle(
+    tools: ToolRegistry | None,
+    interceptors: InterceptorRegistry | None,
+    specs: Sequence[AgentSpec],
+    factories: Sequence[FactoryMaker],
+    environ: Mapping[str, str],
+) -> Lifecycle:
+    """The one ``cleanup_ctx`` that owns every long-lived resource, torn down in reverse."""
+
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        config, registry = app[CONFIG], app[REGISTRY]
         resources = Resources()
         store = _session_store(config)
         builder = AgentBuilder(
@@ -136,26 +165,18 @@ def create_app(
             await resources.aclose()
             logger.info("stopped")
 
-    async def draining(app: web.Application) -> None:
-        # aiohttp has stopped listening; running requests are left to finish.
-        seconds = config.listen.drain_seconds
-        logger.info(
-            "stopping: no new connections; {} running request(s) have up to {:g} s to finish",
-            app[DRAIN].running,
-            seconds,
-        )
-        app[DRAIN].begin(seconds)
+    return lifecycle
 
-    app.cleanup_ctx.append(lifecycle)
-    app.on_shutdown.append(draining)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/openapi.json", openapi)
-    app.add_routes(agents.routes)
-    app.add_routes(admin.routes)
-    app.add_routes(openai_compat.routes)
-    return app
+
+async def _draining(app: web.Application) -> None:
+    # aiohttp has stopped listening; running requests are left to finish.
+    seconds = app[CONFIG].listen.drain_seconds
+    logger.info(
+        "stopping: no new connections; {} running request(s) have up to {:g} s to finish",
+        app[DRAIN].running,
+        seconds,
+    )
+    app[DRAIN].begin(seconds)
 
 
 def configured_factories(

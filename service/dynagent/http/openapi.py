@@ -124,13 +124,28 @@ def _run(summary: str, result: type[BaseModel], body: type[BaseModel]) -> dict[s
 
 
 def _paths() -> dict[str, Any]:
-    agent = ("401", "403", "404")
-    admin = (*agent, "409")
-    invoke = _run("Run an agent", InvokeResponse, InvokeRequest)
+    return {**_service_paths(), **_agent_paths(), **_openai_paths()}
+
+
+def _service_paths() -> dict[str, Any]:
     text = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    document = {
+        "description": "OK",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
     return {
         "/healthz": {"get": _op("Liveness", _ok(Health), security=_OPEN)},
         "/readyz": {"get": _op("Readiness", _ok(Readiness), "503", security=_OPEN)},
+        "/metrics": {"get": _op("Prometheus metrics", text, "401")},
+        "/openapi.json": {"get": _op("This document", document, security=_OPEN)},
+    }
+
+
+def _agent_paths() -> dict[str, Any]:
+    agent = ("401", "403", "404")
+    admin = (*agent, "409")
+    invoke = _run("Run an agent", InvokeResponse, InvokeRequest)
+    return {
         "/v1/agents": {
             "get": _op("The status of every agent the key may use", _ok(AgentList), "401")
         },
@@ -161,12 +176,6 @@ def _paths() -> dict[str, Any]:
                 requestBody=_body(RollbackRequest, required=False),
             )
         },
-        "/v1/chat/completions": {
-            "post": {
-                **_run("OpenAI-compatible chat completion", ChatCompletion, ChatCompletionRequest),
-                "parameters": _ROUTING,
-            }
-        },
         "/v1/traces/{trace_id}": {
             "get": _op(
                 "The events of a recent run",
@@ -175,16 +184,16 @@ def _paths() -> dict[str, Any]:
                 parameters=[_path("trace_id")],
             )
         },
-        "/metrics": {"get": _op("Prometheus metrics", text, "401")},
-        "/openapi.json": {
-            "get": _op(
-                "This document",
-                {
-                    "description": "OK",
-                    "content": {"application/json": {"schema": {"type": "object"}}},
-                },
-                security=_OPEN,
-            )
+    }
+
+
+def _openai_paths() -> dict[str, Any]:
+    return {
+        "/v1/chat/completions": {
+            "post": {
+                **_run("OpenAI-compatible chat completion", ChatCompletion, ChatCompletionRequest),
+                "parameters": _ROUTING,
+            }
         },
     }
 

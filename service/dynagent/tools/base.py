@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from importlib.metadata import entry_points
 from typing import Any, Literal
 
 import jsonschema
-from loguru import logger
 from pydantic import create_model
 
 from ..models.base import ToolDefinition
@@ -82,56 +80,3 @@ class Tool:
             name or function.__name__, description or inspect.getdoc(function) or "", schema
         )
         return cls(definition, call, timeout=timeout)
-
-
-@dataclass
-class ToolRegistry:
-    """Named tools an agent definition may refer to: built-ins, code, plugins.
-
-    A definition names tools; it never names code. Plugins are installed
-    packages that expose a ``Tool`` (or a zero-argument callable returning one)
-    in the entry-point group ``dynagent.tools``.
-    """
-
-    _tools: dict[str, Tool] = field(default_factory=dict)
-
-    def register(self, tool: Tool) -> Tool:
-        self._tools[tool.name] = tool
-        return tool
-
-    def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self._tools)
-
-    def extend(self, tools: Iterable[Tool]) -> None:
-        for tool in tools:
-            self.register(tool)
-
-    def load_plugins(self, group: str = "dynagent.tools") -> list[str]:
-        loaded = []
-        for point in entry_points(group=group):
-            try:
-                obj = point.load()
-                tool = obj if isinstance(obj, Tool) else obj()
-            except Exception as exc:  # a broken plugin must not stop the service
-                logger.error("tool plugin {} failed to load: {}", point.name, exc)
-                continue
-            if isinstance(tool, Tool):
-                self.register(tool)
-                loaded.append(tool.name)
-            else:
-                logger.error("tool plugin {} is not a dynagent Tool", point.name)
-        return loaded
-
-    @classmethod
-    def default(cls, extra: Mapping[str, Tool] | None = None) -> ToolRegistry:
-        """Built-ins plus installed plugins (plus ``extra``)."""
-        from .builtins import BUILTIN_TOOLS
-
-        registry = cls()
-        registry.extend(BUILTIN_TOOLS)
-        registry.load_plugins()
-        registry.extend((extra or {}).values())
-        return registry
