@@ -28,10 +28,11 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import admin, agents, openai_compat
+from . import admin, agents, openai_compat, ui
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
+from .gauges import RegistryGauges
 from .metrics import Metrics
 from .openapi import openapi_document
 from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
@@ -45,7 +46,7 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    if request.path not in OPEN_PATHS:
+    if request.path not in OPEN_PATHS and request.match_info.route.name not in ui.OPEN_ROUTES:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
@@ -99,6 +100,7 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
+    ui.install(app, environ)
     return app
 
 
@@ -110,6 +112,7 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[REGISTRY] = registry
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
+    app[METRICS].registry.register(RegistryGauges(registry))
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[DRAIN] = Drain()
 

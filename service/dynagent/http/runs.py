@@ -16,6 +16,7 @@ from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import routing_key
 from .drain import Drain, stopped_events
+from .series import SERIES
 from .state import (
     DRAIN,
     METRICS,
@@ -102,6 +103,7 @@ class _Served:
             app[METRICS].observe_run(
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
+            app[SERIES].record(agent.name, self.variant, seconds, failed=error is not None)
         if trace_id:
             app[TRACES].record(agent, self.variant, trace_id, events)
         if error != "disconnected":
