@@ -37,7 +37,9 @@ def canary_of(name: str, weight: float = 50, **fields: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def service(agents_dir: Path, state_dir: Path, tmp_path: Path) -> AsyncIterator[RunningService]:
+async def service(
+    agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> AsyncIterator[RunningService]:
     """``bot`` (with a canary) and ``other`` on the offline model; an admin key and a key
     limited to ``bot``."""
     keys = tmp_path / "keys.yaml"
@@ -83,7 +85,7 @@ async def test_a_broken_definition_shows_its_error_and_clears_when_fixed(
 ) -> None:
     text, _, message = BROKEN_DEFINITIONS["invalid YAML"]
     good = agent_document("bot")
-    async with ops_page(service.url, key=ADMIN_KEY, shot="agents-broken") as ui:
+    async with ops_page(service.url, key=ADMIN_KEY) as ui:
         await ui.open()
         cell = ui.page.locator('tr[data-agent="bot"] .error-cell')
         await expect(ui.page.locator('tr[data-agent="bot"]')).to_be_visible()
@@ -131,7 +133,9 @@ async def test_promote_from_the_page_changes_what_serves(service: RunningService
         promote = ui.page.locator("#promote")
         await expect(promote).to_have_text(f"Promote canary {candidate}")
         await promote.click()  # asked first; cancelling changes nothing
-        await expect(ui.page.locator("#confirm-text")).to_contain_text(f"Promote canary {candidate}")
+        await expect(ui.page.locator("#confirm-text")).to_contain_text(
+            f"Promote canary {candidate}"
+        )
         await ui.page.locator("#confirm-cancel").click()
         assert service.serving("bot") == before
         await promote.click()
@@ -140,7 +144,9 @@ async def test_promote_from_the_page_changes_what_serves(service: RunningService
         await expect(result).to_have_text(f"Done: bot now serves {candidate}, no canary.")
         assert service.serving("bot") == candidate
         assert service.registry.entry("bot").canary is None
-        served = await service.client.post("/v1/agents/bot/invoke", json={"input": "hi"}, headers=admin())
+        served = await service.client.post(
+            "/v1/agents/bot/invoke", json={"input": "hi"}, headers=admin()
+        )
         assert (served.status, served.headers["X-Agent-Revision"]) == (200, candidate)
         await expect(ui.page.locator("#promote")).to_have_count(0)
 
@@ -151,7 +157,12 @@ async def test_a_trace_timeline_shows_the_steps_of_a_tool_run(
     model_server.script(
         "gpt-main",
         [
-            CallTools([("calculator", {"expression": "17 * 23"}), ("current_time", {"timezone": "Mars/Base"})]),
+            CallTools(
+                [
+                    ("calculator", {"expression": "17 * 23"}),
+                    ("current_time", {"timezone": "Mars/Base"}),
+                ]
+            ),
             Reply("17 * 23 = 391"),
         ],
     )
@@ -188,7 +199,8 @@ async def test_a_trace_timeline_shows_the_steps_of_a_tool_run(
             await expect(spans.nth(0)).to_contain_text("tokens: in")
             await expect(ui.page.locator("main")).to_contain_text("17 * 23 = 391")
             for bar in await ui.page.locator(".span-bar").all():
-                assert (await bar.bounding_box() or {}).get("width", 0) >= 2
+                box = await bar.bounding_box()
+                assert box is not None and box["width"] >= 2
             await ui.shot("trace")
 
 
@@ -229,7 +241,9 @@ async def test_no_request_of_the_page_leaves_the_service(service: RunningService
         await ui.page.locator("#play-input").fill("What is 2 + 2?")
         await ui.page.locator("#play-run").click()
         await expect(ui.page.locator("#play-trace")).to_be_visible()
-        types = await ui.page.locator("#play-events li").evaluate_all("els => els.map(e => e.dataset.type)")
+        types = await ui.page.locator("#play-events li").evaluate_all(
+            "els => els.map(e => e.dataset.type)"
+        )
         assert types[0] == "run_started" and types[-1] == "run_finished"
         await ui.page.locator("#play-trace").click()
         await expect(ui.page.locator(".timeline .span")).not_to_have_count(0)

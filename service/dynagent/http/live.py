@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 from aiohttp import web
@@ -76,7 +77,7 @@ class AgentFeed:
 def _max_seconds(raw: str | None) -> float:
     if raw is None:
         return 300.0
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SECONDS:
+    if not re.fullmatch(r"[0-9]{1,4}", raw) or not 1 <= int(raw) <= MAX_SECONDS:
         raise BadRequest(f"max_seconds must be a whole number from 1 to {MAX_SECONDS}")
     return float(raw)
 

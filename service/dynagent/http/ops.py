@@ -4,6 +4,7 @@ and scoping as the rest of the API: a limited key sees only its agents."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,8 @@ routes = web.RouteTableDef()
 REDACTOR = web.AppKey("redactor", Redactor)
 """Masks secrets in what the page shows, as the log mask does."""
 TRACE_FILTERS = ("agent", "variant", "status", "session_id")
+VARIANTS = ("stable", "canary")
+STATUSES = ("ok", "error", "unfinished")
 MAX_LIMIT = 500
 _PREVIEW = 200
 
@@ -41,7 +44,10 @@ async def whoami(request: web.Request) -> web.Response:
 async def list_traces(request: web.Request) -> web.Response:
     """Recent runs, newest first, filtered by agent, variant, status and session."""
     who = caller(request)
-    wanted = {key: request.query[key] for key in TRACE_FILTERS if request.query.get(key)}
+    wanted = {key: request.query[key] for key in TRACE_FILTERS if key in request.query}
+    for key, allowed in (("variant", VARIANTS), ("status", STATUSES)):
+        if key in wanted and wanted[key] not in allowed:
+            raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
     limit = _limit(request.query.get("limit"))
     redactor = request.app[REDACTOR]
     found: list[dict[str, Any]] = []
@@ -59,7 +65,7 @@ async def list_traces(request: web.Request) -> web.Response:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return 100
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not re.fullmatch(r"[0-9]{1,4}", raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return int(raw)
 
