@@ -181,7 +181,7 @@ function setLive(on, text) {
 }
 
 function applyFeed(kind, payload) {
-  if (kind === "snapshot") { state.agents.clear(); state.series.clear(); }
+  if (kind === "snapshot") { performance.mark("feed-snapshot"); state.agents.clear(); state.series.clear(); }
   for (const status of payload.agents || []) state.agents.set(status.name, status);
   for (const [name, s] of Object.entries(payload.series || {})) state.series.set(name, s);
   for (const name of payload.removed || []) { state.agents.delete(name); state.series.delete(name); }
@@ -282,7 +282,7 @@ function renderAgents() {
 <input id="filter" type="search" placeholder="filter by name" aria-label="filter by name">
 <label class="small"><input id="problems" type="checkbox"> only problems</label>
 <span id="degraded"></span></div>
-<div class="scroll"><table class="agents"><thead><tr><th>agent</th><th>state</th><th>revision</th><th>source</th><th>factory</th><th>loaded</th><th>last error</th><th>canary</th>
+<div class="scroll"><table class="agents"><colgroup><col class="c-name"><col class="c-state"><col class="c-rev"><col class="c-source"><col class="c-factory"><col class="c-loaded"><col class="c-error"><col class="c-canary"><col class="c-traffic"><col class="c-traffic"><col class="c-spark"></colgroup><thead><tr><th>agent</th><th>state</th><th>revision</th><th>source</th><th>factory</th><th>loaded</th><th>last error</th><th>canary</th>
 <th title="requests · recent error rate · p95">stable req · err · p95</th><th title="requests · recent error rate · p95">canary req · err · p95</th><th>15 min</th></tr></thead>
 <tbody id="agent-rows"></tbody></table></div>`;
   document.getElementById("filter").addEventListener("input", () => updateAgentsView(null));
@@ -306,16 +306,36 @@ function updateAgentsView(names) {
       if (row && status && visible.has(name)) row.outerHTML = agentRow(status);
       else if (row || (status && visible.has(name))) structural = true;
     }
-    if (!structural) return markPainted();
+    if (!structural) return;
   }
-  body.innerHTML = list.length ? list.map(agentRow).join("") :
+  const generation = ++renderGeneration;
+  body.innerHTML = list.length ? list.slice(0, FIRST_ROWS).map(agentRow).join("") :
     `<tr><td colspan="11" class="dim">${state.agents.size ? "no agent matches" : (state.live ? "no agents" : "loading…")}</td></tr>`;
   markPainted();
+  appendRows(body, list, FIRST_ROWS, generation);
+}
+
+// A screenful first, the rest a chunk per frame: 1,000 rows in one go would hold the
+// first paint back by the layout of all of them.
+const FIRST_ROWS = 60;
+const CHUNK_ROWS = 150;
+let renderGeneration = 0;
+function appendRows(body, list, from, generation) {
+  if (from >= list.length) {
+    if (list.length && !document.body.dataset.agentsComplete) document.body.dataset.agentsComplete = String(performance.now());
+    return;
+  }
+  requestAnimationFrame(() => {
+    if (generation !== renderGeneration || !body.isConnected) return;
+    body.insertAdjacentHTML("beforeend", list.slice(from, from + CHUNK_ROWS).map(agentRow).join(""));
+    appendRows(body, list, from + CHUNK_ROWS, generation);
+  });
 }
 
 function markPainted() {
   if (state.painted || !state.agents.size) return;
   state.painted = true;
+  // The frame after the one that drew the rows: the agents view is on screen.
   requestAnimationFrame(() => {
     performance.mark("agents-painted");
     document.body.dataset.agentsPainted = String(performance.now());
@@ -326,6 +346,7 @@ function markPainted() {
 
 async function renderAgent(name) {
   document.title = name + " · Dynagent";
+  await capabilities();
   view.innerHTML = `<div class="bar"><h1><a href="#/agents">Agents</a> / ${esc(name)}</h1></div><div id="agent">loading…</div>`;
   await refreshAgent(name);
 }
@@ -829,10 +850,16 @@ async function start() {
   document.getElementById("signout").hidden = !state.me.auth;
   route();
   watch();
-  capabilities();
 }
 
-async function capabilities() {
+let capsLoaded = null;
+function capabilities() {
+  // Read once, when an agent view first needs it (not on the first paint's path).
+  capsLoaded = capsLoaded || loadCapabilities();
+  return capsLoaded;
+}
+
+async function loadCapabilities() {
   // Pause and resume exist once the service documents them (another part of the work).
   try {
     const doc = await (await fetch("/openapi.json")).json();
