@@ -122,7 +122,7 @@ function errorCell(error) {
   if (!error) return "";
   const pos = errorPosition(error);
   const path = error.path ? `<span class="mono">${esc(error.path)}</span>: ` : "";
-  return `<div class="err" title="${esc(error.message)}">${pos ? `<b class="pos">${esc(pos)}</b> ` : ""}${path}${esc(error.message)}</div>`;
+  return `<div class="err clamp" title="${esc(error.message)}">${pos ? `<b class="pos">${esc(pos)}</b> ` : ""}${path}${esc(error.message)}</div>`;
 }
 
 function stateBadge(status) {
@@ -157,18 +157,28 @@ function trafficCell(t) {
 }
 
 function sparkline(series, width, height) {
+  // One bar per 30 s: stable below, canary stacked on top, a red cap for errors.
   width = width || 120; height = height || 24;
   if (!series || !series.variants) return "";
-  const lines = [];
-  const all = Object.values(series.variants).flatMap((v) => v.requests);
-  const max = Math.max(1, ...all);
-  for (const [variant, v] of Object.entries(series.variants)) {
-    const n = v.requests.length;
-    const pts = v.requests.map((r, i) => `${(i / (n - 1) * width).toFixed(1)},${(height - 1 - r / max * (height - 2)).toFixed(1)}`);
-    lines.push(`<polyline class="spark-${esc(variant)}" points="${pts.join(" ")}"/>`);
-    v.errors.forEach((e, i) => { if (e) lines.push(`<circle class="spark-err" r="1.8" cx="${(i / (n - 1) * width).toFixed(1)}" cy="${(height - 1 - v.requests[i] / max * (height - 2)).toFixed(1)}"/>`); });
+  const st = (series.variants.stable || {}).requests || [];
+  const ca = (series.variants.canary || {}).requests || [];
+  const er = [(series.variants.stable || {}).errors || [], (series.variants.canary || {}).errors || []];
+  const n = Math.max(st.length, ca.length);
+  if (!n) return "";
+  const max = Math.max(1, ...st.map((v, i) => v + (ca[i] || 0)), ...ca);
+  const bw = width / n, scale = (height - 2) / max;
+  const bars = [];
+  for (let i = 0; i < n; i++) {
+    const s = st[i] || 0, c = ca[i] || 0, e = (er[0][i] || 0) + (er[1][i] || 0);
+    if (!s && !c) continue;
+    const x = (i * bw).toFixed(1), w = Math.max(1, bw - 1).toFixed(1);
+    const hs = s * scale, hc = c * scale;
+    bars.push(`<rect class="spark-stable" x="${x}" y="${(height - hs).toFixed(1)}" width="${w}" height="${hs.toFixed(1)}"/>`);
+    if (c) bars.push(`<rect class="spark-canary" x="${x}" y="${(height - hs - hc).toFixed(1)}" width="${w}" height="${hc.toFixed(1)}"/>`);
+    if (e) bars.push(`<rect class="spark-err" x="${x}" y="${(height - hs - hc).toFixed(1)}" width="${w}" height="${Math.max(1.5, e * scale).toFixed(1)}"/>`);
   }
-  return `<svg class="spark" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="requests over the last 15 minutes">${lines.join("")}</svg>`;
+  const tip = `last 15 min: ${st.reduce((a, b) => a + b, 0)} stable, ${ca.reduce((a, b) => a + b, 0)} canary runs`;
+  return `<svg class="spark" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="${esc(tip)}"><title>${esc(tip)}</title><line class="spark-base" x1="0" x2="${width}" y1="${height - 0.5}" y2="${height - 0.5}"/>${bars.join("")}</svg>`;
 }
 
 // ---------------------------------------------------------------- live feed
@@ -255,7 +265,7 @@ function agentRow(status) {
   const t = status.traffic || {};
   return `<tr data-agent="${esc(status.name)}" class="${status.last_error ? "has-error" : ""}">
 <td><a href="#/agent/${encodeURIComponent(status.name)}" class="name">${esc(status.name)}</a>${status.description ? `<div class="dim small">${esc(status.description)}</div>` : ""}</td>
-<td>${stateBadge(status)}</td>
+<td class="state-cell">${stateBadge(status)}</td>
 <td class="mono">${esc(status.revision || "–")}</td>
 <td class="source">${sourceCell(status.source)}</td>
 <td>${esc(status.factory || "–")}</td>
