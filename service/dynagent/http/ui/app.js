@@ -594,7 +594,10 @@ async function loadParts(s) {
   }
   const el = document.getElementById("parts");
   if (!el) return;
-  const rows = [...tools, ...extra];
+  // When the status itself lists the tools with their state, it is the better source.
+  const reported = Array.isArray(s.tools) && s.tools.some((t) => t && typeof t === "object")
+    ? s.tools.map((t) => Object.assign(toolPart(t), {state: String(t.state || t.status || "")})) : null;
+  const rows = [...(reported || tools), ...extra];
   el.className = "";
   el.innerHTML = rows.length ? `<table class="small-table"><thead><tr><th>name</th><th>kind</th><th>state</th><th>details</th></tr></thead><tbody>${rows.map((r) =>
     `<tr><td class="mono">${r.name.startsWith("#/") ? r.name : esc(r.name)}</td><td>${esc(r.kind)}</td><td>${r.state ? badge(r.state, /connected|serving|ok|ready|live/.test(r.state) && !/dis/.test(r.state) ? "ok" : "bad") : ""}</td><td class="small">${esc(r.details || "")}</td></tr>`).join("")}</tbody></table>`
