@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from playwright.async_api import expect
 
 from tests.support import CallTools, Reply, ScriptedModelServer
@@ -254,3 +255,25 @@ async def test_no_request_of_the_page_leaves_the_service(service: RunningService
         hosts = {url.split("/")[2] for url in ui.requests}
         assert hosts == {service.url.split("/")[2]}
         assert ui.foreign_requests() == []
+
+
+async def test_a_thousand_agents_are_all_listed_and_filterable(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """Functional only: the paint time is the bench's (``python -m bench.ui``), printed here."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(1000):
+        document = agent_document(f"agent-{i:04d}")
+        (folder / f"agent-{i:04d}.yaml").write_text(yaml.safe_dump(document))
+    async with running_service(service_config(folder, state_dir), environ={}) as running:
+        assert len(running.registry) == 1000
+        async with ops_page(running.url, shot="agents-1000") as ui:
+            await ui.open()
+            await ui.page.wait_for_selector("body[data-agents-complete]", state="attached")
+            painted = await ui.page.evaluate("Number(document.body.dataset.agentsPainted)")
+            print(f"first paint of 1,000 agents: {painted:.0f} ms")
+            await expect(ui.page.locator("#agent-rows tr[data-agent]")).to_have_count(1000)
+            await ui.page.locator("#filter").fill("agent-09")
+            await expect(ui.page.locator("#agent-rows tr[data-agent]")).to_have_count(100)
+            await expect(ui.page.locator("#count")).to_have_text("100 of 1000")
