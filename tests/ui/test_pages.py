@@ -152,6 +152,13 @@ async def test_promote_from_the_page_changes_what_serves(service: RunningService
         )
         assert (served.status, served.headers["X-Agent-Revision"]) == (200, candidate)
         await expect(ui.page.locator("#promote")).to_have_count(0)
+        # …and back: roll back to the revision chosen in the list.
+        await ui.page.locator("#rollback-to").select_option(before)
+        await ui.page.locator("#rollback").click()
+        await expect(ui.page.locator("#confirm-text")).to_contain_text(f"back to revision {before}")
+        await ui.page.locator("#confirm-ok").click()
+        await expect(result).to_have_text(f"Done: bot now serves {before}, no canary.")
+        assert service.serving("bot") == before
 
 
 async def test_a_trace_timeline_shows_the_steps_of_a_tool_run(
@@ -240,6 +247,8 @@ async def test_no_request_of_the_page_leaves_the_service(service: RunningService
         await expect(ui.page.locator("#parts")).not_to_contain_text("loading")
         await ui.page.locator("#compare").click()
         await expect(ui.page.locator("#diff")).to_contain_text("+++")
+        changed = ui.page.locator("#diff .diff-line.add, #diff .diff-line.del")
+        await expect(changed).to_contain_text(["description: candidate"])
         await ui.go("#/play?agent=bot")
         await ui.page.locator("#play-input").fill("What is 2 + 2?")
         await ui.page.locator("#play-run").click()

@@ -600,7 +600,7 @@ async function loadParts(s) {
   const rows = [...(reported || tools), ...extra];
   el.className = "";
   el.innerHTML = rows.length ? `<table class="small-table"><thead><tr><th>name</th><th>kind</th><th>state</th><th>details</th></tr></thead><tbody>${rows.map((r) =>
-    `<tr><td class="mono">${r.name.startsWith("#/") ? r.name : esc(r.name)}</td><td>${esc(r.kind)}</td><td>${r.state ? badge(r.state, /connected|serving|ok|ready|live/.test(r.state) && !/dis/.test(r.state) ? "ok" : "bad") : ""}</td><td class="small">${esc(r.details || "")}</td></tr>`).join("")}</tbody></table>`
+    `<tr><td class="mono">${esc(r.name)}</td><td>${esc(r.kind)}</td><td>${r.state ? badge(r.state, /connected|serving|ok|ready|live/.test(r.state) && !/dis/.test(r.state) ? "ok" : "bad") : ""}</td><td class="small">${esc(r.details || "")}</td></tr>`).join("")}</tbody></table>`
     : `<p class="dim">No tools.</p>`;
 }
 
