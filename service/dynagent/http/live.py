@@ -47,12 +47,21 @@ class AgentFeed:
         changed: list[dict[str, Any]] = []
         series: dict[str, Any] = {}
         current: dict[str, tuple[AgentEntry, int]] = {}
+        degraded = dict(self._registry.degraded)
+        # A source's health shows in every status it serves (source.state) without a new
+        # entry: when it changes, everything is sent again (rare, and small).
+        everything = degraded != self._degraded
         for entry in self._registry:
             if not self._who.may_see(entry.name):
                 continue
             mark = current[entry.name] = (entry, self._series.version(entry.name))
             before = self._seen.get(entry.name)
-            if before is not None and before[0] is entry and before[1] == mark[1]:
+            if (
+                not everything
+                and before is not None
+                and before[0] is entry
+                and before[1] == mark[1]
+            ):
                 continue
             status = self._registry.status(entry.name)
             status.pop("revisions", None)  # the agent view reads the history itself
@@ -61,8 +70,7 @@ class AgentFeed:
                 series[entry.name] = self._series.of(entry.name)
         removed = sorted(self._seen.keys() - current.keys())
         self._seen = current
-        degraded = dict(self._registry.degraded)
-        if not (first or changed or removed or degraded != self._degraded):
+        if not (first or changed or removed or everything):
             return None
         self._degraded = degraded
         return {

@@ -103,7 +103,7 @@ function sourceCell(source) {
   if (source.kind === "nacos" && source.group) where = `${source.group} / ${source.data_id || ""}`;
   else if (source.kind === "file") where = where.split("/").slice(-2).join("/");
   const badges = [badge(source.kind, "kind")];
-  if (source.gray) badges.push(badge("gray", "warn", typeof source.gray === "object" ? JSON.stringify(source.gray) : "Nacos served a gray (beta) version"));
+  if (source.gray) badges.push(badge("gray", "warn", "Nacos served a gray (beta) version: " + (typeof source.gray === "object" ? JSON.stringify(source.gray) : String(source.gray))));
   if (source.from === "snapshot") badges.push(badge("snapshot", "warn", "served from the on-disk snapshot"));
   const st = typeof source.state === "object" && source.state ? source.state.state : source.state;
   if (st && st !== "live") badges.push(badge(st, st === "disconnected" ? "bad" : "warn", source.since ? "since " + new Date(source.since * 1000).toLocaleString() : ""));
@@ -132,9 +132,18 @@ function stateBadge(status) {
 }
 
 function rollout(canary) {
-  // Rollout fields other helpers add (steps, step, paused) may sit on the canary or under rollout.
+  // Rollout fields another part of the service adds: ``steps`` as a list of weights or as
+  // {weights, step, since, healthy_requests, after, auto_promote}; a pause as ``paused`` or
+  // as a pull recorded in the document (``pulled.by`` / ``pulled.recorded``).
   const r = Object.assign({}, canary.rollout || {}, canary);
-  return {steps: r.steps, step: r.step ?? r.current_step, paused: r.paused};
+  let steps = r.steps, step = r.step ?? r.current_step, progress = null;
+  if (steps && !Array.isArray(steps) && typeof steps === "object") {
+    progress = steps;
+    step = steps.step ?? step;
+    steps = steps.weights;
+  }
+  const pulled = canary.state === "pulled" || canary.state === "paused";
+  return {steps, step, progress, paused: r.paused || (pulled ? canary.pulled || {} : null)};
 }
 
 function canaryCell(canary) {
@@ -142,8 +151,8 @@ function canaryCell(canary) {
   const r = rollout(canary);
   const parts = [`<b>${esc(canary.weight)}%</b>`];
   if (Array.isArray(r.steps)) parts.push(`<span class="dim">step ${esc((r.step ?? 0) + 1)}/${esc(r.steps.length)}</span>`);
-  if (r.paused) parts.push(badge("paused", "warn", r.paused.reason || ""));
   if (canary.state === "pulled") parts.push(badge("pulled", "bad", canary.pulled ? canary.pulled.reason : ""));
+  else if (r.paused) parts.push(badge("paused", "warn", r.paused.reason || ""));
   else if (canary.state) parts.push(badge(canary.state === "serving" ? "guard ok" : canary.state, canary.state === "serving" ? "ok" : "warn"));
   parts.push(`<span class="mono dim">${esc(canary.revision)}</span>`);
   return parts.join(" ");
@@ -468,8 +477,9 @@ function canaryPanel(s, series) {
   return `<section class="card canary" id="canary-panel"><h2>Canary ${esc(c.revision)}</h2>
   <div>${canaryCell(c)} · sticky key <span class="mono">${esc(c.sticky_key || "")}</span> · since ${when(c.loaded_at)}</div>
   ${Array.isArray(r.steps) ? `<div class="steps">${r.steps.map((w, i) => `<span class="step ${i === r.step ? "current" : (i < r.step ? "done" : "")}">${esc(w)}%</span>`).join("")}</div>` : ""}
-  ${c.state === "pulled" && c.pulled ? `<div class="error-box"><b>Pulled by the guard</b> ${when(c.pulled.at)}: ${esc(c.pulled.reason)}</div>` : ""}
-  ${r.paused ? `<div class="warn-box"><b>Paused</b> ${esc(r.paused.by || "")} ${when(r.paused.at)}: ${esc(r.paused.reason || "")}</div>` : ""}
+  ${c.state === "pulled" && c.pulled ? `<div class="error-box"><b>Pulled${c.pulled.by ? " by " + esc(c.pulled.by) : " by the guard"}</b> ${when(c.pulled.at)}: ${esc(c.pulled.reason)}${c.pulled.recorded ? " (recorded in its definition: every replica keeps it)" : ""}</div>` : ""}
+  ${r.progress ? `<div class="small">step since ${when(r.progress.since)} · ${esc(r.progress.healthy_requests ?? "–")} healthy requests${r.progress.after ? " · next step after " + esc(JSON.stringify(r.progress.after)) : ""}${r.progress.auto_promote ? " · promotes itself after the last step" : ""}</div>` : ""}
+  ${r.paused && canary.state !== "pulled" ? `<div class="warn-box"><b>Paused</b> ${esc(r.paused.by || "")} ${when(r.paused.at)}: ${esc(r.paused.reason || "")}</div>` : ""}
   <table class="small-table guard"><thead><tr><th>guard check</th><th>measured</th><th>threshold</th></tr></thead><tbody>
   ${checks.map(([n, m, th, bad]) => `<tr class="${bad ? "bad" : ""}"><td>${esc(n)}</td><td class="num">${esc(m)}</td><td>${esc(th)}</td></tr>`).join("")}
   </tbody></table>
