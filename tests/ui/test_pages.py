@@ -240,7 +240,7 @@ async def test_a_limited_key_sees_only_its_agents(service: RunningService) -> No
 
 
 async def test_no_request_of_the_page_leaves_the_service(service: RunningService) -> None:
-    async with ops_page(service.url, key=ADMIN_KEY, shot="playground") as ui:
+    async with ops_page(service.url, key=ADMIN_KEY, shot="traces") as ui:
         await ui.open()
         await expect(ui.page.locator("#agent-rows tr[data-agent]")).to_have_count(2)
         await ui.go("#/agent/bot")
@@ -253,6 +253,7 @@ async def test_no_request_of_the_page_leaves_the_service(service: RunningService
         await ui.page.locator("#play-input").fill("What is 2 + 2?")
         await ui.page.locator("#play-run").click()
         await expect(ui.page.locator("#play-trace")).to_be_visible()
+        await ui.shot("playground")
         types = await ui.page.locator("#play-events li").evaluate_all(
             "els => els.map(e => e.dataset.type)"
         )
