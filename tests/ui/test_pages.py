@@ -251,6 +251,7 @@ async def test_no_request_of_the_page_leaves_the_service(service: RunningService
         await expect(changed).to_contain_text(["description: candidate"])
         await ui.go("#/play?agent=bot")
         await ui.page.locator("#play-input").fill("What is 2 + 2?")
+        await ui.page.locator("#play-variant").select_option("canary")
         await ui.page.locator("#play-run").click()
         await expect(ui.page.locator("#play-trace")).to_be_visible()
         await ui.shot("playground")
@@ -258,6 +259,10 @@ async def test_no_request_of_the_page_leaves_the_service(service: RunningService
             "els => els.map(e => e.dataset.type)"
         )
         assert types[0] == "run_started" and types[-1] == "run_finished"
+        canary = service.registry.entry("bot").canary
+        assert canary is not None
+        started = ui.page.locator("#play-events li").first
+        await expect(started).to_contain_text(f"bot {canary.agent.revision} (canary)")
         await ui.page.locator("#play-trace").click()
         await expect(ui.page.locator(".timeline .span")).not_to_have_count(0)
         await ui.go("#/traces")
@@ -287,3 +292,16 @@ async def test_a_thousand_agents_are_all_listed_and_filterable(
             await ui.page.locator("#filter").fill("agent-09")
             await expect(ui.page.locator("#agent-rows tr[data-agent]")).to_have_count(100)
             await expect(ui.page.locator("#count")).to_have_text("100 of 1000")
+
+
+async def test_the_agent_view_follows_a_refused_change(service: RunningService) -> None:
+    text, _, message = BROKEN_DEFINITIONS["unknown tool"]
+    async with ops_page(service.url, key=ADMIN_KEY, shot="agent-refused") as ui:
+        await ui.open("#/agent/bot")
+        summary = ui.page.locator("#agent .summary")
+        await expect(summary).to_contain_text(f"serving {service.serving('bot')}")
+        await expect(summary.locator(".error-box")).to_have_count(0)
+        service.write_agent(text, filename="bot.yaml")
+        await service.wait_error("bot", message)
+        await expect(summary.locator(".error-box")).to_contain_text(message, timeout=LIVE)
+        await expect(summary).to_contain_text("refused change")
