@@ -169,9 +169,13 @@ function sparkline(series, width, height) {
   // One bar per 30 s: stable below, canary stacked on top, a red cap for errors.
   width = width || 120; height = height || 24;
   if (!series || !series.variants) return "";
-  const st = (series.variants.stable || {}).requests || [];
-  const ca = (series.variants.canary || {}).requests || [];
-  const er = [(series.variants.stable || {}).errors || [], (series.variants.canary || {}).errors || []];
+  // Slots that ended since the series arrived slide out to the left (by this browser's
+  // clock only: the server's may differ).
+  const late = series.received ? Math.max(0, Math.floor((Date.now() / 1000 - series.received) / series.step)) : 0;
+  const slide = (values) => late ? values.slice(Math.min(late, values.length)).concat(new Array(Math.min(late, values.length)).fill(0)) : values;
+  const st = slide((series.variants.stable || {}).requests || []);
+  const ca = slide((series.variants.canary || {}).requests || []);
+  const er = [slide((series.variants.stable || {}).errors || []), slide((series.variants.canary || {}).errors || [])];
   const n = Math.max(st.length, ca.length);
   if (!n) return "";
   const max = Math.max(1, ...st.map((v, i) => v + (ca[i] || 0)), ...ca);
@@ -202,7 +206,7 @@ function setLive(on, text) {
 function applyFeed(kind, payload) {
   if (kind === "snapshot") { performance.mark("feed-snapshot"); state.agents.clear(); state.series.clear(); }
   for (const status of payload.agents || []) state.agents.set(status.name, status);
-  for (const [name, s] of Object.entries(payload.series || {})) state.series.set(name, s);
+  for (const [name, s] of Object.entries(payload.series || {})) state.series.set(name, Object.assign(s, {received: Date.now() / 1000}));
   for (const name of payload.removed || []) { state.agents.delete(name); state.series.delete(name); }
   state.degraded = payload.degraded || {};
   const changed = new Set([...(payload.agents || []).map((a) => a.name), ...(payload.removed || [])]);
@@ -490,7 +494,7 @@ function canaryPanel(s, series) {
 function splitChart(series) {
   if (!series || !series.variants || !series.variants.canary) return `<p class="dim">No canary traffic in the last 15 minutes.</p>`;
   const st = (series.variants.stable || {requests: []}).requests;
-  const ca = series.variants.canary.requests;
+  const ca = series.variants.canary.requests;  // as of the agent view's last refresh
   const n = ca.length, w = 600, h = 60, bw = w / n;
   const bars = ca.map((c, i) => {
     const total = c + (st[i] || 0);
