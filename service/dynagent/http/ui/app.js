@@ -65,7 +65,7 @@ function ago(at) {
 function when(at) {
   if (!at) return "";
   const d = new Date(at * 1000);
-  return `<time datetime="${d.toISOString()}" title="${esc(d.toLocaleString())}">${esc(ago(at))}</time>`;
+  return `<time datetime="${d.toISOString()}" data-at="${esc(at)}" title="${esc(d.toLocaleString())}">${esc(ago(at))}</time>`;
 }
 
 function pct(x) { return x == null ? "–" : (x * 100).toFixed(x < 0.1 && x > 0 ? 1 : 0) + "%"; }
@@ -911,4 +911,8 @@ document.getElementById("login-form").addEventListener("submit", (e) => {
 });
 document.getElementById("signout").addEventListener("click", () => { sessionStorage.removeItem(KEY_STORE); location.reload(); });
 window.addEventListener("hashchange", () => { if (state.me) route(); });
+setInterval(() => {  // "12 s ago" keeps telling the truth without a re-render
+  if (document.hidden) return;
+  for (const t of document.querySelectorAll("time[data-at]")) t.textContent = ago(Number(t.dataset.at));
+}, 15000);
 start();
