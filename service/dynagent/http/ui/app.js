@@ -8,7 +8,7 @@ const state = {
   agents: new Map(),  // name -> status (without revisions)
   series: new Map(),  // name -> {step, end, variants}
   degraded: {},
-  caps: {pause: null, resume: null},
+  caps: {pause: null, resume: null, mcp: null},
   live: false,
   painted: false,
 };
@@ -610,6 +610,18 @@ async function loadParts(s) {
       tools = (d.definition.tools || []).map(toolPart);
     } catch (e) { /* a failed agent has no definition to show */ }
   }
+  if (state.caps.mcp) {
+    // MCP servers with their state, where the service lists them (GET /v1/mcp/servers).
+    try {
+      const listed = await api(state.caps.mcp);
+      for (const server of listed.servers || []) {
+        if (!(server.agents || []).includes(s.name)) continue;
+        const toolNames = (server.tools || []).join(", ");
+        extra.push({name: server.server || server.name || "", kind: "MCP server" + (server.transport ? " (" + server.transport + ")" : ""), state: String(server.state || ""),
+          details: [toolNames && (server.tools.length + " tools: " + toolNames), server.last_error].filter(Boolean).join(" · ")});
+      }
+    } catch (e) { /* the parts from the definition still show */ }
+  }
   const el = document.getElementById("parts");
   if (!el) return;
   // When the status itself lists the tools with their state, it is the better source.
@@ -716,6 +728,34 @@ function spansOf(events) {
   return {t0, spans};
 }
 
+function timelineRows(events, total) {
+  const {spans} = spansOf(events);
+  return spans.map((s, i) => {
+    const detail = s.kind === "model"
+      ? `<div>tokens: in ${esc(s.event.usage.input_tokens)} · out ${esc(s.event.usage.output_tokens)}${s.request ? ` · ${esc(s.request.messages)} messages sent` : ""}</div>${s.event.content ? `<pre>${esc(s.event.content)}</pre>` : ""}${(s.event.tool_calls || []).length ? `<div>asked for: ${s.event.tool_calls.map((c) => `<span class="mono">${esc(c.name)}</span>`).join(", ")}</div>` : ""}`
+      : s.kind === "tool"
+        ? `<div>arguments</div><pre>${esc(s.call ? s.call.arguments : "")}</pre><div>${s.error ? "<b>error</b>" : "result"}</div><pre>${esc(s.event.output)}</pre>`
+        : `<pre>${esc(s.event.message)}</pre>`;
+    return `<div class="span ${s.kind}${s.error ? " error" : ""}" data-kind="${s.kind}" data-index="${i}">
+  <div class="span-label">${esc(s.label)}</div>
+  <div class="span-track"><div class="span-bar" data-start="${(s.start * 1000 / total * 100).toFixed(3)}" data-width="${(s.ms / total * 100).toFixed(3)}"></div></div>
+  <div class="span-ms num">${ms(s.ms)}</div>
+  <details><summary>details</summary>${detail}</details></div>`;
+  });
+}
+
+function nestedRuns(trace) {
+  // Runs of agents this run called as tools, where the service records them (``nested``).
+  const runs = Array.isArray(trace.nested) ? trace.nested : [];
+  if (!runs.length) return "";
+  return `<section class="card nested"><h2>Agents it called</h2>${runs.map((run) => {
+    const events = run.events || [];
+    const end = [...events].reverse().find((e) => e.type === "run_finished");
+    const total = Math.max(1, end ? end.duration_ms : 1);
+    return `<h3><a href="#/agent/${encodeURIComponent(run.agent || "")}">${esc(run.agent || "")}</a> <span class="mono">${esc(run.revision || "")}</span> ${esc(run.variant || "")}${run.depth != null ? " · depth " + esc(run.depth) : ""} · ${ms(end && end.duration_ms)}</h3><div class="timeline">${timelineRows(events, total).join("")}</div>`;
+  }).join("")}</section>`;
+}
+
 async function renderTrace(id) {
   document.title = "Trace · Dynagent";
   view.innerHTML = `<div class="bar"><h1><a href="#/traces">Runs</a> / <span class="mono">${esc(id)}</span></h1></div><div id="trace">loading…</div>`;
@@ -729,24 +769,14 @@ async function renderTrace(id) {
   const finished = [...events].reverse().find((e) => e.type === "run_finished");
   const final = [...events].reverse().find((e) => e.type === "final_output");
   const total = Math.max(1, finished ? finished.duration_ms : Math.max(...spans.map((s) => s.start * 1000 + s.ms), 1));
-  const rows = spans.map((s, i) => {
-    const detail = s.kind === "model"
-      ? `<div>tokens: in ${esc(s.event.usage.input_tokens)} · out ${esc(s.event.usage.output_tokens)}${s.request ? ` · ${esc(s.request.messages)} messages sent` : ""}</div>${s.event.content ? `<pre>${esc(s.event.content)}</pre>` : ""}${(s.event.tool_calls || []).length ? `<div>asked for: ${s.event.tool_calls.map((c) => `<span class="mono">${esc(c.name)}</span>`).join(", ")}</div>` : ""}`
-      : s.kind === "tool"
-        ? `<div>arguments</div><pre>${esc(s.call ? s.call.arguments : "")}</pre><div>${s.error ? "<b>error</b>" : "result"}</div><pre>${esc(s.event.output)}</pre>`
-        : `<pre>${esc(s.event.message)}</pre>`;
-    return `<div class="span ${s.kind}${s.error ? " error" : ""}" data-kind="${s.kind}" data-index="${i}">
-  <div class="span-label">${esc(s.label)}</div>
-  <div class="span-track"><div class="span-bar" data-start="${(s.start * 1000 / total * 100).toFixed(3)}" data-width="${(s.ms / total * 100).toFixed(3)}"></div></div>
-  <div class="span-ms num">${ms(s.ms)}</div>
-  <details><summary>details</summary>${detail}</details></div>`;
-  });
+  const rows = timelineRows(events, total);
   document.getElementById("trace").innerHTML = `<section class="card">
   <div>${badge(finished ? finished.status : "unfinished", finished && finished.status === "ok" ? "ok" : "bad")} <a href="#/agent/${encodeURIComponent(trace.agent)}">${esc(trace.agent)}</a> · <span class="mono">${esc(trace.revision)}</span> · ${esc(trace.variant)} · ${when(started.at)} · ${ms(finished && finished.duration_ms)}
   ${finished ? ` · tokens ${esc(finished.usage.total_tokens)} (in ${esc(finished.usage.input_tokens)}, out ${esc(finished.usage.output_tokens)})` : ""}${started.session_id ? ` · session <span class="mono">${esc(started.session_id)}</span>` : ""}</div>
   <div class="small">input: <span class="mono">${esc(typeof started.input === "string" ? started.input : JSON.stringify(started.input))}</span></div>
 </section>
 <section class="card"><h2>Timeline</h2><div class="timeline">${rows.join("") || `<p class="dim">No model or tool calls recorded.</p>`}</div></section>
+${nestedRuns(trace)}
 ${final ? `<section class="card"><h2>Final output</h2><pre>${esc(typeof final.output === "string" ? final.output : JSON.stringify(final.output, null, 2))}</pre></section>` : ""}`;
   for (const bar of document.querySelectorAll(".span-bar")) {
     bar.style.left = bar.dataset.start + "%";
@@ -895,6 +925,7 @@ async function loadCapabilities() {
   try {
     const doc = await (await fetch("/openapi.json")).json();
     for (const [path, item] of Object.entries(doc.paths || {})) {
+      if (item.get && /\/mcp\/servers$/.test(path)) state.caps.mcp = path;
       if (!item.post || !path.includes("{name}")) continue;
       if (/pause$/.test(path)) state.caps.pause = path;
       if (/resume$/.test(path)) state.caps.resume = path;
