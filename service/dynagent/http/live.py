@@ -111,7 +111,11 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
     registry, stopping = app[REGISTRY], app[STOPPING]
     feed = AgentFeed(registry, app[SERIES], who)
     response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",  # nginx in front (scripts/fleet.sh): pass events on
+        }
     )
     await response.prepare(request)
     deadline, quiet_since = loop.time() + lifetime, loop.time()
