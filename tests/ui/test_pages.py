@@ -12,7 +12,8 @@ import pytest
 import yaml
 from playwright.async_api import expect
 
-from tests.support import CallTools, Reply, ScriptedModelServer
+from dynagent.http.openapi import openapi_document
+from tests.support import CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.service import (
     BROKEN_DEFINITIONS,
     RunningService,
@@ -305,3 +306,40 @@ async def test_the_agent_view_follows_a_refused_change(service: RunningService) 
         await service.wait_error("bot", message)
         await expect(summary.locator(".error-box")).to_contain_text(message, timeout=LIVE)
         await expect(summary).to_contain_text("refused change")
+
+
+async def test_a_pulled_canary_says_why_and_when_and_resume_shows_only_when_served(
+    agents_dir: Path, state_dir: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-canary", [Fail(500)])
+    canary = {
+        **agent_document("bot", model_server, model={"name": "gpt-canary", "retries": 0}),
+        "rollout": {"weight": 50, "guard": {"min_requests": 1, "max_error_rate": 0}},
+    }
+    async with running_service(service_config(agents_dir, state_dir), environ={}) as running:
+        running.write_agent(agent_document("bot"))
+        running.write_agent(canary, filename="bot.canary.yaml")
+        await running.registry.wait_for(lambda r: "bot" in r and r.entry("bot").canary is not None)
+        failed = await running.client.post(
+            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Agent-Variant": "canary"}
+        )
+        assert failed.status == 502
+        pulled = running.registry.entry("bot").canary
+        assert pulled is not None and pulled.pulled is not None
+        async with ops_page(running.url, shot="agent-canary-pulled") as ui:
+            await ui.open()
+            await expect(ui.page.locator('tr[data-agent="bot"] .canary-cell')).to_contain_text(
+                "pulled"
+            )
+            await ui.go("#/agent/bot")
+            box = ui.page.locator("#canary-panel .error-box")
+            await expect(box).to_contain_text("Pulled")
+            await expect(box).to_contain_text(pulled.pulled.reason)
+            await expect(box.locator("time")).to_have_attribute("data-at", str(pulled.pulled.at))
+            guard = ui.page.locator("#canary-panel table.guard tr.bad")
+            await expect(guard).to_contain_text("recent error rate")
+            # Resume is offered only where the service documents an endpoint for it.
+            paths = openapi_document()["paths"]
+            offered = any(p.endswith("/resume") and "post" in v for p, v in paths.items())
+            await expect(ui.page.locator("#resume")).to_have_count(1 if offered else 0)
+            await expect(ui.page.locator("#pause")).to_have_count(0)  # nothing to pause now

@@ -483,7 +483,7 @@ function canaryPanel(s, series) {
   ${Array.isArray(r.steps) ? `<div class="steps">${r.steps.map((w, i) => `<span class="step ${i === r.step ? "current" : (i < r.step ? "done" : "")}">${esc(w)}%</span>`).join("")}</div>` : ""}
   ${c.state === "pulled" && c.pulled ? `<div class="error-box"><b>Pulled${c.pulled.by ? " by " + esc(c.pulled.by) : " by the guard"}</b> ${when(c.pulled.at)}: ${esc(c.pulled.reason)}${c.pulled.recorded ? " (recorded in its definition: every replica keeps it)" : ""}</div>` : ""}
   ${r.progress ? `<div class="small">step since ${when(r.progress.since)} · ${esc(r.progress.healthy_requests ?? "–")} healthy requests${r.progress.after ? " · next step after " + esc(JSON.stringify(r.progress.after)) : ""}${r.progress.auto_promote ? " · promotes itself after the last step" : ""}</div>` : ""}
-  ${r.paused && canary.state !== "pulled" ? `<div class="warn-box"><b>Paused</b> ${esc(r.paused.by || "")} ${when(r.paused.at)}: ${esc(r.paused.reason || "")}</div>` : ""}
+  ${r.paused && c.state !== "pulled" ? `<div class="warn-box"><b>Paused</b> ${esc(r.paused.by || "")} ${when(r.paused.at)}: ${esc(r.paused.reason || "")}</div>` : ""}
   <table class="small-table guard"><thead><tr><th>guard check</th><th>measured</th><th>threshold</th></tr></thead><tbody>
   ${checks.map(([n, m, th, bad]) => `<tr class="${bad ? "bad" : ""}"><td>${esc(n)}</td><td class="num">${esc(m)}</td><td>${esc(th)}</td></tr>`).join("")}
   </tbody></table>
