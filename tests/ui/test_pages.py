@@ -343,3 +343,82 @@ async def test_a_pulled_canary_says_why_and_when_and_resume_shows_only_when_serv
             offered = any(p.endswith("/resume") and "post" in v for p, v in paths.items())
             await expect(ui.page.locator("#resume")).to_have_count(1 if offered else 0)
             await expect(ui.page.locator("#pause")).to_have_count(0)  # nothing to pause now
+
+
+FLEET_STATUS = {
+    "name": "x",
+    "state": "refused",
+    "revision": None,
+    "description": "",
+    "source": {
+        "kind": "nacos",
+        "location": "public/AGENTS/x.agent.yaml",
+        "group": "AGENTS",
+        "data_id": "x.agent.yaml",
+        "md5": "0123456789abcdef",
+        "gray": "beta-ops",
+        "state": "snapshot",
+        "since": 1_700_000_000,
+    },
+    "factory": "nacos",
+    "loaded_at": None,
+    "last_error": {
+        "source": "",
+        "path": "model",
+        "message": "bad",
+        "at": 1,
+        "line": 3,
+        "column": 5,
+    },
+    "canary": {
+        "revision": "r2",
+        "weight": 25,
+        "state": "pulled",
+        "sticky_key": "auto",
+        "pulled": {
+            "reason": "paused by ops",
+            "at": 1_700_000_000,
+            "by": "config",
+            "recorded": True,
+        },
+        "steps": {
+            "weights": [5, 25, 50],
+            "step": 1,
+            "since": 1_700_000_000,
+            "healthy_requests": 7,
+            "after": {"requests": 20},
+            "auto_promote": True,
+        },
+        "guard": {"max_error_rate": 0.2, "min_requests": 20, "max_latency_ratio": 3},
+        "loaded_at": 1_700_000_000,
+        "source": {"kind": "nacos", "location": "public/AGENTS/x.canary.yaml"},
+    },
+    "traffic": {},
+    "revisions": [],
+    "mcp_servers": [
+        {"name": "orders", "state": "down", "tools": ["a", "b"], "last_error": "refused"}
+    ],
+}
+"""A status with the fields other parts of the service add (source state and gray, refusals
+with line and column, progressive steps and recorded pauses, MCP servers): the page's
+rendering functions must show them, whichever of those parts is merged."""
+
+
+async def test_the_page_shows_the_status_fields_other_parts_add(service: RunningService) -> None:
+    async with ops_page(service.url, key=ADMIN_KEY) as ui:
+        await ui.open()
+        await expect(ui.page.locator("#agent-rows tr[data-agent]")).to_have_count(2)
+        html = await ui.page.evaluate(
+            "s => ({row: agentRow(s), panel: canaryPanel(s, null), parts: partsFromStatus(s)})",
+            FLEET_STATUS,
+        )
+    row, panel = html["row"], html["panel"]
+    for shown in ("refused", "gray", "snapshot", "AGENTS / x.agent.yaml", "01234567"):
+        assert shown in row, shown
+    assert "line 3, column 5" in row and "step 2/3" in row and "pulled" in row
+    assert "Pulled by config" in panel and "recorded in its definition" in panel
+    assert "7 healthy requests" in panel and "promotes itself after the last step" in panel
+    assert '<span class="step current">25%</span>' in panel
+    assert html["parts"] == [
+        {"name": "orders", "kind": "MCP server", "state": "down", "details": "2 tools · refused"}
+    ]
