@@ -268,6 +268,14 @@ async def test_no_request_of_the_page_leaves_the_service(service: RunningService
         await expect(ui.page.locator(".timeline .span")).not_to_have_count(0)
         await ui.go("#/traces")
         await expect(ui.page.locator("table.traces tbody tr")).to_have_count(1)
+        await ui.page.locator('#trace-filter select[name="status"]').select_option("error")
+        await ui.page.locator("#trace-filter button").click()
+        await expect(ui.page.locator("#traces")).to_have_text("No recent runs match.")
+        assert ui.page.url.endswith("#/traces?status=error")
+        await ui.page.locator('#trace-filter select[name="variant"]').select_option("canary")
+        await ui.page.locator('#trace-filter select[name="status"]').select_option("ok")
+        await ui.page.locator("#trace-filter button").click()
+        await expect(ui.page.locator("table.traces tbody tr")).to_have_count(1)
         hosts = {url.split("/")[2] for url in ui.requests}
         assert hosts == {service.url.split("/")[2]}
         assert ui.foreign_requests() == []
@@ -345,6 +353,15 @@ async def test_a_pulled_canary_says_why_and_when_and_resume_shows_only_when_serv
             await expect(ui.page.locator("#pause")).to_have_count(0)  # nothing to pause now
 
 
+TOOL_ENTRIES = [
+    "calculator",
+    {"type": "http", "name": "orders", "url": "https://api.example.com/o"},
+    {"type": "mcp", "name": "search", "url": "https://mcp.internal/search"},
+    {"type": "agent", "name": "bot", "description": "Answers"},
+    {"type": "agent", "name": "ghost"},
+]
+"""Tool entries as a definition lists them: a sub-agent's state comes from the live list."""
+
 FLEET_STATUS = {
     "name": "x",
     "state": "refused",
@@ -409,8 +426,9 @@ async def test_the_page_shows_the_status_fields_other_parts_add(service: Running
         await ui.open()
         await expect(ui.page.locator("#agent-rows tr[data-agent]")).to_have_count(2)
         html = await ui.page.evaluate(
-            "s => ({row: agentRow(s), panel: canaryPanel(s, null), parts: partsFromStatus(s)})",
-            FLEET_STATUS,
+            "s => ({row: agentRow(s), panel: canaryPanel(s, null), parts: partsFromStatus(s),"
+            " tools: s.tools.map(toolPart)})",
+            {**FLEET_STATUS, "tools": TOOL_ENTRIES},
         )
     row, panel = html["row"], html["panel"]
     for shown in ("refused", "gray", "snapshot", "AGENTS / x.agent.yaml", "01234567"):
@@ -421,4 +439,11 @@ async def test_the_page_shows_the_status_fields_other_parts_add(service: Running
     assert '<span class="step current">25%</span>' in panel
     assert html["parts"] == [
         {"name": "orders", "kind": "MCP server", "state": "down", "details": "2 tools · refused"}
+    ]
+    assert html["tools"] == [
+        {"name": "calculator", "kind": "tool", "state": "", "details": ""},
+        {"name": "orders", "kind": "http", "state": "", "details": "GET https://api.example.com/o"},
+        {"name": "search", "kind": "mcp", "state": "", "details": "https://mcp.internal/search"},
+        {"name": "bot", "kind": "sub-agent", "state": "serving", "details": "Answers"},
+        {"name": "ghost", "kind": "sub-agent", "state": "unknown", "details": ""},
     ]
