@@ -351,6 +351,12 @@ async def test_a_pulled_canary_says_why_and_when_and_resume_shows_only_when_serv
             offered = any(p.endswith("/resume") and "post" in v for p, v in paths.items())
             await expect(ui.page.locator("#resume")).to_have_count(1 if offered else 0)
             await expect(ui.page.locator("#pause")).to_have_count(0)  # nothing to pause now
+            # The failed run's trace: its error in red.
+            await ui.go(f"#/trace/{failed.headers['X-Trace-Id']}")
+            error = ui.page.locator(".timeline .span.error")
+            await expect(error).to_have_count(1)
+            await expect(error.locator(".span-label")).to_have_text("error model_error")
+            await expect(ui.page.locator("#trace .badge.bad")).to_have_text("error")
 
 
 TOOL_ENTRIES = [
