@@ -546,9 +546,16 @@ async function act(question, call, name) {
   refreshAgent(name);
 }
 
-async function definition(name, revKey) {
-  const [revision, variant] = revKey.split("|");
-  return api(`/v1/agents/${encodeURIComponent(name)}/revisions/${encodeURIComponent(revision)}?variant=${encodeURIComponent(variant)}`);
+const definitions = new Map();  // a revision's definition never changes: fetched once
+function definition(name, revKey) {
+  const cacheKey = `${name}|${revKey}`;
+  if (!definitions.has(cacheKey)) {
+    const [revision, variant] = revKey.split("|");
+    const loading = api(`/v1/agents/${encodeURIComponent(name)}/revisions/${encodeURIComponent(revision)}?variant=${encodeURIComponent(variant)}`);
+    loading.catch(() => definitions.delete(cacheKey));
+    definitions.set(cacheKey, loading);
+  }
+  return definitions.get(cacheKey);
 }
 
 async function compare(name) {
