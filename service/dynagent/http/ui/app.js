@@ -943,6 +943,7 @@ async function loadCapabilities() {
 document.getElementById("login-form").addEventListener("submit", (e) => {
   e.preventDefault();
   state.triedKey = true;
+  definitions.clear();  // what one key read is not shown to the next
   sessionStorage.setItem(KEY_STORE, document.getElementById("key").value.trim());
   document.getElementById("key").value = "";
   start();
