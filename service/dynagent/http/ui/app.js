@@ -944,6 +944,8 @@ document.getElementById("login-form").addEventListener("submit", (e) => {
   e.preventDefault();
   state.triedKey = true;
   definitions.clear();  // what one key read is not shown to the next
+  state.agents.clear();
+  state.series.clear();
   sessionStorage.setItem(KEY_STORE, document.getElementById("key").value.trim());
   document.getElementById("key").value = "";
   start();
