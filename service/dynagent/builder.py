@@ -142,7 +142,12 @@ class AgentBuilder:
                 name: self._env(value, f"{path}.headers.{name}")
                 for name, value in entry.headers.items()
             }
-            return http_tool(entry, headers, self.resources)
+            try:
+                return http_tool(entry, headers, self.resources)
+            except ValueError as exc:
+                raise ConfigError(
+                    "invalid HTTP tool URL", issues=[FieldIssue(f"{path}.url", str(exc))]
+                ) from None
         name = entry if isinstance(entry, str) else entry.name
         tool = self.tools.get(name)
         if tool is None:
