@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
 from .models.base import Model
 from .sessions.base import SessionStore
+from .sessions.scope import new_trace_id
 from .spec import AgentSpec
 from .tools.base import Tool
 
@@ -85,8 +85,11 @@ class Agent:
         trace_id: str | None = None,
         variant: Variant = "stable",
         on_event: Callable[[Event], None] | None = None,
+        session_key: str | None = None,
     ) -> RunResult:
-        """Run to the final answer; raises a ``RunError`` that carries the partial trace."""
+        """Run to the final answer; raises a ``RunError`` that carries the partial trace.
+
+        ``session_key``: store the session under this key rather than ``session_id``."""
         events: list[Event] = []
 
         def emit(event: Event) -> None:
@@ -95,6 +98,7 @@ class Agent:
                 on_event(event)
 
         ctx = self._context(trace_id, session_id, variables, emit)
+        ctx.session_key = session_key
         try:
             output, usage, steps = await self._guarded(input, ctx, variant, stream=False)
         except RunError as exc:
@@ -120,11 +124,13 @@ class Agent:
         variables: Mapping[str, str] | None = None,
         trace_id: str | None = None,
         variant: Variant = "stable",
+        session_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Yield the run's events as they happen; a failed run ends with ``error`` and
         ``run_finished`` events rather than an exception."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         ctx = self._context(trace_id, session_id, variables, queue.put_nowait)
+        ctx.session_key = session_key
         task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
@@ -147,7 +153,7 @@ class Agent:
     ) -> RunContext:
         merged = {**self.spec.prompt.variables, **(variables or {})}
         ctx = RunContext(
-            trace_id or uuid.uuid4().hex,
+            trace_id or new_trace_id(),
             self.name,
             self.revision,
             merged,

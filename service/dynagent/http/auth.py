@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..config import AuthConfig
 from ..exceptions import ConfigError, Forbidden, Unauthorized
+from ..sessions.scope import ANONYMOUS as ANONYMOUS_PRINCIPAL
 from ..spec import issues_from
 
 
@@ -30,6 +31,10 @@ class Caller:
     """``None``: every agent."""
     admin: bool = False
     key_digest: str = ""
+    principal: str = ANONYMOUS_PRINCIPAL
+    """Who the caller is, stably and without the key: ``key:<name>`` for a keys-file
+    entry, ``digest:<sha-256 of the key>`` for a key from the environment. Sessions are
+    scoped to it (``sessions/scope.py``)."""
 
     def check_agent(self, agent: str) -> None:
         if self.agents is not None and agent not in self.agents:
@@ -39,7 +44,7 @@ class Caller:
         return self.agents is None or agent in self.agents
 
 
-ANONYMOUS = Caller("anonymous", None, admin=True)
+ANONYMOUS = Caller("anonymous", None, admin=True, principal=ANONYMOUS_PRINCIPAL)
 """The caller when auth is off."""
 
 
@@ -54,6 +59,17 @@ class _KeyEntry(BaseModel):
 class _KeysFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     keys: list[_KeyEntry]
+
+    @field_validator("keys")
+    @classmethod
+    def _unique_names(cls, keys: list[_KeyEntry]) -> list[_KeyEntry]:
+        # A name is the key's identity: two keys of one name would share sessions.
+        seen: set[str] = set()
+        for entry in keys:
+            if entry.name in seen:
+                raise ValueError(f"two keys are named {entry.name!r}; names must be unique")
+            seen.add(entry.name)
+        return keys
 
 
 def _digest(key: str) -> bytes:
@@ -100,7 +116,13 @@ class ApiKeys:
         for env, admin in ((keys_env, False), (admin_keys_env, True)):
             for i, key in enumerate(k.strip() for k in environ.get(env, "").split(",")):
                 if key:
-                    caller = Caller(f"{env}[{i}]", admin=admin, key_digest=_short(key))
+                    caller = Caller(
+                        f"{env}[{i}]",
+                        admin=admin,
+                        key_digest=_short(key),
+                        # Not the position: removing one key must not hand its sessions on.
+                        principal=f"digest:{hashlib.sha256(key.encode()).hexdigest()}",
+                    )
                     entries.append((key, caller))
         if keys_file is not None:
             entries.extend(_from_file(keys_file))
@@ -129,6 +151,7 @@ def _from_file(path: Path) -> list[tuple[str, Caller]]:
                 frozenset(entry.agents) if entry.agents is not None else None,
                 entry.admin,
                 _short(entry.key),
+                f"key:{entry.name}",
             ),
         )
         for entry in parsed.keys
