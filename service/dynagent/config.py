@@ -67,14 +67,22 @@ class AuthConfig(_Section):
     """Environment variable holding comma-separated API keys (access to every agent)."""
     admin_keys_env: str = "DYNAGENT_ADMIN_KEYS"
     """Environment variable holding comma-separated admin keys (may also promote and roll back)."""
+    metrics_keys_env: str = "DYNAGENT_METRICS_KEYS"
+    """Environment variable holding comma-separated keys that may read ``/metrics`` only."""
     keys_file: Path | None = None
-    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool}]``."""
+    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool}]``,
+    watched: a change applies within a second."""
 
 
 class LoggingConfig(_Section):
     level: str = "INFO"
     json_lines: bool = Field(default=False, alias="json")
     """One JSON object per line (for log shippers) instead of text."""
+
+
+class MetricsConfig(_Section):
+    public: bool = False
+    """Serve ``/metrics`` to anyone; off: it needs an admin or a metrics key."""
 
 
 class TracesConfig(_Section):
@@ -91,6 +99,7 @@ class ServiceConfig(_Section):
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {

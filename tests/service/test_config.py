@@ -59,10 +59,12 @@ traces: {max_traces: 5}
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",
             "admin_keys_env": "DYNAGENT_ADMIN_KEYS",
+            "metrics_keys_env": "DYNAGENT_METRICS_KEYS",
             "keys_file": Path("/run/secrets/keys.yaml"),
         },
         "logging": {"level": "DEBUG", "json": True},
         "traces": {"max_traces": 5},
+        "metrics": {"public": False},
     }
 
 

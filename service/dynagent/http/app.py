@@ -21,6 +21,7 @@ from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
 from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
+from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..resources import Resources
 from ..sessions.base import SessionStore
@@ -32,9 +33,21 @@ from . import admin, agents, openai_compat
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
+from .keys_watch import KeysFileWatch
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
+from .state import (
+    API_KEYS,
+    CALLER,
+    CONFIG,
+    DRAIN,
+    FACTORIES,
+    KEYS_WATCH,
+    METRICS,
+    REGISTRY,
+    SECRETS,
+    TRACES,
+)
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -45,7 +58,8 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    if request.path not in OPEN_PATHS:
+    public = request.path == "/metrics" and request.app[CONFIG].metrics.public
+    if request.path not in OPEN_PATHS and not public:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
@@ -66,8 +80,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """Every series for an admin or metrics key (or ``metrics.public``); a key limited to
+    some agents sees theirs only, without the totals."""
+    who = request.get(CALLER)
+    agents = None if who is None else who.metrics_scope()
     request.app[METRICS].agents.set(len(request.app[REGISTRY]))
-    return web.Response(body=request.app[METRICS].exposition(), content_type="text/plain")
+    body = request.app[METRICS].exposition(agents)
+    return web.Response(body=body, content_type="text/plain")
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -82,15 +101,21 @@ def create_app(
     specs: Sequence[AgentSpec] = (),
     factories: Sequence[FactoryMaker] = (),
     environ: Mapping[str, str] | None = None,
+    secrets: SecretValues | None = None,
 ) -> web.Application:
-    """The service as an aiohttp app; agents load when the app starts."""
+    """The service as an aiohttp app; agents load when the app starts.
+
+    ``secrets``: the set the log sink masks (``dynagent serve`` passes its own), filled
+    with API keys and credentials from the environment as they become known."""
     environ = os.environ if environ is None else environ
     app = web.Application(
         middlewares=[error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
-    _install_state(app, config, environ)
+    _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
+    if config.auth.keys_file is not None:
+        app.cleanup_ctx.append(_keys_watch(environ))
     app.on_shutdown.append(_draining)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -102,7 +127,9 @@ def create_app(
     return app
 
 
-def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping[str, str]) -> None:
+def _install_state(
+    app: web.Application, config: ServiceConfig, environ: Mapping[str, str], secrets: SecretValues
+) -> None:
     """The app's state under its typed keys; the registry's changes feed the metrics."""
     registry = AgentRegistry()
     app[CONFIG] = config
@@ -111,6 +138,8 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
+    app[SECRETS] = secrets
+    secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
 
     def count_change(name: str, what: str) -> None:
@@ -123,6 +152,16 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
 
 
 Lifecycle = Callable[[web.Application], AsyncIterator[None]]
+
+
+def _keys_watch(environ: Mapping[str, str]) -> Lifecycle:
+    async def watch(app: web.Application) -> AsyncIterator[None]:
+        watcher = KeysFileWatch(app[API_KEYS], app[CONFIG].auth, environ, app[SECRETS])
+        app[KEYS_WATCH] = watcher
+        async with watcher.running():
+            yield
+
+    return watch
 
 
 def _lifecycle(

@@ -31,6 +31,10 @@ class Caller:
     """``None``: every agent."""
     admin: bool = False
     key_digest: str = ""
+    metrics: bool = False
+    """May read ``/metrics`` (of its agents), without being an admin."""
+    metrics_only: bool = False
+    """A dedicated metrics key: every agent's series, and no agent to call."""
     principal: str = ANONYMOUS_PRINCIPAL
     """Who the caller is, stably and without the key: ``key:<name>`` for a keys-file
     entry, ``digest:<sha-256 of the key>`` for a key from the environment. Sessions are
@@ -43,6 +47,15 @@ class Caller:
     def may_see(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
 
+    def metrics_scope(self) -> frozenset[str] | None:
+        """The agents whose series this caller may read (``None``: all, and the totals)."""
+        if not (self.admin or self.metrics):
+            raise Forbidden(
+                "/metrics needs an admin or a metrics API key (auth.metrics_keys_env, "
+                "or metrics: true in the keys file), unless metrics.public is true"
+            )
+        return None if self.metrics_only else self.agents
+
 
 ANONYMOUS = Caller("anonymous", None, admin=True, principal=ANONYMOUS_PRINCIPAL)
 """The caller when auth is off."""
@@ -54,6 +67,7 @@ class _KeyEntry(BaseModel):
     key: str = Field(min_length=16)
     agents: list[str] | None = None
     admin: bool = False
+    metrics: bool = False
 
 
 class _KeysFile(BaseModel):
@@ -81,10 +95,18 @@ class ApiKeys:
         self._entries = [(_digest(key), caller) for key, caller in entries]
         self.secrets = [key for key, _ in entries]
         """Raw keys, only so the log mask can hide them."""
+        self._enabled = bool(entries)
+
+    def replace(self, other: ApiKeys) -> None:
+        """Take ``other``'s keys (a reloaded keys file): one reference swap, so a request
+        checks either the old keys or the new ones, never a mix. Auth once on stays on:
+        a keys file emptied or deleted leaves no valid key, not an open service."""
+        self._entries, self.secrets = other._entries, other.secrets
+        self._enabled = self._enabled or other._enabled
 
     @property
     def enabled(self) -> bool:
-        return bool(self._entries)
+        return self._enabled
 
     def authenticate(self, header: str | None) -> Caller:
         if not self.enabled:
@@ -102,7 +124,9 @@ class ApiKeys:
 
     @classmethod
     def from_config(cls, environ: Mapping[str, str], auth: AuthConfig) -> ApiKeys:
-        return cls.load(environ, auth.keys_env, auth.keys_file, auth.admin_keys_env)
+        return cls.load(
+            environ, auth.keys_env, auth.keys_file, auth.admin_keys_env, auth.metrics_keys_env
+        )
 
     @classmethod
     def load(
@@ -111,15 +135,21 @@ class ApiKeys:
         keys_env: str,
         keys_file: Path | None,
         admin_keys_env: str = "DYNAGENT_ADMIN_KEYS",
+        metrics_keys_env: str = "DYNAGENT_METRICS_KEYS",
     ) -> ApiKeys:
         entries: list[tuple[str, Caller]] = []
-        for env, admin in ((keys_env, False), (admin_keys_env, True)):
+        kinds = ((keys_env, "user"), (admin_keys_env, "admin"), (metrics_keys_env, "metrics"))
+        for env, kind in kinds:
             for i, key in enumerate(k.strip() for k in environ.get(env, "").split(",")):
                 if key:
                     caller = Caller(
                         f"{env}[{i}]",
-                        admin=admin,
+                        # A metrics key reaches no agent: it reads /metrics only.
+                        frozenset() if kind == "metrics" else None,
+                        admin=kind == "admin",
                         key_digest=_short(key),
+                        metrics=kind == "metrics",
+                        metrics_only=kind == "metrics",
                         # Not the position: removing one key must not hand its sessions on.
                         principal=f"digest:{hashlib.sha256(key.encode()).hexdigest()}",
                     )
@@ -149,9 +179,10 @@ def _from_file(path: Path) -> list[tuple[str, Caller]]:
             Caller(
                 entry.name,
                 frozenset(entry.agents) if entry.agents is not None else None,
-                entry.admin,
-                _short(entry.key),
-                f"key:{entry.name}",
+                admin=entry.admin,
+                key_digest=_short(entry.key),
+                metrics=entry.metrics,
+                principal=f"key:{entry.name}",
             ),
         )
         for entry in parsed.keys
