@@ -17,6 +17,7 @@ from ._run_loop import AgentInput, execute_run, render_system
 from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
+from .masking import SecretValues
 from .models.base import Model
 from .sessions.base import SessionStore
 from .sessions.scope import new_trace_id
@@ -71,6 +72,8 @@ class Agent:
     source: SourceInfo = SourceInfo("code")
     factory: str = "default"
     built_at: float = field(default_factory=time.time)
+    secrets: SecretValues | None = None
+    """Values masked in every event (credentials from the environment, API keys)."""
 
     @property
     def name(self) -> str:
@@ -160,8 +163,16 @@ class Agent:
             session_id,
             system=render_system(self, merged),
         )
-        ctx.emit = lambda event: emit(_redacted(event, ctx) if ctx.redactors else event)
+        ctx.emit = lambda event: emit(self._shown(event, ctx))
         return ctx
+
+    def _shown(self, event: Event, ctx: RunContext) -> Event:
+        """The event as traces, streams and logs may see it."""
+        if ctx.redactors:
+            event = _redacted(event, ctx)
+        if self.secrets:
+            event = _masked(event, self.secrets.mask)
+        return event
 
     async def _guarded(
         self, input: AgentInput, ctx: RunContext, variant: Variant, *, stream: bool
@@ -237,6 +248,18 @@ def _redacted(event: Event, ctx: RunContext) -> Event:
         value = getattr(event, name, None)
         if value is not None:
             changes[name] = _redact_value(value, ctx.redact)
+    return dataclasses.replace(event, **changes) if changes else event
+
+
+def _masked(event: Event, mask: Callable[[str], str]) -> Event:
+    """Every text of ``event`` masked, its model name and error message included."""
+    changes: dict[str, Any] = {}
+    for item in dataclasses.fields(event):
+        value = getattr(event, item.name)
+        if isinstance(value, str | list | dict):
+            masked = _redact_value(value, mask)
+            if masked != value:
+                changes[item.name] = masked
     return dataclasses.replace(event, **changes) if changes else event
 
 

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._templates import MissingVariable, expand_env
 from .exceptions import ConfigError, FieldIssue
@@ -80,6 +81,23 @@ class LoggingConfig(_Section):
     """One JSON object per line (for log shippers) instead of text."""
 
 
+class EnvironmentConfig(_Section):
+    allow: list[str] = Field(
+        default_factory=lambda: ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"],
+        max_length=200,
+    )
+    """Environment variables definitions may read as ``${VAR}``: names or glob patterns.
+    The service's own secrets (API keys, the Nacos login) are never readable."""
+
+    @field_validator("allow")
+    @classmethod
+    def _names(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not re.fullmatch(r"[A-Za-z0-9_*?]{1,128}", pattern):
+                raise ValueError(f"{pattern!r} is not a variable name or a * / ? pattern")
+        return patterns
+
+
 class MetricsConfig(_Section):
     public: bool = False
     """Serve ``/metrics`` to anyone; off: it needs an admin or a metrics key."""
@@ -100,6 +118,7 @@ class ServiceConfig(_Section):
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
     metrics: MetricsConfig = MetricsConfig()
+    environment: EnvironmentConfig = EnvironmentConfig()
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {

@@ -65,6 +65,7 @@ traces: {max_traces: 5}
         "logging": {"level": "DEBUG", "json": True},
         "traces": {"max_traces": 5},
         "metrics": {"public": False},
+        "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},
     }
 
 

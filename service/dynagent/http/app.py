@@ -16,6 +16,7 @@ from loguru import logger
 
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
+from ..environment import service_policy
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
@@ -34,6 +35,7 @@ from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
 from .keys_watch import KeysFileWatch
+from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
 from .state import (
@@ -109,7 +111,7 @@ def create_app(
     with API keys and credentials from the environment as they become known."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware],
+        middlewares=[mask_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
     _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
@@ -177,12 +179,18 @@ def _lifecycle(
         config, registry = app[CONFIG], app[REGISTRY]
         resources = Resources()
         store = _session_store(config)
+        auth = config.auth
         builder = AgentBuilder(
             tools=tools or ToolRegistry.default(),
             interceptors=interceptors or InterceptorRegistry.default(),
             resources=resources,
             sessions=store,
             environ=environ,
+            environment=service_policy(
+                config.environment.allow,
+                (auth.keys_env, auth.admin_keys_env, auth.metrics_keys_env),
+            ),
+            secrets=app[SECRETS],
         )
         chosen = [
             *configured_factories(builder, config, specs),
