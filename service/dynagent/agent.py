@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -254,13 +255,20 @@ def _redacted(event: Event, ctx: RunContext) -> Event:
 def _masked(event: Event, mask: Callable[[str], str]) -> Event:
     """Every text of ``event`` masked, its model name and error message included."""
     changes: dict[str, Any] = {}
-    for item in dataclasses.fields(event):
-        value = getattr(event, item.name)
+    for name in _text_fields(type(event)):
+        value = getattr(event, name)
         if isinstance(value, str | list | dict):
             masked = _redact_value(value, mask)
             if masked != value:
-                changes[item.name] = masked
+                changes[name] = masked
     return dataclasses.replace(event, **changes) if changes else event
+
+
+@functools.cache
+def _text_fields(kind: type[Event]) -> tuple[str, ...]:
+    """The fields of an event type that may hold text (not its ids, times or counts)."""
+    skip = {"trace_id", "step", "at", "type", "usage", "duration_ms", "is_error", "messages"}
+    return tuple(f.name for f in dataclasses.fields(kind) if f.name not in skip)
 
 
 def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
