@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, get_args
 
 from ._run_loop import AgentInput, execute_run, render_system
 from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
@@ -255,7 +255,7 @@ def _redacted(event: Event, ctx: RunContext) -> Event:
 def _masked(event: Event, mask: Callable[[str], str]) -> Event:
     """Every text of ``event`` masked, its model name and error message included."""
     changes: dict[str, Any] = {}
-    for name in _text_fields(type(event)):
+    for name in _TEXT_OF[type(event)]:
         value = getattr(event, name)
         if isinstance(value, str | list | dict):
             masked = _redact_value(value, mask)
@@ -264,11 +264,16 @@ def _masked(event: Event, mask: Callable[[str], str]) -> Event:
     return dataclasses.replace(event, **changes) if changes else event
 
 
-@functools.cache
-def _text_fields(kind: type[Event]) -> tuple[str, ...]:
-    """The fields of an event type that may hold text (not its ids, times or counts)."""
-    skip = {"trace_id", "step", "at", "type", "usage", "duration_ms", "is_error", "messages"}
-    return tuple(f.name for f in dataclasses.fields(kind) if f.name not in skip)
+_NOT_TEXT = frozenset(
+    {"trace_id", "step", "at", "type", "usage", "duration_ms", "is_error", "messages"}
+)
+_TEXT_OF: Mapping[type, tuple[str, ...]] = MappingProxyType(
+    {
+        kind: tuple(f.name for f in dataclasses.fields(kind) if f.name not in _NOT_TEXT)
+        for kind in get_args(Event)
+    }
+)
+"""The fields of each event type that may hold text (not ids, times or counts)."""
 
 
 def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
