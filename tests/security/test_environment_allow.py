@@ -6,6 +6,7 @@ by value wherever it could surface: events, SSE streams, traces, status, metrics
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,12 @@ from aiohttp import web
 from loguru import logger
 from pytest_aiohttp import AiohttpServer
 
-from dynagent import AgentBuilder, ConfigError, load_spec
+from dynagent import AgentBuilder, ConfigError, Tool, ToolRegistry, load_spec
 from dynagent.config import ServiceConfig
 from dynagent.environment import service_policy
+from dynagent.logs import configure_logging
 from dynagent.masking import MASK, SecretValues
+from dynagent.models import ToolDefinition
 from tests.support import CallTools, Reply, ScriptedModelServer
 from tests.support.service import (
     RunningService,
@@ -42,6 +45,7 @@ ENVIRON = {
     "MY_ADMINS": "other-admin-key-0123456789",
 }
 SECRETS = (ADMIN, MODEL_KEY, PROXY_PASSWORD, TOOL_TOKEN)
+NO_ARGUMENTS = {"type": "object", "properties": {}}
 
 
 def build(model: dict[str, Any], environ: dict[str, str], **policy: Any) -> None:
@@ -224,3 +228,47 @@ def test_the_mask_hides_a_longer_secret_whole() -> None:
     values = SecretValues(["abcdef", "abcdefghij", "short"])
     assert values.mask("x abcdefghij y abcdef") == f"x {MASK} y {MASK}"
     assert len(values) == 2  # under 6 characters is not masked: it would hit words
+
+
+async def test_the_log_masks_credentials_the_builder_took_from_the_environment(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path, echo_api: str
+) -> None:
+    """``dynagent serve`` hands its log mask to the app: what a build learns is masked."""
+
+    async def careless(arguments: dict[str, Any]) -> str:
+        logger.info("upstream wanted {} and {}", TOOL_TOKEN, MODEL_KEY)
+        return "done"
+
+    tools = ToolRegistry.default()
+    tools.register(Tool(ToolDefinition("careless", "Logs too much.", NO_ARGUMENTS), careless))
+    http = {
+        "type": "http",
+        "name": "orders",
+        "url": f"{echo_api}/orders",
+        "headers": {"X-Token": "${ORDERS_TOKEN}"},
+        "allow_hosts": ["127.0.0.1"],
+    }
+    model = {"api_key": "${OPENAI_API_KEY}"}
+    document = agent_document("bot", model_server, model=model, tools=["careless", http])
+    (agents_dir / "bot.yaml").write_text(json.dumps(document), encoding="utf-8")
+    model_server.script("gpt-main", [CallTools([("careless", {})]), Reply("ok")])
+    config = service_config(agents_dir, state_dir, environment={"allow": ["OPENAI_*", "ORDERS_*"]})
+    mask = configure_logging("DEBUG")
+    lines: list[str] = []
+    logger.add(lambda m: lines.append(str(m)), level="DEBUG", format="{message}")
+    try:
+        async with (
+            running_service(config, environ=ENVIRON, tools=tools, secrets=mask) as service,
+            service.client.post(
+                "/v1/agents/bot/invoke",
+                json={"input": "hi"},
+                headers={"Authorization": f"Bearer {ADMIN}"},
+            ) as response,
+        ):
+            assert response.status == 200
+    finally:
+        logger.remove()
+        logger.configure(patcher=lambda record: None, extra={})
+        logger.add(sys.stderr)
+    assert f"upstream wanted {MASK} and {MASK}\n" in lines
+    assert [line for line in lines for secret in SECRETS if secret in line] == []
