@@ -141,3 +141,17 @@ def test_a_placeholder_outside_the_path_and_query_values_is_a_build_error(
             "never the scheme, host, port, user, query name or fragment",
         )
     ]
+
+
+def test_a_template_whose_own_path_is_not_normal_is_a_build_error(make_agent: AgentFactory) -> None:
+    make_agent.environ = {"ORDERS_TOKEN": SECRET}
+    for url in ("http://127.0.0.1/a/../orders/{id}", "http://127.0.0.1/%2e%2e/{id}"):
+        with pytest.raises(ConfigError) as caught:
+            make_agent(spec_tools=[tool_spec(url)])
+        assert [(issue.path, issue.message) for issue in caught.value.issues] == [
+            (
+                "tools.0.url",
+                "the URL's fixed path changes once normalised ('.', '..' or an encoded dot "
+                "in it): write the path it means",
+            )
+        ]

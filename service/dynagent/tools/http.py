@@ -36,6 +36,10 @@ STRUCTURE = (
     "would change the URL's structure: a placeholder fills one path segment "
     "(never '.', '..' or nothing) or one query value"
 )
+FIXED_PATH = (
+    "the URL's fixed path changes once normalised ('.', '..' or an encoded dot in it): "
+    "write the path it means"
+)
 OUTSIDE = (
     "a {placeholder} may fill only a path segment or a query value, "
     "never the scheme, host, port, user, query name or fragment"
@@ -64,7 +68,13 @@ class UrlTemplate:
             raise ValueError(OUTSIDE)
         segments = tuple(parts.path[1:].split("/")) if parts.path else ()
         query = tuple(parts.query.split("&")) if parts.query else ()
-        return cls(f"{parts.scheme}://{parts.netloc}", segments, query)
+        parsed = cls(f"{parts.scheme}://{parts.netloc}", segments, query)
+        sample = {match.group(1): "x" for match in _PLACEHOLDER.finditer(template)}
+        try:
+            parsed.fill(sample)
+        except ValueError:
+            raise ValueError(FIXED_PATH) from None
+        return parsed
 
     def fill(self, arguments: Mapping[str, Any]) -> tuple[URL, set[str]]:
         """The URL with ``arguments`` filled in, and the names used; raises ``ValueError``
