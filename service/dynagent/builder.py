@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from .agent import Agent, SourceInfo
-from .environment import EnvironmentPolicy, expand, url_credentials
+from .environment import EnvironmentPolicy, expand
 from .exceptions import ConfigError, FieldIssue
 from .interceptors.base import Interceptor, InterceptorChain
 from .interceptors.registry import InterceptorRegistry
@@ -86,9 +86,11 @@ class AgentBuilder:
         Raises ``ConfigError`` naming the field and the variable."""
         return expand(text, path, self.environ, self.environment, self.secrets, secret=secret)
 
+    _env = expand_env
+    """The name code written before ``expand_env`` calls (headers are found by their path)."""
+
     def _url(self, text: str, path: str) -> str:
         url = self.expand_env(text, path)
-        self.secrets.add(url_credentials(url))
         try:
             parts = urlsplit(url)
             valid = parts.scheme in ("http", "https") and bool(parts.hostname)

@@ -80,9 +80,10 @@ def expand(
     """``text`` with ``${VAR}`` / ``${VAR:-default}`` filled in, for the field at ``path``.
 
     Raises ``ConfigError`` naming the field and the variable when a name is not allowed
-    or not set. ``secret``: the field is a credential (an API key, a header), so every
-    value taken from the environment is masked from now on; a value of a variable
-    named like a secret is masked wherever it lands.
+    or not set. ``secret``: the field is a credential, so every value taken from the
+    environment is masked from now on — a field named like one (``api_key``, any
+    ``headers.*``) always is; so is a value of a variable named like a secret, wherever
+    it lands, and the user, password and query values of a ``*url`` field.
     """
     names = env_names(text)
     for name in names:
@@ -96,8 +97,16 @@ def expand(
             "missing environment variable",
             issues=[FieldIssue(path, f"environment variable {exc.name} is not set")],
         ) from None
+    secret = secret or _credential_field(path)
     secrets.add(environ.get(n, "") for n in names if secret or _matches(n, SECRET_LOOKING))
+    if path.endswith("url"):
+        secrets.add(url_credentials(filled))
     return filled
+
+
+def _credential_field(path: str) -> bool:
+    last = path.rsplit(".", 1)[-1].lower()
+    return ".headers." in f".{path}" or last in {"api_key", "token", "password", "secret"}
 
 
 def url_credentials(url: str) -> list[str]:

@@ -272,3 +272,26 @@ async def test_the_log_masks_credentials_the_builder_took_from_the_environment(
         logger.add(sys.stderr)
     assert f"upstream wanted {MASK} and {MASK}\n" in lines
     assert [line for line in lines for secret in SECRETS if secret in line] == []
+
+
+@pytest.mark.parametrize(
+    "path, masked",
+    [
+        ("tools.2.headers.Authorization", True),  # an MCP server's headers, say
+        ("model.fallback.api_key", True),
+        ("tools.0.url", False),
+        ("model.name", False),
+    ],
+)
+def test_the_one_expansion_knows_credentials_by_their_field(path: str, masked: bool) -> None:
+    builder = AgentBuilder(environ={"OPENAI_ORG": "org-0123456789"})
+    assert builder.expand_env("x ${OPENAI_ORG}", path) == "x org-0123456789"
+    assert ("org-0123456789" in builder.secrets) is masked
+
+
+def test_credentials_inside_any_url_field_are_masked() -> None:
+    builder = AgentBuilder(
+        environ={"OPENAI_URL": "https://u:pass-0123456789@h/v1?key=qkey-0123456"}
+    )
+    builder.expand_env("${OPENAI_URL}", "tools.1.url")
+    assert ("pass-0123456789" in builder.secrets, "qkey-0123456" in builder.secrets) == (True, True)
