@@ -15,10 +15,10 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from ._run_loop import AgentInput, execute_run, render_system
-from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
+from .events import ErrorEvent, Event, JsonValue, ModelDelta, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
-from .masking import SecretValues
+from .masking import SecretValues, StreamMask
 from .models.base import Model
 from .sessions.base import SessionStore
 from .sessions.scope import new_trace_id
@@ -133,7 +133,7 @@ class Agent:
         """Yield the run's events as they happen; a failed run ends with ``error`` and
         ``run_finished`` events rather than an exception."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        ctx = self._context(trace_id, session_id, variables, queue.put_nowait)
+        ctx = self._context(trace_id, session_id, variables, queue.put_nowait, streamed=True)
         ctx.session_key = session_key
         task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True))
         task.add_done_callback(lambda _: queue.put_nowait(None))
@@ -154,6 +154,8 @@ class Agent:
         session_id: str | None,
         variables: Mapping[str, str] | None,
         emit: Callable[[Event], None],
+        *,
+        streamed: bool = False,
     ) -> RunContext:
         merged = {**self.spec.prompt.variables, **(variables or {})}
         ctx = RunContext(
@@ -164,7 +166,10 @@ class Agent:
             session_id,
             system=render_system(self, merged),
         )
-        ctx.emit = lambda event: emit(self._shown(event, ctx))
+        if streamed and self.secrets:  # only streamed runs have deltas
+            ctx.emit = _DeltaGate(StreamMask(self.secrets), lambda e: emit(self._shown(e, ctx)))
+        else:
+            ctx.emit = lambda event: emit(self._shown(event, ctx))
         return ctx
 
     def _shown(self, event: Event, ctx: RunContext) -> Event:
@@ -230,6 +235,28 @@ class Agent:
         )
         error.trace_id = ctx.trace_id
         return error
+
+
+@dataclass(slots=True)
+class _DeltaGate:
+    """Streamed text through a ``StreamMask``: a secret split over two deltas is masked;
+    what a delta held back goes out before the next event of any other kind."""
+
+    mask: StreamMask
+    emit: Callable[[Event], None]
+    held: ModelDelta | None = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ModelDelta):
+            text = self.mask.feed(event.text)
+            self.held = event
+            if text:
+                self.emit(dataclasses.replace(event, text=text))
+            return
+        rest = self.mask.flush()
+        if rest and self.held is not None:
+            self.emit(dataclasses.replace(self.held, text=rest))
+        self.emit(event)
 
 
 def _ms_since(started: float) -> float:

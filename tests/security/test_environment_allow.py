@@ -295,3 +295,38 @@ def test_credentials_inside_any_url_field_are_masked() -> None:
     )
     builder.expand_env("${OPENAI_URL}", "tools.1.url")
     assert ("pass-0123456789" in builder.secrets, "qkey-0123456" in builder.secrets) == (True, True)
+
+
+@pytest.mark.parametrize("route", ["invoke", "chat"])
+async def test_a_secret_split_over_streamed_deltas_is_masked_too(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path, route: str
+) -> None:
+    document = agent_document("bot", model_server, model={"api_key": "${OPENAI_API_KEY}"})
+    (agents_dir / "bot.yaml").write_text(json.dumps(document), encoding="utf-8")
+    text = f"the key is {MODEL_KEY} ok"
+    pieces = ["the key is sk-mo", "del-key-0123", "456789abcdef", " ok", ""]
+    assert "".join(pieces) == text
+    model_server.script("gpt-main", [Reply(text, pieces=pieces)])
+    config = service_config(agents_dir, state_dir)
+    path, body = (
+        ("/v1/agents/bot/invoke", {"input": "hi", "stream": True})
+        if route == "invoke"
+        else ("/v1/chat/completions", {"model": "bot", "stream": True, "messages": [user("hi")]})
+    )
+    async with running_service(config, environ=ENVIRON) as service:
+        headers = {"Authorization": f"Bearer {ADMIN}"}
+        async with service.client.post(path, json=body, headers=headers) as response:
+            assert response.status == 200
+            stream = await response.text()
+
+    if route == "invoke":
+        deltas = [data["text"] for name, data in parse_sse(stream) if name == "model_delta"]
+    else:
+        chunks = [data for _, data in parse_sse(stream) if data != "[DONE]"]
+        deltas = [c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]]
+    assert "".join(deltas) == f"the key is {MASK} ok"
+    assert not any(part in stream for part in ("sk-mo", "del-key-0123", "456789abcdef"))
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
