@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from loguru import logger
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent.http.state import KEYS_WATCH
@@ -147,10 +148,19 @@ async def test_a_broken_keys_file_keeps_the_last_good_keys_until_it_is_fixed(
     service: RunningService, keys_file: Path
 ) -> None:
     watch = service.app[KEYS_WATCH]
-    refused = watch.refused
-    keys_file.write_text("keys: [{name: frontend, key: short}]\n")
-    await watch.wait_for(lambda w: w.refused > refused)
-    assert [await call(service, key) for key in (FRONTEND, BOT_ADMIN)] == [200, 200]
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG", format="{message}")
+    try:
+        for broken in ("keys: [{name: frontend, key: short}]\n", f"keys: [{{key: {LATER}\n"):
+            target = watch.refused + 1
+            keys_file.write_text(broken)
+            await watch.wait_for(lambda w: w.refused >= target)  # noqa: B023 - awaited here
+            assert [await call(service, key) for key in (FRONTEND, BOT_ADMIN)] == [200, 200]
+    finally:
+        logger.remove(sink)
+    refusals = [line for line in lines if "keys file not reloaded" in line]
+    assert len(refusals) == 2 and "expected ',' or '}'" in refusals[1], refusals
+    assert [line for line in lines if LATER in line] == []  # YAML's quote of the line is gone
 
     applied = watch.applied
     keys_file.unlink()  # no file: none of its keys is valid any more

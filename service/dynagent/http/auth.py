@@ -159,6 +159,13 @@ class ApiKeys:
         return cls(entries)
 
 
+def _where(error: yaml.YAMLError) -> str:
+    """What is wrong and where, without PyYAML's quote of the line: it holds a key."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or type(error).__name__
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
+
+
 def _short(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
@@ -170,7 +177,7 @@ def _from_file(path: Path) -> list[tuple[str, Caller]]:
     except OSError as exc:
         raise ConfigError(f"cannot read the keys file: {exc}", source=str(path)) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"keys file is not valid YAML: {exc}", source=str(path)) from None
+        raise ConfigError(f"keys file is not valid YAML: {_where(exc)}", source=str(path)) from None
     except ValidationError as exc:
         raise ConfigError("invalid keys file", source=str(path), issues=issues_from(exc)) from None
     return [
