@@ -24,6 +24,7 @@ from v2.nacos.common.constants import Constants
 
 from ..config import NacosConfig
 from ..exceptions import DynagentError, ErrorKind
+from ._nacos_fuzzy import FuzzyWatch, OnGroupChange
 
 Listener = Callable[[str, str, str, str], Awaitable[None]]
 """``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
@@ -190,6 +191,15 @@ class NacosClient:
         """
         if self._service is not None:
             _wake_listen_task(self._service)
+
+    async def watch_group(self, group: str, on_change: OnGroupChange) -> FuzzyWatch | None:
+        """Have the server push every dataId of ``group`` that appears, changes or goes
+        (Nacos 3 fuzzy watch); None when the server does not support it."""
+        watch = FuzzyWatch(self.namespace, group, on_change)
+        if await watch.start(self._require()):
+            return watch
+        await watch.stop()
+        return None
 
     async def unlisten(self, data_id: str, group: str, listener: Listener) -> None:
         if self._service is not None:

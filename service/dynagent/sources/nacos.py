@@ -1,10 +1,12 @@
 """Agent documents in one Nacos namespace and group.
 
-Changes arrive two ways: the SDK's gRPC push (fast: tens of milliseconds) and
-our own reconciliation, which lists the group's md5s every ``poll_seconds``.
-Reconciliation discovers new dataIds (the SDK cannot list), notices deletions,
-and catches up after a Nacos restart without waiting for the SDK's 5-minute
-full sync. Listener callbacks only queue the change: nothing blocks the SDK.
+Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the
+Nacos 3 fuzzy watch of the whole group (a new or deleted dataId, pushed in tens
+of milliseconds; ``_nacos_fuzzy``), and our own reconciliation, which lists the
+group's md5s every ``poll_seconds``: a safety net that also catches up after a
+Nacos restart, and the only way to find new dataIds on a server without fuzzy
+watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
+only queue the change: nothing blocks the SDK.
 
 Every document applied is also written to a local snapshot, so that a
 restart while Nacos is down serves the last good definitions.
@@ -23,10 +25,17 @@ from loguru import logger
 from ..agent import SourceInfo
 from ..spec import format_of
 from ._nacos_client import NacosClient, NacosError
+from ._nacos_fuzzy import FuzzyWatch, GroupChange
 from .base import Document, OnChange
 
 FETCH_CONCURRENCY = 16
 """Configs read from Nacos at once while reconciling (a first load reads every dataId)."""
+
+FALLBACK_POLL_SECONDS = 2.0
+"""The longest list period while the server offers no fuzzy watch (new dataIds wait for it)."""
+
+READ_RETRIES = (0.05, 0.1, 0.2, 0.4)
+"""Pauses between reads of a dataId the fuzzy watch announced, while reads still lag."""
 
 HealthCallback = Callable[[str | None], None]
 """Told the reason the source is degraded, or None when it is healthy again."""
@@ -69,7 +78,7 @@ class NacosSource:
         *,
         accepts: Callable[[str], bool],
         snapshot: Snapshot,
-        poll_seconds: float = 2.0,
+        poll_seconds: float = 30.0,
         on_health: HealthCallback = lambda reason: None,
     ) -> None:
         self.client = client
@@ -83,7 +92,9 @@ class NacosSource:
         self._listening: set[str] = set()
         self._pushes: dict[str, int] = {}
         """Pushes received per dataId: a read older than the latest push is dropped."""
-        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
+        """(dataId, content) pushed: ``''`` a deletion to confirm, None a dataId to read."""
+        self._fuzzy: FuzzyWatch | None = None
         self._lock = asyncio.Lock()
         self._on_change: OnChange | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -96,7 +107,7 @@ class NacosSource:
     async def start(self, on_change: OnChange) -> None:
         self._on_change = on_change
         try:
-            await self.client.connect()
+            await self._connect()
             await self.reconcile()
         except NacosError as exc:
             await self._serve_snapshot(str(exc))
@@ -105,7 +116,38 @@ class NacosSource:
             asyncio.create_task(self._poll(), name=f"nacos-reconcile {self.location}"),
         ]
 
+    async def _connect(self) -> None:
+        """Connect (a no-op when connected) and, once per connection, watch the group."""
+        await self.client.connect()
+        if self._fuzzy is None:
+            self._fuzzy = await self.client.watch_group(self.group, self._group_changed)
+            if self._fuzzy is None:
+                logger.info(
+                    "Nacos at {} offers no fuzzy watch: new dataIds in {} are found by listing",
+                    self.client.settings.server_addr,
+                    self.location,
+                )
+
+    @property
+    def fuzzy_watching(self) -> bool:
+        return self._fuzzy is not None and self._fuzzy.active
+
+    def _group_changed(self, change: GroupChange) -> None:
+        # Runs inside the SDK's stream reader. Content pushes cover dataIds listened to.
+        if not self.accepts(change.data_id):
+            return
+        if change.kind == "deleted":
+            self._listener_push(change.data_id, "")
+        elif change.data_id not in self._listening:
+            self._listener_push(change.data_id, None)
+
+    def _listener_push(self, data_id: str, content: str | None) -> None:
+        self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
+        self._queue.put_nowait((data_id, content))
+
     async def stop(self) -> None:
+        if self._fuzzy is not None:
+            await self._fuzzy.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -117,24 +159,43 @@ class NacosSource:
 
     async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
         # Runs inside the SDK's listen task: hand over and return at once.
-        self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
-        self._queue.put_nowait((data_id, content))
+        self._listener_push(data_id, content)
 
     async def _pump(self) -> None:
         while True:
             data_id, content = await self._queue.get()
-            if content:
-                await self._deliver(data_id, content)
-            else:
-                # An empty push means deleted; confirm, since a read error looks the same.
-                with contextlib.suppress(NacosError):
+            try:
+                if content:
+                    await self._deliver(data_id, content)
+                elif content is None:
+                    await self._read_new(data_id)
+                else:
+                    # An empty push means deleted; confirm, since a read error looks the same.
                     await self._deliver(data_id, await self.client.get(data_id, self.group))
+            except NacosError as exc:
+                logger.warning("reading {}/{} failed: {}", self.location, data_id, exc)
+
+    async def _read_new(self, data_id: str) -> None:
+        """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s."""
+        for pause in (*READ_RETRIES, None):
+            pushes = self._pushes.get(data_id, 0)
+            text = await self.client.get(data_id, self.group)
+            if self._pushes.get(data_id, 0) != pushes or data_id in self._listening:
+                return  # a newer push or a reconcile took over
+            if text is not None:
+                await self._deliver(data_id, text)
+                return
+            if pause is not None:
+                await asyncio.sleep(pause)
 
     async def _poll(self) -> None:
         while True:
-            await asyncio.sleep(self.poll_seconds)
+            period = self.poll_seconds
+            if not self.fuzzy_watching:
+                period = min(period, FALLBACK_POLL_SECONDS)
+            await asyncio.sleep(period)
             try:
-                await self.client.connect()
+                await self._connect()
                 await self.reconcile()
             except NacosError as exc:
                 self._set_degraded(f"Nacos unreachable, serving last known definitions: {exc}")
