@@ -42,9 +42,10 @@ class NacosConfig(_Section):
     password: str = ""
     snapshot_dir: Path = Path("var/nacos-snapshot")
     """Dynagent's own last-good copy of every document, used when Nacos is down at start."""
-    poll_seconds: float = Field(default=2.0, gt=0, le=300)
-    """How often the group is listed to find new agents and catch up after outages
-    (changes to known agents are pushed at once)."""
+    poll_seconds: float = Field(default=30.0, gt=0, le=300)
+    """How often the group is listed, as a safety net: new, changed and deleted dataIds
+    are pushed (fuzzy watch). On a server without fuzzy watch the list runs at least
+    every 2 s, since it is then the only way to find new agents."""
     prompt_group: str = "PROMPTS"
     """Group of plain-config prompts, for servers without the prompt registry."""
 
@@ -189,5 +190,5 @@ def load_config(
         return ServiceConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(
-            "invalid service config", source=source, issues=issues_from(exc)
+            "invalid service config", source=source, issues=issues_from(exc, ServiceConfig, data)
         ) from None

@@ -120,7 +120,7 @@ async def test_publish_refuses_a_folder_with_an_invalid_file_and_publishes_nothi
     done = dynagent("publish", str(tmp_path), "--nacos", nacos_server.addr, "--group", nacos_group)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith(f"not published: agent 'broken' {broken}: invalid agent")
-    assert "prompt.sytem: Extra inputs are not permitted" in done.stderr
+    assert "prompt.sytem: unknown field 'sytem' in prompt; did you mean 'system'?" in done.stderr
     assert await nacos.data_ids(nacos_group) == []
 
 
@@ -133,7 +133,9 @@ async def test_publish_refuses_a_spec_the_service_could_not_build(
 
     done = dynagent("publish", str(tmp_path), "--nacos", nacos_server.addr, "--group", nacos_group)
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr.startswith("not published: agent 'bot': unknown tool (tools.0: no tool")
+    assert done.stderr.startswith(
+        "not published: agent 'bot': unknown tool (tools[no_such_tool]: no tool"
+    )
     assert await nacos.data_ids(nacos_group) == []
 
 
