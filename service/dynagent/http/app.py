@@ -7,6 +7,7 @@ store, the factories and their watchers) is created and torn down by one
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -151,9 +152,8 @@ def _lifecycle(
         ]
         started: list[AgentBuilderFactory] = []
         try:
-            for factory in chosen:
-                await factory.start(registry)
-                started.append(factory)
+            await _start_all(chosen, registry, started)
+            for factory in started:
                 app[FACTORIES][factory.name] = factory
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
@@ -166,6 +166,24 @@ def _lifecycle(
             logger.info("stopped")
 
     return lifecycle
+
+
+async def _start_all(
+    factories: Sequence[AgentBuilderFactory],
+    registry: AgentRegistry,
+    started: list[AgentBuilderFactory],
+) -> None:
+    """Start the factories side by side: with Nacos down each waits for its connect
+    timeout, and one after another they would keep the port closed that many times
+    longer. ``started`` gets those that started, in their given order; the first
+    failure is raised once all have settled."""
+    results = await asyncio.gather(
+        *(factory.start(registry) for factory in factories), return_exceptions=True
+    )
+    started += [f for f, r in zip(factories, results, strict=True) if r is None]
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _draining(app: web.Application) -> None:
