@@ -46,6 +46,8 @@ class NacosConfig(_Section):
     """How often the group is listed, as a safety net: new, changed and deleted dataIds
     are pushed (fuzzy watch). On a server without fuzzy watch the list runs at least
     every 2 s, since it is then the only way to find new agents."""
+    delete_grace_seconds: float = Field(default=0, ge=0, le=3600)
+    """How long an agent whose config was deleted keeps serving (0: removed at once)."""
     prompt_group: str = "PROMPTS"
     """Group of plain-config prompts, for servers without the prompt registry."""
 

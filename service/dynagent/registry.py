@@ -101,7 +101,7 @@ class AgentEntry:
             "state": "serving" if agent else "refused",
             "revision": agent.revision if agent else None,
             "description": agent.spec.description if agent else "",
-            "source": agent.source.as_dict() if agent else None,
+            "source": agent.source.status_dict() if agent else None,
             "factory": agent.factory if agent else None,
             "loaded_at": self.loaded_at or None,
             "last_error": self.last_error.as_dict() if self.last_error else None,
@@ -124,7 +124,7 @@ class AgentEntry:
                 "reason": canary.pulled.reason,
                 "at": canary.pulled.at,
             },
-            "source": canary.agent.source.as_dict(),
+            "source": canary.agent.source.status_dict(),
             "loaded_at": canary.loaded_at,
             "guard": canary.policy.guard.model_dump(),
         }

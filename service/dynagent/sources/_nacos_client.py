@@ -15,12 +15,16 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
 from v2.nacos.common.constants import Constants
+from v2.nacos.config.model.config_request import ConfigQueryRequest
+from v2.nacos.config.model.config_response import ConfigQueryResponse
+from v2.nacos.transport.grpc_util import GrpcUtils
 
 from ..config import NacosConfig
 from ..exceptions import DynagentError, ErrorKind
@@ -30,9 +34,33 @@ Listener = Callable[[str, str, str, str], Awaitable[None]]
 """``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
 
 CONNECT_TIMEOUT = 5.0
+CONFIG_NOT_FOUND = 300
 PAGE_SIZE = 500
 SDK_LOGGER = logging.getLogger(Constants.CONFIG_MODULE)
 """The SDK's config logger, shared by every SDK client in the process."""
+
+
+class GrayAwareQueryResponse(ConfigQueryResponse):  # type: ignore[misc]
+    """The SDK's query answer plus what it drops: the server sends ``beta`` (Java's
+    ``isBeta()``), and ``tag`` as the matched gray rule's text, which the SDK types as
+    a bool (its parse of a tag-gray answer would fail)."""
+
+    beta: bool = False
+    tag: Any = None
+
+
+GrpcUtils.remote_type["ConfigQueryResponse"] = GrayAwareQueryResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRead:
+    """A config as Nacos serves it to this client."""
+
+    content: str
+    md5: str
+    """As Nacos reports it (of the gray version when one was served)."""
+    gray: str = ""
+    """``beta`` or ``tag:{rule}`` when Nacos served a gray version, else empty."""
 
 
 class NacosError(DynagentError):
@@ -155,6 +183,27 @@ class NacosClient:
         except Exception as exc:
             raise NacosUnavailable(f"reading {group}/{data_id} failed: {exc}") from None
         return content or None
+
+    async def read(self, data_id: str, group: str) -> ConfigRead | None:
+        """The config with the md5 and gray marker Nacos reports; None when it does not
+        exist. Asks the server (the SDK's ``get_config`` returns the content only)."""
+        proxy = self._require().grpc_client_proxy
+        request = ConfigQueryRequest(group=group, dataId=data_id, tenant=self.namespace)
+        request.put_header("notify", "false")
+        try:
+            rpc_client = await proxy.fetch_rpc_client()
+            response = await proxy.request_config_server(rpc_client, request, ConfigQueryResponse)
+        except Exception as exc:
+            if getattr(exc, "error_code", None) == CONFIG_NOT_FOUND:
+                return None
+            raise NacosUnavailable(f"reading {group}/{data_id} failed: {exc}") from None
+        if not response.content:
+            return None
+        gray = "beta" if getattr(response, "beta", False) else ""
+        tag = getattr(response, "tag", None)
+        if isinstance(tag, str) and tag:
+            gray = f"tag:{tag}"
+        return ConfigRead(response.content, response.md5 or "", gray)
 
     async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:
         param = ConfigParam(data_id=data_id, group=group, content=content, type=kind)

@@ -22,9 +22,10 @@ from pathlib import Path
 
 from loguru import logger
 
+from .._health import SourceHealth
 from ..agent import SourceInfo
 from ..spec import format_of
-from ._nacos_client import NacosClient, NacosError
+from ._nacos_client import ConfigRead, NacosClient, NacosError
 from ._nacos_fuzzy import FuzzyWatch, GroupChange
 from .base import Document, OnChange
 
@@ -80,6 +81,7 @@ class NacosSource:
         snapshot: Snapshot,
         poll_seconds: float = 30.0,
         on_health: HealthCallback = lambda reason: None,
+        delete_grace_seconds: float = 0.0,
     ) -> None:
         self.client = client
         self.group = group
@@ -87,6 +89,9 @@ class NacosSource:
         self.snapshot = snapshot
         self.poll_seconds = poll_seconds
         self.on_health = on_health
+        self.delete_grace_seconds = delete_grace_seconds
+        self._deletes: dict[str, asyncio.Task[None]] = {}
+        """Deleted dataIds still served, by the task that removes them after the grace."""
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
         self._listening: set[str] = set()
@@ -99,6 +104,8 @@ class NacosSource:
         self._on_change: OnChange | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.degraded: str | None = None
+        self.health = SourceHealth()
+        """Shared by every document handed out: each agent's ``source.state``."""
 
     @property
     def location(self) -> str:
@@ -148,9 +155,10 @@ class NacosSource:
     async def stop(self) -> None:
         if self._fuzzy is not None:
             await self._fuzzy.stop()
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._deletes.values()]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         for data_id in list(self._listening):
@@ -166,24 +174,31 @@ class NacosSource:
             data_id, content = await self._queue.get()
             try:
                 if content:
-                    await self._deliver(data_id, content)
+                    await self._deliver(data_id, await self._annotated(data_id, content))
                 elif content is None:
                     await self._read_new(data_id)
                 else:
                     # An empty push means deleted; confirm, since a read error looks the same.
-                    await self._deliver(data_id, await self.client.get(data_id, self.group))
+                    await self._deliver(data_id, await self.client.read(data_id, self.group))
             except NacosError as exc:
                 logger.warning("reading {}/{} failed: {}", self.location, data_id, exc)
+
+    async def _annotated(self, data_id: str, content: str) -> ConfigRead:
+        """A pushed content with the md5 and gray marker Nacos reports for it."""
+        read = await self.client.read(data_id, self.group)
+        if read is not None and read.content == content:
+            return read
+        return ConfigRead(content, content_md5(content))
 
     async def _read_new(self, data_id: str) -> None:
         """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s."""
         for pause in (*READ_RETRIES, None):
             pushes = self._pushes.get(data_id, 0)
-            text = await self.client.get(data_id, self.group)
+            read = await self.client.read(data_id, self.group)
             if self._pushes.get(data_id, 0) != pushes or data_id in self._listening:
                 return  # a newer push or a reconcile took over
-            if text is not None:
-                await self._deliver(data_id, text)
+            if read is not None:
+                await self._deliver(data_id, read)
                 return
             if pause is not None:
                 await asyncio.sleep(pause)
@@ -231,26 +246,36 @@ class NacosSource:
         data_ids = list(listed)
         gate = asyncio.Semaphore(FETCH_CONCURRENCY)
 
-        async def read(data_id: str) -> tuple[int, str | None]:
+        async def fetch(data_id: str) -> tuple[int, ConfigRead | None]:
             async with gate:
                 pushes = self._pushes.get(data_id, 0)
-                return pushes, await self.client.get(data_id, self.group)
+                return pushes, await self.client.read(data_id, self.group)
 
-        reads = [asyncio.ensure_future(read(data_id)) for data_id in data_ids]
+        reads = [asyncio.ensure_future(fetch(data_id)) for data_id in data_ids]
         try:
             for data_id, pending in zip(data_ids, reads, strict=True):
-                pushes, text = await pending
+                pushes, read = await pending
                 # None for a dataId the listing holds is a read that trails a re-creation
                 # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
-                current = text is not None and content_md5(text) == listed[data_id]
+                # A gray version never matches the listing (that is the formal md5).
+                current = read is not None and content_md5(read.content) == listed[data_id]
                 if current and self._pushes.get(data_id, 0) == pushes:
-                    await self._deliver(data_id, text, announce=False)
+                    await self._deliver(data_id, read, announce=False)
         finally:
             for pending in reads:
                 pending.cancel()
             await asyncio.gather(*reads, return_exceptions=True)
 
-    async def _deliver(self, data_id: str, text: str | None, *, announce: bool = True) -> None:
+    async def _deliver(
+        self, data_id: str, read: ConfigRead | None, *, announce: bool = True, final: bool = False
+    ) -> None:
+        text = read.content if read is not None else None
+        if text is None and self.delete_grace_seconds and not final:
+            self._delete_later(data_id)
+            return
+        pending = self._deletes.pop(data_id, None)
+        if pending is not None and text is not None:
+            pending.cancel()  # re-created within the grace period
         async with self._lock:
             if text is None:
                 if self._md5.pop(data_id, None) is None:
@@ -267,19 +292,47 @@ class NacosSource:
                 self._md5[data_id] = content_md5(text)
                 self.snapshot.save(data_id, text)
             assert self._on_change is not None
-            await self._on_change(self._document(data_id, text))
+            await self._on_change(self._document(data_id, read))
 
-    def _document(self, data_id: str, text: str | None, *, from_snapshot: bool = False) -> Document:
+    def _delete_later(self, data_id: str) -> None:
+        """Keep serving a deleted dataId for ``delete_grace_seconds``, then remove it
+        unless it came back."""
+        if data_id not in self._md5 or data_id in self._deletes:
+            return
+
+        async def remove() -> None:
+            await asyncio.sleep(self.delete_grace_seconds)
+            try:
+                back = await self.client.read(data_id, self.group)
+            except NacosError:
+                back = None  # Nacos said it was deleted; an outage since does not undo that
+            self._deletes.pop(data_id, None)
+            await self._deliver(data_id, back, final=True)
+
+        logger.info(
+            "{}/{} deleted in Nacos; still served for {:g} s",
+            self.location,
+            data_id,
+            self.delete_grace_seconds,
+        )
+        self._deletes[data_id] = asyncio.create_task(remove(), name=f"nacos-delete {data_id}")
+
+    def _document(
+        self, data_id: str, read: ConfigRead | None, *, from_snapshot: bool = False
+    ) -> Document:
         details = {
             "namespace": self.client.namespace or "public",
             "group": self.group,
             "data_id": data_id,
         }
-        if text is not None:
-            details["md5"] = content_md5(text)
+        if read is not None:
+            details["md5"] = read.md5 or content_md5(read.content)
+            if read.gray:
+                details["gray"] = read.gray
         if from_snapshot:
             details["from"] = "snapshot"
-        info = SourceInfo("nacos", f"{self.location}/{data_id}", details)
+        info = SourceInfo("nacos", f"{self.location}/{data_id}", details, self.health)
+        text = read.content if read is not None else None
         return Document(data_id, text, format_of(data_id), info)
 
     async def _serve_snapshot(self, reason: str) -> None:
@@ -298,7 +351,8 @@ class NacosSource:
             # Marked, not the real md5: the first reconcile with Nacos re-delivers even
             # unchanged content, so the status stops saying "from snapshot".
             self._md5[data_id] = f"snapshot:{content_md5(text)}"
-            await self._on_change(self._document(data_id, text, from_snapshot=True))
+            read = ConfigRead(text, content_md5(text))
+            await self._on_change(self._document(data_id, read, from_snapshot=True))
 
     def _set_degraded(self, reason: str | None) -> None:
         if reason == self.degraded:
@@ -308,4 +362,5 @@ class NacosSource:
         elif self.degraded is None:
             logger.warning("Nacos source {}: {}", self.location, reason)
         self.degraded = reason
+        self.health.set(reachable=reason is None)
         self.on_health(reason)
