@@ -58,6 +58,8 @@ class FactoriesConfig(_Section):
     """Serve every agent in ``nacos.group`` (full-agent factory)."""
     nacos_prompt: DefaultFactoryConfig | None = None
     """Local specs whose ``prompt.ref`` points into Nacos (prompt-only factory)."""
+    spring_ai_alibaba: bool = False
+    """Serve every Spring AI Alibaba agent of the namespace (groups ``ai-agent-*``)."""
 
 
 class SessionsConfig(_Section):

@@ -21,6 +21,7 @@ from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
 from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
+from ..factories.spring_ai_alibaba import SpringAiAlibabaAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
 from ..registry import AgentRegistry
 from ..resources import Resources
@@ -208,6 +209,8 @@ def configured_factories(
     ]
     if config.factories.nacos:
         chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
+    if config.factories.spring_ai_alibaba:
+        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos))
     prompt_only = config.factories.nacos_prompt
     if prompt_only is not None and prompt_only.directory is not None:
         chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))

@@ -28,7 +28,7 @@ from v2.nacos.transport.grpc_util import GrpcUtils
 
 from ..config import NacosConfig
 from ..exceptions import DynagentError, ErrorKind
-from ._nacos_fuzzy import FuzzyWatch, OnGroupChange
+from ._nacos_fuzzy import FuzzyHub, FuzzyWatch, OnGroupChange
 
 Listener = Callable[[str, str, str, str], Awaitable[None]]
 """``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
@@ -89,8 +89,16 @@ async def _shutdown(service: Any) -> None:
     if isinstance(stop, asyncio.Event):
         stop.set()
         _wake_listen_task(service)
-    with contextlib.suppress(Exception):
+    try:
         await service.shutdown()
+    except asyncio.CancelledError:
+        # The SDK awaits its listen task, which may end cancelled by grpc mid-request;
+        # only a cancellation of the task closing us is ours to pass on.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+    except Exception:  # noqa: S110 (closing: nothing left to do about it)
+        pass
 
 
 class NacosClient:
@@ -107,6 +115,9 @@ class NacosClient:
         self._log_handlers: list[logging.Handler] = []
         self._http: aiohttp.ClientSession | None = None
         self._token: str | None = None
+        self._hub: FuzzyHub | None = None
+        """The fuzzy watches on the current SDK connection."""
+        self._hub_service: Any = None
 
     @property
     def namespace(self) -> str:
@@ -244,8 +255,11 @@ class NacosClient:
     async def watch_group(self, group: str, on_change: OnGroupChange) -> FuzzyWatch | None:
         """Have the server push every dataId of ``group`` that appears, changes or goes
         (Nacos 3 fuzzy watch); None when the server does not support it."""
-        watch = FuzzyWatch(self.namespace, group, on_change)
-        if await watch.start(self._require()):
+        service = self._require()
+        if self._hub is None or self._hub_service is not service:
+            self._hub, self._hub_service = FuzzyHub(), service
+        watch = FuzzyWatch(self.namespace, group, on_change, self._hub)
+        if await watch.start(service):
             return watch
         await watch.stop()
         return None
@@ -257,7 +271,15 @@ class NacosClient:
 
     async def list_group(self, group: str) -> dict[str, str]:
         """``{dataId: md5}`` of every config in ``group`` (v3 admin API; the SDK has no list)."""
-        found: dict[str, str] = {}
+        return (await self._list(group, "accurate")).get(group, {})
+
+    async def list_groups(self, prefix: str) -> dict[str, dict[str, str]]:
+        """``{group: {dataId: md5}}`` of every config in the groups named ``prefix…``."""
+        found = await self._list(f"{prefix}*", "blur")
+        return {group: items for group, items in found.items() if group.startswith(prefix)}
+
+    async def _list(self, group: str, search: str) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
         page = 1
         while True:
             params = {
@@ -266,13 +288,14 @@ class NacosClient:
                 "namespaceId": self.settings.namespace or "public",
                 "groupName": group,
                 "dataId": "",
-                "search": "accurate",
+                "search": search,
             }
             data = await self._get_json("/v3/admin/cs/config/list", params)
             items = data.get("pageItems") or []
             for item in items:
-                if item.get("groupName") == group:
-                    found[str(item["dataId"])] = str(item.get("md5") or "")
+                name = str(item.get("groupName"))
+                if search == "blur" or name == group:
+                    found.setdefault(name, {})[str(item["dataId"])] = str(item.get("md5") or "")
             if page >= int(data.get("pagesAvailable") or 1) or not items:
                 return found
             page += 1

@@ -139,41 +139,69 @@ def parse_group_key(key: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-class _PushHandler(IServerRequestHandler):  # type: ignore[misc]
-    def __init__(self, watch: FuzzyWatch) -> None:
-        self.watch = watch
+class FuzzyHub(IServerRequestHandler, ConnectionEventListener):  # type: ignore[misc]
+    """Every fuzzy watch on one SDK connection. The SDK keeps one handler per push type,
+    so the watches share this one, which hands each push to all of them (each keeps what
+    its pattern matches), and sends them all again after a reconnect."""
+
+    def __init__(self) -> None:
+        self.watches: list[FuzzyWatch] = []
+        self._rpc_client: Any = None
+
+    async def attach(self, service: Any) -> Any:
+        """The SDK's gRPC client of ``service``, with this hub registered on it (once)."""
+        if self._rpc_client is None:
+            GrpcUtils.remote_type.update(WIRE_TYPES)
+            rpc_client = await service.grpc_client_proxy.fetch_rpc_client()
+            for kind in ("ConfigFuzzyWatchSyncRequest", "ConfigFuzzyWatchChangeNotifyRequest"):
+                await rpc_client.register_server_request_handler(kind, self)
+            await rpc_client.register_connection_listener(self)
+            self._rpc_client = rpc_client
+        return self._rpc_client
 
     def name(self) -> str:
         return "DynagentFuzzyWatchHandler"
 
     async def request_reply(self, request: Any) -> Any:
         if isinstance(request, ConfigFuzzyWatchChangeNotifyRequest):
-            self.watch.received(request.groupKey, request.changeType)
+            self._received(request.groupKey, request.changeType)
             return ConfigFuzzyWatchChangeNotifyResponse()
         if isinstance(request, ConfigFuzzyWatchSyncRequest):
             for context in request.contexts or ():
-                self.watch.received(context.groupKey, context.changedType)
+                self._received(context.groupKey, context.changedType)
             return ConfigFuzzyWatchSyncResponse()
         return None
 
-
-class _Rewatch(ConnectionEventListener):  # type: ignore[misc]
-    """After a reconnect the server has forgotten the watch: send it again."""
-
-    def __init__(self, watch: FuzzyWatch) -> None:
-        self.watch = watch
+    def _received(self, group_key: str, change_type: str) -> None:
+        for watch in list(self.watches):
+            watch.received(group_key, change_type)
 
     async def on_connected(self) -> None:
-        self.watch.resend_soon()
+        # After a reconnect the server has forgotten the watches: send them again.
+        for watch in self.watches:
+            watch.resend_soon()
 
     async def on_disconnect(self) -> None:
         return None
 
 
-class FuzzyWatch:
-    """Watches every dataId of one group for additions, changes and deletions."""
+def matches(pattern: str, value: str) -> bool:
+    """The server's own rule (``FuzzyGroupKeyPattern.itemMatched``): exact, ``*``,
+    ``prefix*``, ``*suffix`` or ``*part*``."""
+    if "*" not in pattern:
+        return pattern == value
+    core = pattern.strip("*")
+    if pattern.startswith("*") and pattern.endswith("*"):
+        return core in value
+    return value.endswith(core) if pattern.startswith("*") else value.startswith(core)
 
-    def __init__(self, namespace: str, group: str, on_change: OnGroupChange) -> None:
+
+class FuzzyWatch:
+    """Watches every dataId of the groups matching ``group`` (a name or a pattern such as
+    ``ai-agent-*``) for additions, changes and deletions."""
+
+    def __init__(self, namespace: str, group: str, on_change: OnGroupChange, hub: FuzzyHub) -> None:
+        self.hub = hub
         self.pattern = group_key_pattern(namespace, group)
         self.group = group
         self.on_change = on_change
@@ -184,14 +212,8 @@ class FuzzyWatch:
 
     async def start(self, service: Any) -> bool:
         """Send the watch over ``service``'s connection; False when the server refuses it."""
-        GrpcUtils.remote_type.update(WIRE_TYPES)
-        proxy = service.grpc_client_proxy
-        rpc_client = await proxy.fetch_rpc_client()
-        handler = _PushHandler(self)
-        for kind in ("ConfigFuzzyWatchSyncRequest", "ConfigFuzzyWatchChangeNotifyRequest"):
-            await rpc_client.register_server_request_handler(kind, handler)
-        await rpc_client.register_connection_listener(_Rewatch(self))
-        self._rpc_client = rpc_client
+        self._rpc_client = await self.hub.attach(service)
+        self.hub.watches.append(self)
         self.active = await self._send()
         return self.active
 
@@ -224,11 +246,13 @@ class FuzzyWatch:
     def received(self, group_key: str, change_type: str) -> None:
         data_id, group, _tenant = parse_group_key(group_key)
         kind = _KINDS.get(change_type)
-        if kind is None or group != self.group or not data_id:
+        if kind is None or not matches(self.group, group) or not data_id:
             return
         self.on_change(GroupChange(data_id, group, kind))
 
     async def stop(self) -> None:
+        if self in self.hub.watches:
+            self.hub.watches.remove(self)
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

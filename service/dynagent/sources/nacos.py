@@ -82,6 +82,8 @@ class NacosSource:
         poll_seconds: float = 30.0,
         on_health: HealthCallback = lambda reason: None,
         delete_grace_seconds: float = 0.0,
+        watch: bool = True,
+        owns_client: bool = True,
     ) -> None:
         self.client = client
         self.group = group
@@ -90,6 +92,11 @@ class NacosSource:
         self.poll_seconds = poll_seconds
         self.on_health = on_health
         self.delete_grace_seconds = delete_grace_seconds
+        self.watch = watch
+        """Fuzzy-watch the group; False when the owner watches many groups at once and
+        hands this source its changes (``group_changed``)."""
+        self.owns_client = owns_client
+        """Close the client on stop; False when sources share one."""
         self._deletes: dict[str, asyncio.Task[None]] = {}
         """Deleted dataIds still served, by the task that removes them after the grace."""
         self._md5: dict[str, str] = {}
@@ -126,7 +133,7 @@ class NacosSource:
     async def _connect(self) -> None:
         """Connect (a no-op when connected) and, once per connection, watch the group."""
         await self.client.connect()
-        if self._fuzzy is None:
+        if self._fuzzy is None and self.watch:
             self._fuzzy = await self.client.watch_group(self.group, self._group_changed)
             if self._fuzzy is None:
                 logger.info(
@@ -137,7 +144,11 @@ class NacosSource:
 
     @property
     def fuzzy_watching(self) -> bool:
-        return self._fuzzy is not None and self._fuzzy.active
+        return not self.watch or (self._fuzzy is not None and self._fuzzy.active)
+
+    def group_changed(self, change: GroupChange) -> None:
+        """A dataId of the group appeared, changed or went (fuzzy watch push)."""
+        self._group_changed(change)
 
     def _group_changed(self, change: GroupChange) -> None:
         # Runs inside the SDK's stream reader. Content pushes cover dataIds listened to.
@@ -163,7 +174,8 @@ class NacosSource:
                 await task
         for data_id in list(self._listening):
             await self.client.unlisten(data_id, self.group, self._listener)
-        await self.client.close()
+        if self.owns_client:
+            await self.client.close()
 
     async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
         # Runs inside the SDK's listen task: hand over and return at once.
