@@ -47,6 +47,7 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 240.0
 """A cold start downloads the server with Maven first (~35 s; slow mirrors take longer)."""
 OK = {"code": 0, "message": "success", "data": True}
+FUZZY_PATTERNS_OPTION = "-Dnacos.config.fuzzy.watch.max.pattern.count=5000"
 
 
 def nacos_ports(port: int) -> tuple[int, ...]:
@@ -158,6 +159,11 @@ class NacosServer:
             "NACOS_PORT": str(self.port),
             "NACOS_CONSOLE": "1" if self.console_port else "0",
             **({"NACOS_CONSOLE_PORT": str(self.console_port)} if self.console_port else {}),
+            # Fuzzy watch patterns are capped server-wide (default 20, kept after their
+            # clients leave); every test watches a group of its own.
+            "NACOS_JAVA_OPTS": " ".join(
+                (os.environ.get("NACOS_JAVA_OPTS", ""), FUZZY_PATTERNS_OPTION)
+            ).strip(),
             "NACOS_HOME": str(self.home),
         }
         done = subprocess.run(

@@ -45,6 +45,8 @@ class Piece:
     data_id: str
     text: str
     md5: str
+    gray: bool = False
+    """Served as a gray version: its md5 is not the one the list shows."""
 
 
 def parse_piece(piece: Piece) -> dict[str, Any]:

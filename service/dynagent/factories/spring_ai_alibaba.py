@@ -38,6 +38,9 @@ from .base import _unexpected
 ASSEMBLY_WINDOW = 0.3
 """Seconds a change waits for the other pieces published with it."""
 
+SETTLE_ROUNDS = 5
+"""Windows an assembly waits at most for pieces the server lists but has not pushed yet."""
+
 
 @cache
 def _tool_types() -> frozenset[str]:
@@ -62,6 +65,8 @@ class SpringAiAlibabaAgentBuilderFactory:
         self._prompt_source: NacosSource | None = None
         self._watch: FuzzyWatch | None = None
         self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._rounds: dict[str, int] = {}
+        """Agent name → windows its assembly already waited for pieces in flight."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._poll: asyncio.Task[None] | None = None
         self._starting = True
@@ -196,10 +201,12 @@ class SpringAiAlibabaAgentBuilderFactory:
                 if base and layout.prompt_data_id(layout.prompt_key_of(base)) == document.key:
                     self._schedule(name)
 
-    def _schedule(self, name: str) -> None:
+    def _schedule(self, name: str, *, settling: bool = False) -> None:
         """Assemble ``name`` once no piece of it changed for ``ASSEMBLY_WINDOW``."""
         if self._starting:
             return  # start() assembles every agent once all pieces are in
+        if not settling:
+            self._rounds.pop(name, None)
         pending = self._pending.pop(name, None)
         if pending is not None:
             pending.cancel()
@@ -208,12 +215,35 @@ class SpringAiAlibabaAgentBuilderFactory:
             ASSEMBLY_WINDOW, lambda: self._spawn(self._assemble(name))
         )
 
+    async def _in_flight(self, group: str, pieces: Mapping[str, layout.Piece]) -> bool:
+        """Whether the server lists a piece other than the one held: published, but its
+        push has not arrived (pushes trail a publish by 0.1 s, sometimes far more)."""
+        held = [p for p in pieces.values() if not p.gray]
+        try:
+            listed = await self.client.list_group(group)
+            for piece in held:
+                if piece.group != group:  # the prompt
+                    listed |= await self.client.list_group(piece.group, piece.data_id)
+        except NacosError:
+            return False  # assemble what is here; the reconcile catches up
+        return any(listed.get(p.data_id, p.md5) != p.md5 for p in held) or any(
+            d in layout.PIECES and d not in pieces for d in listed
+        )
+
     async def _assemble(self, name: str) -> None:
         self._pending.pop(name, None)
         registry = self._registry
         assert registry is not None
         pieces = dict(self._pieces.get(name, {}))
         group = f"{layout.GROUP_PREFIX}{name}"
+        prompt_piece = self._prompt_of(pieces)
+        held = {**pieces, **({"": prompt_piece} if prompt_piece else {})}
+        rounds = self._rounds.get(name, 0)
+        if not self._starting and rounds < SETTLE_ROUNDS and await self._in_flight(group, held):
+            self._rounds[name] = rounds + 1
+            self._schedule(name, settling=True)
+            return
+        self._rounds.pop(name, None)
         where = f"{self.settings.namespace or 'public'}/{group}"
         if layout.AGENT_BASE not in pieces:
             if name in registry:
@@ -240,6 +270,16 @@ class SpringAiAlibabaAgentBuilderFactory:
             return
         registry.put(agent)
 
+    def _prompt_of(self, pieces: Mapping[str, layout.Piece]) -> layout.Piece | None:
+        base = pieces.get(layout.AGENT_BASE)
+        if base is None:
+            return None
+        try:
+            key = layout.prompt_key_of(base)
+        except ConfigError:
+            return None
+        return self._prompts.get(layout.prompt_data_id(key)) if key else None
+
     def _check_tool_types(self, document: Mapping[str, object]) -> None:
         tools = document.get("tools")
         wanted = (
@@ -257,9 +297,8 @@ class SpringAiAlibabaAgentBuilderFactory:
 def _piece(document: Document) -> layout.Piece:
     assert document.text is not None
     details = document.info.details
-    return layout.Piece(
-        details.get("group", ""), document.key, document.text, details.get("md5", "")
-    )
+    group, md5, gray = details.get("group", ""), details.get("md5", ""), details.get("gray")
+    return layout.Piece(group, document.key, document.text, md5, gray=bool(gray))
 
 
 def _source_info(

@@ -269,16 +269,17 @@ class NacosClient:
             with contextlib.suppress(Exception):
                 await self._service.remove_listener(data_id, group, listener)
 
-    async def list_group(self, group: str) -> dict[str, str]:
-        """``{dataId: md5}`` of every config in ``group`` (v3 admin API; the SDK has no list)."""
-        return (await self._list(group, "accurate")).get(group, {})
+    async def list_group(self, group: str, data_id: str = "") -> dict[str, str]:
+        """``{dataId: md5}`` of every config in ``group`` (v3 admin API; the SDK has no list),
+        or of just ``data_id``. Unlike reads, the list shows a publish at once."""
+        return (await self._list(group, "accurate", data_id)).get(group, {})
 
     async def list_groups(self, prefix: str) -> dict[str, dict[str, str]]:
         """``{group: {dataId: md5}}`` of every config in the groups named ``prefix…``."""
         found = await self._list(f"{prefix}*", "blur")
         return {group: items for group, items in found.items() if group.startswith(prefix)}
 
-    async def _list(self, group: str, search: str) -> dict[str, dict[str, str]]:
+    async def _list(self, group: str, search: str, data_id: str = "") -> dict[str, dict[str, str]]:
         found: dict[str, dict[str, str]] = {}
         page = 1
         while True:
@@ -287,7 +288,7 @@ class NacosClient:
                 "pageSize": str(self.page_size),
                 "namespaceId": self.settings.namespace or "public",
                 "groupName": group,
-                "dataId": "",
+                "dataId": data_id,
                 "search": search,
             }
             data = await self._get_json("/v3/admin/cs/config/list", params)

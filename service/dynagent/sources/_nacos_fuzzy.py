@@ -253,6 +253,11 @@ class FuzzyWatch:
     async def stop(self) -> None:
         if self in self.hub.watches:
             self.hub.watches.remove(self)
+        if self.active and self._rpc_client is not None:
+            # Tell the server; patterns count against a server-wide cap (default 20).
+            cancel = ConfigFuzzyWatchRequest(groupKeyPattern=self.pattern, watchType="CANCEL_WATCH")
+            with contextlib.suppress(Exception):
+                await self._rpc_client.request(cancel, 1000)
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
