@@ -46,7 +46,7 @@ class NacosConfig(_Section):
     """How often the group is listed, as a safety net: new, changed and deleted dataIds
     are pushed (fuzzy watch). On a server without fuzzy watch the list runs at least
     every 2 s, since it is then the only way to find new agents."""
-    delete_grace_seconds: float = Field(default=0, ge=0, le=3600)
+    delete_grace_seconds: float = Field(default=0.0, ge=0, le=3600)
     """How long an agent whose config was deleted keeps serving (0: removed at once)."""
     prompt_group: str = "PROMPTS"
     """Group of plain-config prompts, for servers without the prompt registry."""
@@ -60,6 +60,17 @@ class FactoriesConfig(_Section):
     """Local specs whose ``prompt.ref`` points into Nacos (prompt-only factory)."""
     spring_ai_alibaba: bool = False
     """Serve every Spring AI Alibaba agent of the namespace (groups ``ai-agent-*``)."""
+
+
+class A2aConfig(_Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    register_: bool = Field(default=False, alias="register")
+    """Release every agent's A2A card to the Nacos A2A registry (``nacos.server_addr``)
+    and register its endpoint; updated on every new revision, deregistered on shutdown."""
+    url: str = Field(default="", pattern=r"^(https?://[^/?#]+(/[^?#]*)?)?$")
+    """The service's address as callers reach it (``https://agents.internal``); the
+    endpoint registered for agent X is ``{url}/a2a/X``. Required with ``register``."""
 
 
 class SessionsConfig(_Section):
@@ -92,6 +103,7 @@ class ServiceConfig(_Section):
     """Allow listening on a non-loopback address with auth off."""
     factories: FactoriesConfig = FactoriesConfig()
     nacos: NacosConfig = NacosConfig()
+    a2a: A2aConfig = A2aConfig()
     sessions: SessionsConfig = SessionsConfig()
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()

@@ -44,6 +44,7 @@ traces: {max_traces: 5}
             "default": {"directory": base / "agents"},
             "nacos": True,
             "nacos_prompt": {"directory": base / "../prompted"},
+            "spring_ai_alibaba": False,
         },
         "nacos": {
             "server_addr": "nacos:8848",
@@ -53,8 +54,10 @@ traces: {max_traces: 5}
             "password": "pw",
             "snapshot_dir": base / "snap",
             "poll_seconds": 30.0,
+            "delete_grace_seconds": 0.0,
             "prompt_group": "PROMPTS",
         },
+        "a2a": {"register": False, "url": ""},
         "sessions": {"store": "sqlite", "path": base / "state/sessions.db"},
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",
@@ -95,6 +98,7 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
         "username": "nacos",
         "password": "secret",
         "poll_seconds": 30.0,
+        "delete_grace_seconds": 0.0,
         "prompt_group": "PROMPTS",
     }
 

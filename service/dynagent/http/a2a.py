@@ -10,15 +10,13 @@ metrics and traces. A message's ``contextId`` is the run's session.
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 from a2a.types import (
     A2ARequest,
-    AgentCapabilities,
-    AgentCard,
-    AgentSkill,
-    HTTPAuthSecurityScheme,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -29,7 +27,6 @@ from a2a.types import (
     MethodNotFoundError,
     Part,
     Role,
-    SecurityScheme,
     SendMessageRequest,
     SendMessageSuccessResponse,
     SendStreamingMessageRequest,
@@ -39,36 +36,44 @@ from a2a.types import (
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from ..agent import Agent
+from ..a2a_card import agent_card
 from ..events import ErrorEvent, FinalOutput
-from ..exceptions import DynagentError
+from ..exceptions import ConfigError, DynagentError
+from ..sources._nacos_a2a import NacosA2aRegistrar
 from .bodies import read_raw
 from .runs import RunRequest, agent_headers, run_agent, stream_agent
-from .state import REGISTRY, caller
+from .state import A2A_REGISTRAR, CONFIG, REGISTRY, caller
 
 routes = web.RouteTableDef()
 
+
+async def start_registrar(app: web.Application) -> NacosA2aRegistrar | None:
+    """With ``a2a.register``: the Nacos A2A registry told of every agent, now and on
+    each change (a ``ConfigError`` when ``a2a.url`` is missing)."""
+    config, registry = app[CONFIG], app[REGISTRY]
+    if not config.a2a.register_:
+        return None
+    if not config.a2a.url:
+        raise ConfigError(
+            "a2a.register needs a2a.url: the address callers reach this service at",
+            source="service config",
+        )
+    work_dir = Path(tempfile.mkdtemp(prefix="dynagent-a2a-"))
+    registrar = NacosA2aRegistrar(config.nacos, config.a2a.url, work_dir)
+    await registrar.start([entry.stable for entry in registry if entry.stable is not None])
+
+    def tell(name: str, what: str) -> None:
+        if what == "swapped" and name in registry:
+            registrar.changed_agent(name, registry.entry(name).stable)
+        elif what == "removed":
+            registrar.changed_agent(name, None)
+
+    registry.listeners.append(tell)
+    app[A2A_REGISTRAR] = registrar
+    return registrar
+
+
 KNOWN_METHODS = frozenset({"message/send", "message/stream"})
-
-
-def agent_card(agent: Agent, url: str) -> AgentCard:
-    """The A2A card of ``agent`` served at ``url``."""
-    description = agent.spec.description or f"Dynagent agent {agent.name}"
-    return AgentCard(
-        name=agent.name,
-        description=description,
-        version=agent.revision,
-        url=url,
-        preferred_transport="JSONRPC",
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain"],
-        default_output_modes=["text/plain", "application/json"],
-        skills=[
-            AgentSkill(id=agent.name, name=agent.name, description=description, tags=["dynagent"])
-        ],
-        security_schemes={"bearer": SecurityScheme(root=HTTPAuthSecurityScheme(scheme="bearer"))},
-        security=[{"bearer": []}],
-    )
 
 
 def endpoint_url(request: web.Request, name: str) -> str:

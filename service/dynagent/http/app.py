@@ -153,14 +153,18 @@ def _lifecycle(
             *(make(builder, config) for make in factories),
         ]
         started: list[AgentBuilderFactory] = []
+        registrar = None
         try:
             await _start_all(chosen, registry, started)
             for factory in started:
                 app[FACTORIES][factory.name] = factory
+            registrar = await a2a.start_registrar(app)
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield
         finally:
+            if registrar is not None:
+                await registrar.stop()
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()

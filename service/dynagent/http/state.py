@@ -7,6 +7,7 @@ from aiohttp import web
 from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..registry import AgentRegistry
+from ..sources._nacos_a2a import NacosA2aRegistrar
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .metrics import Metrics
@@ -24,6 +25,8 @@ CONFIG = web.AppKey("config", ServiceConfig)
 DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
+A2A_REGISTRAR = web.AppKey("a2a_registrar", NacosA2aRegistrar)
+"""Present when ``a2a.register`` is on."""
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
 
 CALLER = web.RequestKey("caller", Caller)
