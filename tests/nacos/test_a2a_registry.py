@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from dynagent.config import NacosConfig
 from dynagent.http.state import A2A_REGISTRAR
+from dynagent.tools.a2a import remote_agent_tool
 from tests.support.nacos import NacosAdmin
 from tests.support.service import (
     RunningService,
@@ -61,6 +64,19 @@ async def test_agent_cards_are_released_to_the_nacos_a2a_registry_and_follow_eac
             "url": f"{URL}/a2a/{name}",
         }
         assert card["capabilities"]["streaming"] is True
+
+        # A remote-agent tool finds the agent through the registry at call time, and
+        # calls it over A2A (here at the test server's real address).
+        registrar = service.app[A2A_REGISTRAR]
+        assert await registrar.url_of(name) == f"{URL}/a2a/{name}"
+
+        async def here() -> str:
+            return f"{service.url}/a2a/{name}"
+
+        async with aiohttp.ClientSession() as session:
+            tool = remote_agent_tool(name, "", here, session)
+            answer = await tool.function({"input": "ping"})
+        assert answer == "[test model] you said: ping"
 
         second = agent_document(name, description="A new revision.")
         service.write_agent(second)

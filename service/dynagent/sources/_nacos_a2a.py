@@ -24,6 +24,7 @@ from loguru import logger
 from v2.nacos import ClientConfigBuilder
 from v2.nacos.ai.model.ai_param import (
     DeregisterAgentEndpointParam,
+    GetAgentCardParam,
     RegisterAgentEndpointParam,
     ReleaseAgentCardParam,
 )
@@ -130,6 +131,12 @@ class NacosA2aRegistrar:
             while not predicate(self):
                 await self.changed.wait()
 
+    async def url_of(self, name: str) -> str:
+        """Where agent ``name`` answers now, per the registry (for remote agent tools)."""
+        if self._service is None:
+            raise NacosUnavailable("the Nacos A2A registry is not connected")
+        return await card_url(self._service, name)
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -142,3 +149,12 @@ class NacosA2aRegistrar:
             with contextlib.suppress(Exception):
                 await self._service.shutdown()
         shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+async def card_url(service: Any, name: str) -> str:
+    """Where agent ``name`` answers now, per its latest card in the Nacos A2A registry."""
+    card = await service.get_agent_card(GetAgentCardParam(agent_name=name))
+    url = getattr(card, "url", "")
+    if not url:
+        raise LookupError(f"the Nacos A2A registry has no address for agent {name!r}")
+    return str(url)
