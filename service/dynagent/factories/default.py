@@ -37,14 +37,17 @@ class DefaultAgentBuilderFactory:
     async def start(self, registry: AgentRegistry) -> None:
         builder = self.builder()
         for spec in self.specs:
+            await builder.prepare(spec)
             registry.put(builder.build(spec, source=SourceInfo("code")))
         if self.directory is not None:
-            applier = DocumentApplier(registry, self._build)
+            applier = DocumentApplier(registry, self._build, rebuilds=self._template.rebuilds)
             self._source = FileSource(self.directory)
             await self._source.start(applier.apply)
 
-    def _build(self, spec: AgentSpec, document: Document) -> Agent:
-        return self.builder().build(spec, source=document.info)
+    async def _build(self, spec: AgentSpec, document: Document) -> Agent:
+        builder = self.builder()
+        await builder.prepare(spec)
+        return builder.build(spec, source=document.info)
 
     async def write(
         self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from .._mcp_setup import mcp_servers
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
@@ -28,13 +29,13 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import admin, agents, openai_compat
+from . import admin, agents, mcp, openai_compat
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
+from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, MCP, METRICS, REGISTRY, TRACES
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -99,6 +100,7 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(mcp.routes)
     return app
 
 
@@ -112,6 +114,7 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[DRAIN] = Drain()
+    app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:
         if what == "removed":
@@ -144,6 +147,8 @@ def _lifecycle(
             resources=resources,
             sessions=store,
             environ=environ,
+            mcp=app[MCP],
+            agents=registry,
         )
         chosen = [
             *configured_factories(builder, config, specs),
@@ -162,6 +167,7 @@ def _lifecycle(
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
+            await app[MCP].aclose()
             await resources.aclose()
             logger.info("stopped")
 

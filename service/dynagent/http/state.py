@@ -7,6 +7,7 @@ from aiohttp import web
 from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..registry import AgentRegistry
+from ..tools.mcp import McpServers
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .metrics import Metrics
@@ -25,6 +26,8 @@ DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
+MCP = web.AppKey("mcp", McpServers)
+"""The MCP servers agents use and their pooled sessions."""
 
 CALLER = web.RequestKey("caller", Caller)
 """The authenticated ``Caller`` of a request."""

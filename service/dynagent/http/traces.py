@@ -15,7 +15,16 @@ class TraceStore:
         self.max_traces = max_traces
         self._traces: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
-    def record(self, agent: Agent, variant: str, trace_id: str, events: Sequence[Event]) -> None:
+    def record(
+        self,
+        agent: Agent,
+        variant: str,
+        trace_id: str,
+        events: Sequence[Event],
+        *,
+        nested: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """``nested``: the runs of agents this run called as tools, with their events."""
         self._traces[trace_id] = {
             "trace_id": trace_id,
             "agent": agent.name,
@@ -24,6 +33,7 @@ class TraceStore:
             "factory": agent.factory,
             "source": agent.source.as_dict(),
             "events": [event.as_dict() for event in events],
+            "nested": list(nested),
         }
         self._traces.move_to_end(trace_id)
         while len(self._traces) > self.max_traces:
