@@ -48,6 +48,9 @@ class AgentBuilder:
     """MCP servers for ``type: mcp`` entries (the service always has them)."""
     agents: AgentDirectory | None = None
     """Where ``type: agent`` entries find their agent at call time (the registry)."""
+    offline: bool = False
+    """Check MCP and agent tool entries by their shape only, reaching no server
+    (``dynagent validate`` / ``publish``): their tools are left out of the agent."""
 
     @property
     def rebuilds(self) -> list[Callable[[frozenset[str]], None]] | None:
@@ -167,6 +170,8 @@ class AgentBuilder:
             tools.update((tool.name, tool) for tool in interceptor.tools)
         for index, entry in enumerate(spec.tools):
             path = f"tools.{index}"
+            if self.offline and isinstance(entry, McpToolSpec | AgentToolSpec):
+                continue
             if isinstance(entry, McpToolSpec):
                 offered = self._mcp_tools(spec, entry, path)
                 remote.extend(offered)

@@ -83,7 +83,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def validate(args: argparse.Namespace) -> int:
     failed = 0
-    builder = AgentBuilder()
+    builder = AgentBuilder(offline=True)
     for path in args.files:
         try:
             spec = load_agent_file(path)
