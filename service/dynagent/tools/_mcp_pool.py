@@ -305,6 +305,9 @@ class McpPool:
         """Agents built (or refused) on each target: rebuilt when it changes."""
         self.listeners: list[Callable[[frozenset[str]], None]] = []
         """Told the names of the agents to rebuild when a server's tools or state change."""
+        self.changes = 0
+        """Bumped on every change of a server's tools, state or registry entry."""
+        self._changed_event = asyncio.Event()
 
     def connection(self, target: McpTarget) -> McpConnection:
         found = self._connections.get(target)
@@ -322,10 +325,19 @@ class McpPool:
         self._changed(target)
 
     def _changed(self, target: McpTarget) -> None:
+        self.changes += 1
+        event, self._changed_event = self._changed_event, asyncio.Event()
+        event.set()
         names = frozenset(self.users.get(target, ()))
         if names:
             for listener in list(self.listeners):
                 listener(names)
+
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds, re-checked on every change (tests await this)."""
+        async with asyncio.timeout(within):
+            while not predicate():
+                await self._changed_event.wait()
 
     def status(self) -> list[dict[str, Any]]:
         return [
