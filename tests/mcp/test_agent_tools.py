@@ -39,7 +39,8 @@ async def service(
 
 def caller(server: ScriptedModelServer, name: str, calls: str, **limits: Any) -> dict[str, Any]:
     tools = [{"type": "agent", "name": calls, "description": f"Ask {calls}."}]
-    return agent_document(name, server, tools=tools, **({"limits": limits} if limits else {}))
+    extra: dict[str, Any] = {"limits": limits} if limits else {}
+    return agent_document(name, server, tools=tools, **extra)
 
 
 async def serve(service: RunningService, *documents: dict[str, Any]) -> None:

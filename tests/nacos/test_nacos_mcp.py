@@ -16,9 +16,17 @@ from dynagent.config import NacosConfig
 from dynagent.http.state import MCP
 from dynagent.registry import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
+from tests.nacos.test_cli import dynagent
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
-from tests.support.nacos import NacosServer
-from tests.support.service import RunningService, agent_document, running_service, service_config
+from tests.support.nacos import NacosAdmin, NacosServer, yaml_text
+from tests.support.process import free_port
+from tests.support.service import (
+    RunningService,
+    agent_document,
+    running_service,
+    service_config,
+    write_agent,
+)
 
 TOOLS = [
     {
@@ -158,3 +166,39 @@ async def _results(service: RunningService) -> list[tuple[str, str]]:
     assert response.status == 200, body
     trace = await (await service.client.get(f"/v1/traces/{body['trace_id']}")).json()
     return [(e["name"], e["output"]) for e in trace["events"] if e["type"] == "tool_result"]
+
+
+async def test_mcp_list_shows_the_registry_and_the_agents_using_it(
+    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, agents_dir: Path
+) -> None:
+    name = f"listed-{uuid.uuid4().hex[:8]}"
+    async with aiohttp.ClientSession() as session:
+        await McpRegistryAdmin(session, nacos_server.base_url, name).register(free_port())
+    tool = {"type": "mcp", "name": "orders", "nacos": {"server": name, "version": "1.0.0"}}
+    remote = agent_document("remote-bot", tools=[tool])
+    await nacos.publish("remote-bot.agent.yaml", nacos_group, yaml_text(remote))
+    write_agent(agents_dir, agent_document("local-bot", tools=[tool]))
+    done = dynagent(
+        "mcp",
+        "list",
+        "--nacos",
+        nacos_server.addr,
+        "--group",
+        nacos_group,
+        "--agents",
+        str(agents_dir),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)["servers"]}
+    assert rows[name] == {
+        "name": name,
+        "version": "1.0.0",
+        "protocol": "mcp-streamable",
+        "enabled": True,
+        "agents": ["local-bot", "remote-bot"],
+    }
+    table = dynagent("mcp", "list", "--nacos", nacos_server.addr, "--group", nacos_group)
+    assert table.returncode == 0, table.stderr
+    [line] = [line for line in table.stdout.splitlines() if line.startswith(name)]
+    assert line.split() == [name, "1.0.0", "mcp-streamable", "yes", "remote-bot"]
