@@ -33,7 +33,9 @@ class TraceStore:
             "factory": agent.factory,
             "source": agent.source.as_dict(),
             "events": [event.as_dict() for event in events],
-            "nested": list(nested),
+            "nested": [
+                {**run, "events": [event.as_dict() for event in run["events"]]} for run in nested
+            ],
         }
         self._traces.move_to_end(trace_id)
         while len(self._traces) > self.max_traces:

@@ -36,7 +36,8 @@ class CallScope:
     chain: tuple[str, ...] = ()
     """The agents calling each other to get here, outermost first."""
     nested: list[dict[str, Any]] | None = field(default=None, compare=False)
-    """Where nested runs are recorded for the outermost run's trace."""
+    """Where nested runs are recorded for the outermost run's trace (their ``events``
+    are ``Event`` objects)."""
 
 
 CALL_SCOPE: ContextVar[CallScope | None] = ContextVar("dynagent_call_scope", default=None)
@@ -125,7 +126,7 @@ async def _call_agent(name: str, caller: AgentSpec, agents: AgentDirectory, text
                     "variant": variant,
                     "caller": chain[-1],
                     "depth": len(chain) + 1,
-                    "events": [event.as_dict() for event in events],
+                    "events": events,  # turned into JSON only when the trace is recorded
                 }
             )
     output = result.output
