@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+import warnings
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,7 +26,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from ..exceptions import DynagentError
@@ -35,6 +36,8 @@ Transport = Literal["streamable_http", "sse", "stdio", "nacos"]
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 30.0
 CONNECT_TIMEOUT = 5.0
+PING_SECONDS = 10.0
+"""An idle session is pinged this often, so that a server gone quiet shows as down."""
 
 
 class McpUnavailable(DynagentError):
@@ -83,7 +86,9 @@ ConnectionState = Literal["connecting", "connected", "down", "closed"]
 class McpConnection:
     """The pooled session to one server, kept open by its own task."""
 
-    def __init__(self, target: McpTarget, on_change: Callable[[McpTarget], None]) -> None:
+    def __init__(self, target: McpTarget, on_change: Callable[[McpTarget, bool], None]) -> None:
+        """``on_change(target, rebuild)``: told of every change; ``rebuild`` when the agents
+        on it should be built again (connected, tools changed)."""
         self.target = target
         self.state: ConnectionState = "connecting"
         self.tools: tuple[RemoteTool, ...] | None = None
@@ -99,6 +104,7 @@ class McpConnection:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._chores: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         if self._task is None:
@@ -126,7 +132,7 @@ class McpConnection:
                 logger.warning("MCP server {} is down: {}", self.target.label, self.last_error)
             self.state = "down"
             self._settled.set()
-            self._on_change(self.target)
+            self._on_change(self.target, False)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
@@ -152,14 +158,42 @@ class McpConnection:
             self._ready.set()
             self._settled.set()
             logger.info("MCP server {} connected: {} tools", self.target.label, len(tools))
+            # Every connect rebuilds: an agent refused while the server was down needs it
+            # even when the tools are the same (a serving one keeps its revision then).
+            self._on_change(self.target, True)
             if changed:
-                self._on_change(self.target)
-            await self._broken.wait()
+                logger.debug("MCP server {} lists new tools", self.target.label)
+            await self._watch(client)
+
+    async def _watch(self, client: Client) -> None:
+        """Until the session breaks: ping it when idle, so a dead server shows as down."""
+        while not self._broken.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PING_SECONDS):
+                    await self._broken.wait()
+            if not self._broken.is_set():
+                await self._ping(client)
+
+    async def _ping(self, client: Client) -> None:
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                with warnings.catch_warnings():  # ping is legacy-era, and so is our handshake
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.send_ping()
+        except Exception as exc:
+            self._fail(exc)
 
     async def _message(self, message: IncomingMessage) -> None:
+        # Not awaited here: the handler runs in the session's receive loop.
         if isinstance(message, types.ToolListChangedNotification):
-            # Not awaited here: the handler runs in the session's receive loop.
-            asyncio.get_running_loop().create_task(self._relist())
+            self._spawn(self._relist())
+        elif isinstance(message, Exception) and self._client is not None:
+            self._spawn(self._ping(self._client))  # a stream broke: is the server gone?
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
 
     async def _relist(self) -> None:
         client = self._client
@@ -173,7 +207,7 @@ class McpConnection:
         if tools != self.tools:
             self.tools = tools
             logger.info("MCP server {} changed its tools", self.target.label)
-            self._on_change(self.target)
+            self._on_change(self.target, True)
 
     def _fail(self, exc: BaseException) -> None:
         self.last_error = describe(exc)
@@ -230,9 +264,10 @@ class McpConnection:
         self.state, self._closed = "closed", True
         self._broken.set()
         self._wake.set()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [*self._chores, *([self._task] if self._task else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -320,15 +355,16 @@ class McpPool:
         for target in targets:
             self.users.setdefault(target, set()).add(agent)
 
-    def changed(self, target: McpTarget) -> None:
-        """Tell the agents on ``target`` to rebuild (also used by registry-backed servers)."""
-        self._changed(target)
+    def changed(self, target: McpTarget, rebuild: bool = True) -> None:
+        """Count a change of ``target``; with ``rebuild``, tell the agents on it to rebuild
+        (also used by registry-backed servers)."""
+        self._changed(target, rebuild)
 
-    def _changed(self, target: McpTarget) -> None:
+    def _changed(self, target: McpTarget, rebuild: bool) -> None:
         self.changes += 1
         event, self._changed_event = self._changed_event, asyncio.Event()
         event.set()
-        names = frozenset(self.users.get(target, ()))
+        names = frozenset(self.users.get(target, ())) if rebuild else frozenset()
         if names:
             for listener in list(self.listeners):
                 listener(names)

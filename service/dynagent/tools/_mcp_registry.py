@@ -61,7 +61,7 @@ class RegisteredServer:
         directory: McpDirectory,
         server: str,
         version: str | None,
-        on_change: Callable[[McpTarget], None],
+        on_change: Callable[[McpTarget, bool], None],
     ) -> None:
         self.key = registry_key(server, version)
         self.entry: RegistryEntry | None = None
@@ -92,7 +92,7 @@ class RegisteredServer:
             except Exception as exc:
                 self.last_error = describe(exc)
                 self._settled.set()
-                self._on_change(self.key)
+                self._on_change(self.key, False)
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX)
 
@@ -103,7 +103,7 @@ class RegisteredServer:
             if self.entry is not None:
                 logger.info("Nacos MCP registry changed {}", self.key.label)
             self.entry = entry
-            self._on_change(self.key)
+            self._on_change(self.key, True)
 
     def current(self) -> RegistryEntry:
         if self.entry is None:
