@@ -5,8 +5,9 @@
 
 Tools: ``echo`` (text), ``add`` (structured), ``fail`` (an ``isError`` answer), ``slow``
 (waits, for timeouts and cancellation), ``picture`` (an image), ``grow`` (adds the tool
-``late`` and sends ``notifications/tools/list_changed``) and ``cancelled`` (how many calls
-the server saw cancelled). ``--token`` makes the HTTP transports require a bearer token.
+``late`` and sends ``notifications/tools/list_changed``), ``cancelled`` (how many calls of
+``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled`` (answer once a call
+of ``slow`` runs / was cancelled: tests wait on them instead of sleeping).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ PNG = base64.b64decode(
 def build(name: str = "test-mcp") -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(name)
     seen = {"cancelled": 0}
+    running = asyncio.Event()
+    cancelled = asyncio.Event()
 
     @server.tool(description="Echo the text back.")
     def echo(text: str) -> str:
@@ -42,15 +45,27 @@ def build(name: str = "test-mcp") -> MCPServer[Any]:
 
     @server.tool(description="Wait some seconds, then answer.")
     async def slow(seconds: float) -> str:
+        running.set()
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
             seen["cancelled"] += 1
+            cancelled.set()
             raise
         return f"slept {seconds}"
 
-    @server.tool(description="How many calls of slow were cancelled.")
-    def cancelled() -> str:
+    @server.tool(name="cancelled", description="How many calls of slow were cancelled.")
+    def count_cancelled() -> str:
+        return str(seen["cancelled"])
+
+    @server.tool(description="Answers once a call of slow is running.")
+    async def wait_running() -> str:
+        await running.wait()
+        return "running"
+
+    @server.tool(description="Answers once a call of slow has been cancelled.")
+    async def wait_cancelled() -> str:
+        await cancelled.wait()
         return str(seen["cancelled"])
 
     @server.tool(description="A one-pixel image.")

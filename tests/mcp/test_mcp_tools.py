@@ -108,7 +108,17 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                     "server": server.url,
                     "transport": transport,
                     "state": "connected",
-                    "tools": ["echo", "add", "fail", "slow", "cancelled", "picture", "grow"],
+                    "tools": [
+                        "echo",
+                        "add",
+                        "fail",
+                        "slow",
+                        "cancelled",
+                        "wait_running",
+                        "wait_cancelled",
+                        "picture",
+                        "grow",
+                    ],
                     "connected_at": status["servers"][0]["connected_at"],
                     "calls": 2,
                     "last_error": None,
@@ -182,6 +192,21 @@ async def test_a_server_down_at_build_refuses_the_agent_until_it_starts(
     status = await service.wait_error("bot", f"MCP server {url} is unavailable")
     assert status["state"] == "failed"
     assert status["last_error"]["path"] == "tools.0"
+    servers = await (await service.client.get("/v1/mcp/servers")).json()
+    assert servers == {
+        "servers": [
+            {
+                "server": url,
+                "transport": "streamable_http",
+                "state": "down",
+                "tools": [],
+                "connected_at": None,
+                "calls": 0,
+                "last_error": "cannot connect (ConnectError)",
+                "agents": ["bot"],
+            }
+        ]
+    }
     async with mcp_process("streamable_http", port):
         await service.registry.wait_for(lambda r: r.entry("bot").stable is not None, within=40)
         assert service.registry.entry("bot").last_error is None
