@@ -25,7 +25,7 @@ class TraceStore:
         nested: Sequence[dict[str, Any]] = (),
     ) -> None:
         """``nested``: the runs of agents this run called as tools, with their events."""
-        self._traces[trace_id] = {
+        trace: dict[str, Any] = {
             "trace_id": trace_id,
             "agent": agent.name,
             "revision": agent.revision,
@@ -33,10 +33,12 @@ class TraceStore:
             "factory": agent.factory,
             "source": agent.source.as_dict(),
             "events": [event.as_dict() for event in events],
-            "nested": [
-                {**run, "events": [event.as_dict() for event in run["events"]]} for run in nested
-            ],
         }
+        if nested:  # only runs that called agents as tools have it
+            trace["nested"] = [
+                {**run, "events": [event.as_dict() for event in run["events"]]} for run in nested
+            ]
+        self._traces[trace_id] = trace
         self._traces.move_to_end(trace_id)
         while len(self._traces) > self.max_traces:
             self._traces.popitem(last=False)
