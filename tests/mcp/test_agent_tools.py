@@ -166,3 +166,22 @@ async def test_the_depth_limit_stops_a_chain_at_run_time(
         )
     ]
     assert [n["agent"] for n in recorded["nested"]] == ["gamma", "beta"]
+
+
+async def test_the_called_agent_is_routed_at_call_time_canary_included(
+    service: RunningService, model_server: ScriptedModelServer
+) -> None:
+    billing = agent_document("billing", model_server, model={"name": "gpt-billing"})
+    await serve(service, billing, caller(model_server, "front", "billing"))
+    canary = agent_document("billing", model_server, model={"name": "gpt-canary"})
+    service.write_agent({**canary, "rollout": {"weight": 100}}, filename="billing.canary.yaml")
+    await service.registry.wait_for(lambda r: r.entry("billing").canary is not None)
+    model_server.script(DEFAULT_MODEL, [CallTools([("billing", {"input": "owed?"})]), Reply("ok")])
+    model_server.script("gpt-canary", [Reply("The canary says 12 EUR.")])
+    body = await invoke(service, "front")
+    recorded = await trace(service, body["trace_id"])
+    assert results(recorded) == [("billing", "The canary says 12 EUR.")]
+    entry = service.registry.entry("billing")
+    assert entry.canary is not None
+    [nested] = recorded["nested"]
+    assert (nested["variant"], nested["revision"]) == ("canary", entry.canary.agent.revision)

@@ -64,18 +64,21 @@ class McpServers:
 
     async def prepare(self, agent: str, targets: Iterable[McpTarget]) -> None:
         """Open (or wait a moment for) the sessions ``agent`` needs, so that the build that
-        follows finds their tools; a server still down then refuses the build."""
+        follows finds their tools; a server still down then refuses the build.
+
+        ``agent`` becomes a user of each server only after that first outcome: the build
+        that follows sees a connect that happened meanwhile, so it needs no rebuild."""
         for target in targets:
-            self.pool.use(agent, [target])
             if target.transport == "nacos":
                 registered = self._registered_server(target)
                 await registered.first_outcome(CONNECT_TIMEOUT)
                 first = self._server_listed(registered)
                 if first is not None:
-                    self.pool.use(agent, [first])
                     await self.pool.connection(first).first_outcome(CONNECT_TIMEOUT)
+                    self.pool.use(agent, [first])
             else:
                 await self.pool.connection(target).first_outcome(CONNECT_TIMEOUT)
+            self.pool.use(agent, [target])
 
     def _registered_server(self, key: McpTarget) -> RegisteredServer:
         found = self._registered.get(key)
