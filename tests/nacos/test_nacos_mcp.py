@@ -1,5 +1,6 @@
 """The Nacos MCP registry, for real: an MCP server registered through Nacos's admin API,
-an agent that uses it by name, then a tool disabled and the endpoint moved in Nacos."""
+an agent that uses it by name, then a tool disabled, the endpoint moved and a new version
+published in Nacos."""
 
 from __future__ import annotations
 
@@ -56,17 +57,19 @@ class McpRegistryAdmin:
     def __init__(self, session: aiohttp.ClientSession, base_url: str, name: str) -> None:
         self.session, self.base_url, self.name = session, base_url, name
 
-    def _forms(self, port: int, disabled: set[str]) -> dict[str, str]:
+    def _forms(
+        self, port: int, disabled: set[str], version: str = "1.0.0", tools_listed: Any = None
+    ) -> dict[str, str]:
         spec = {
             "name": self.name,
             "protocol": "mcp-streamable",
             "frontProtocol": "mcp-streamable",
             "description": "orders over MCP",
-            "versionDetail": {"version": "1.0.0"},
+            "versionDetail": {"version": version},
             "remoteServerConfig": {"exportPath": "/mcp"},
         }
         tools = {
-            "tools": TOOLS,
+            "tools": TOOLS if tools_listed is None else tools_listed,
             "toolsMeta": {n: {"enabled": n not in disabled} for n in ("echo", "add")},
         }
         endpoint = {"type": "DIRECT", "data": {"address": "127.0.0.1", "port": str(port)}}
@@ -89,6 +92,10 @@ class McpRegistryAdmin:
         await self._send(
             "PUT", "/v3/admin/ai/mcp", {**self._forms(port, disabled), "latest": "true"}
         )
+
+    async def new_version(self, port: int, version: str, tools: Any) -> None:
+        forms = self._forms(port, set(), version, tools)
+        await self._send("PUT", "/v3/admin/ai/mcp", {**forms, "latest": "true"})
 
     async def drop_endpoint(self, port: int) -> None:
         await self._send(
@@ -148,6 +155,9 @@ async def test_an_agent_uses_a_registry_server_and_follows_its_changes(
                 DEFAULT_MODEL, [CallTools([("orders_add", {"a": 1, "b": 2})]), Reply("ok")]
             )
             assert await _results(service) == [("orders_add", '{\n  "sum": 3\n}')]
+
+            await admin.new_version(second.port, "1.1.0", [TOOLS[0]])
+            await service.registry.wait_for(lambda r: _tools(r) == ["orders_echo"], within=40)
 
 
 def _tools(registry: AgentRegistry) -> list[str] | None:
