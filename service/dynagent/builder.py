@@ -179,7 +179,7 @@ class AgentBuilder:
                 offered = [self._agent_tool(spec, entry, path)]
             else:
                 offered = [self._tool(entry, path)]
-            tools.update((tool.name, tool) for tool in offered)
+            _add_tools(tools, offered, path)
         return tools, remote
 
     def _mcp_target(self, entry: McpToolSpec, path: str) -> McpTarget:
@@ -227,3 +227,15 @@ class AgentBuilder:
         if not isinstance(entry, str):
             tool = tool.with_options(timeout=entry.timeout, on_error=entry.on_error)
         return tool
+
+
+def _add_tools(tools: dict[str, Tool], offered: list[Tool], path: str) -> None:
+    """Add ``offered``; a name an earlier entry (or interceptor) offers is a build error
+    rather than one tool silently replacing another (MCP tools are named by servers)."""
+    for tool in offered:
+        if tool.name in tools:
+            raise ConfigError(
+                "tool name offered twice",
+                issues=[FieldIssue(path, f"{tool.name!r} is already a tool of this agent")],
+            )
+        tools[tool.name] = tool

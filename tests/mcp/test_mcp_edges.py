@@ -156,3 +156,20 @@ def test_a_spec_cannot_start_a_program() -> None:
         ("tools.0.command", "Extra inputs are not permitted"),
         ("tools.0.args", "Extra inputs are not permitted"),
     ]
+
+
+async def test_two_entries_offering_one_tool_name_are_refused(
+    model_server: ScriptedModelServer, servers: McpServers
+) -> None:
+    builder = AgentBuilder(mcp=servers)
+    definition = spec(
+        model_server,
+        {"type": "mcp", "name": "a", "server": "local", "prefix": "", "allow": ["echo"]},
+        {"type": "mcp", "name": "b", "server": "local", "prefix": "", "allow": ["echo"]},
+    )
+    await builder.prepare(definition)
+    with pytest.raises(ConfigError) as refused:
+        builder.build(definition)
+    assert [(i.path, i.message) for i in refused.value.issues] == [
+        ("tools.1", "'echo' is already a tool of this agent")
+    ]
