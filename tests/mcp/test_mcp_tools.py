@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dynagent import load_spec
 from dynagent.http.state import MCP
 from dynagent.registry import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
@@ -262,3 +263,15 @@ async def test_a_call_past_its_timeout_is_cancelled_on_the_server(
         "TOOL_ERROR: TimeoutError: tool 'orders_slow' took longer than 0.5 s",
     )
     assert results[1] == ("orders_cancelled", "1")
+
+
+async def test_a_spec_given_in_code_waits_for_its_server_too(
+    agents_dir: Path, state_dir: Path, model_server: ScriptedModelServer
+) -> None:
+    port = free_port()
+    spec = load_spec(mcp_agent(model_server, f"http://127.0.0.1:{port}/mcp"))
+    config = service_config(agents_dir, state_dir)
+    async with running_service(config, specs=[spec], environ={}) as service:
+        assert service.registry.entry("bot").stable is None
+        async with mcp_process("streamable_http", port):
+            await service.registry.wait_for(lambda r: r.entry("bot").stable is not None, within=40)

@@ -88,6 +88,7 @@ class DocumentApplier:
         self.registry = registry
         self.build = build
         self._lock = asyncio.Lock()
+        self._rebuilding: set[asyncio.Task[None]] = set()
         self._documents: dict[str, tuple[Document, str]] = {}
         """Document key → (the document, the agent it defines), to build it again."""
         if rebuilds is not None:
@@ -102,7 +103,9 @@ class DocumentApplier:
     def _rebuild_soon(self, names: frozenset[str]) -> None:
         keys = [key for key, (_, name) in self._documents.items() if name in names]
         if keys:
-            asyncio.get_running_loop().create_task(self._rebuild(keys))
+            task = asyncio.get_running_loop().create_task(self._rebuild(keys))
+            self._rebuilding.add(task)  # kept until done: the loop holds tasks weakly
+            task.add_done_callback(self._rebuilding.discard)
 
     async def _rebuild(self, keys: list[str]) -> None:
         for key in keys:
