@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loguru import logger
 
 from dynagent import load_spec
 from dynagent.http.state import MCP
@@ -275,3 +276,34 @@ async def test_a_spec_given_in_code_waits_for_its_server_too(
         assert service.registry.entry("bot").stable is None
         async with mcp_process("streamable_http", port):
             await service.registry.wait_for(lambda r: r.entry("bot").stable is not None, within=40)
+
+
+async def test_secrets_in_headers_and_the_url_reach_no_log_status_or_trace(
+    service: RunningService, model_server: ScriptedModelServer
+) -> None:
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="DEBUG")
+    try:
+        async with mcp_process("streamable_http") as server:
+            url = f"{server.url}?key=${{ORDERS_TOKEN}}"
+            headers = {"Authorization": "Bearer ${ORDERS_TOKEN}"}
+            model_server.script(
+                DEFAULT_MODEL, [CallTools([("orders_echo", {"text": "x"})]), Reply("ok")]
+            )
+            await serve(service, mcp_agent(model_server, url, headers=headers))
+            body = await invoke(service)
+            server.kill()
+            model_server.script(
+                DEFAULT_MODEL, [CallTools([("orders_echo", {"text": "y"})]), Reply("ok")]
+            )
+            failed = await invoke(service)
+            trace = await (await service.client.get(f"/v1/traces/{failed['trace_id']}")).json()
+            status = await (await service.client.get("/v1/mcp/servers")).json()
+            agents = await (await service.client.get("/v1/agents")).json()
+    finally:
+        logger.remove(sink)
+    assert body["output"] == "ok"
+    assert "TOOL_ERROR: McpUnavailable" in json.dumps(trace)
+    assert status["servers"][0]["server"] == server.url
+    for text in (*lines, json.dumps(trace), json.dumps(status), json.dumps(agents)):
+        assert TOKEN not in text
