@@ -136,7 +136,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             "reload_files", lambda: _reload_files(10 if quick else 50), reload_files.table
         )
         await run.part(
-            "tools", lambda: tools.measure(model_url, 100 if quick else 400), tools.table
+            "tools", lambda: tools.measure(model_url, 200 if quick else 800), tools.table
         )
         if not args.no_nacos:
             try:

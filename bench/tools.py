@@ -6,11 +6,11 @@ through Dynagent's tool (pooled session, argument validation, result mapping, th
 run loop's timeout) and directly with the SDK's ``Client`` on one open session.
 Agent as tool: an agent (one call to the bench's scripted model server, through the
 real ``openai`` client) run through another agent's ``type: agent`` tool (registry
-routing, key scope, nested trace) against the same agent's ``Agent.run``. Samples
-alternate in batches; medians are compared. Bars: MCP <= 1.2x wall; agent as tool <= 1.1x.
+routing, key scope, nested trace) against the same agent's ``Agent.run``. Calls are
+interleaved (A B B A); medians are compared. Bars: MCP <= 1.2x wall; agent as tool <= 1.1x.
 
-    .venv/bin/python -m bench.tools            # 400 calls each
-    .venv/bin/python -m bench.tools --quick    # 100
+    .venv/bin/python -m bench.tools            # 800 calls each
+    .venv/bin/python -m bench.tools --quick    # 200
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -39,18 +40,23 @@ ROOT = Path(__file__).parents[1]
 MCP_BAR, AGENT_BAR = 1.2, 1.1
 
 
+Samples = tuple[list[float], list[float]]
+"""Wall and CPU (this process) seconds per call."""
+
+
 async def _alternate(
     ours: Callable[[], Awaitable[Any]], theirs: Callable[[], Awaitable[Any]], calls: int
-) -> tuple[list[float], list[float]]:
-    """Wall seconds per call of each, in alternating batches of ten (drift hits both)."""
-    a: list[float] = []
-    b: list[float] = []
-    for _ in range(max(1, calls // 10)):
-        for call, into in ((ours, a), (theirs, b)):
-            for _ in range(10):
-                started = time.perf_counter()
-                await call()
-                into.append(time.perf_counter() - started)
+) -> tuple[Samples, Samples]:
+    """Seconds per call of each, interleaved A B B A (drift and order hit both alike)."""
+    a: Samples = ([], [])
+    b: Samples = ([], [])
+    pairs = ((ours, a), (theirs, b))
+    for number in range(calls):
+        for call, (wall, cpu) in pairs if number % 2 == 0 else reversed(pairs):
+            started, used = time.perf_counter(), time.process_time()
+            await call()
+            wall.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - used)
     return a, b
 
 
@@ -148,16 +154,19 @@ async def agent_as_tool(model_url: str, calls: int) -> dict[str, Any]:
     return _figures(a, b, AGENT_BAR)
 
 
-def _figures(ours: list[float], theirs: list[float], bar: float) -> dict[str, Any]:
-    mine = summary([s * 1000 for s in ours])
-    base = summary([s * 1000 for s in theirs])
+def _figures(ours: Samples, theirs: Samples, bar: float) -> dict[str, Any]:
+    mine = summary([s * 1000 for s in ours[0]])
+    base = summary([s * 1000 for s in theirs[0]])
     value = ratio(mine["median"], base["median"])
+    cpu_mine, cpu_base = statistics.fmean(ours[1]) * 1000, statistics.fmean(theirs[1]) * 1000
     return {
         "dynagent_ms": mine,
         "baseline_ms": base,
         "ratio": value,
         "bar": bar,
         "met": value <= bar,
+        "cpu_ms": {"dynagent": round(cpu_mine, 3), "baseline": round(cpu_base, 3)},
+        "cpu_ratio": ratio(cpu_mine, cpu_base),
     }
 
 
@@ -178,7 +187,8 @@ def table(data: dict[str, Any]) -> str:
         rows.append(
             f"{label:<36} median {part['dynagent_ms']['median']:.3f} ms vs "
             f"{part['baseline_ms']['median']:.3f} ms: {part['ratio']:.3f}x "
-            f"(bar <= {part['bar']}) {'met' if part['met'] else 'MISSED'}"
+            f"(bar <= {part['bar']}) {'met' if part['met'] else 'MISSED'}; "
+            f"client CPU {part['cpu_ratio']:.3f}x"
         )
     return "\n".join(rows)
 
@@ -187,7 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    data = asyncio.run(_standalone(100 if args.quick else 400))
+    data = asyncio.run(_standalone(200 if args.quick else 800))
     print(table(data))
     print(json.dumps(data, indent=2))
 
