@@ -17,6 +17,7 @@ from .schemas import (
     Health,
     InvokeRequest,
     InvokeResponse,
+    McpServerList,
     Readiness,
     RevisionHistory,
     RollbackRequest,
@@ -34,6 +35,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     AgentList,
     RevisionHistory,
     Trace,
+    McpServerList,
     Health,
     Readiness,
 )
@@ -183,6 +185,9 @@ def _agent_paths() -> dict[str, Any]:
                 *agent,
                 parameters=[_path("trace_id")],
             )
+        },
+        "/v1/mcp/servers": {
+            "get": _op("The MCP servers agents use, and their state", _ok(McpServerList), "401")
         },
     }
 
