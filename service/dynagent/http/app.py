@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from .._mcp_setup import mcp_servers
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
 from ..environment import service_policy
@@ -32,7 +33,7 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, openai_compat, ui
+from . import a2a, admin, agents, mcp, openai_compat, ui
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
@@ -48,6 +49,7 @@ from .state import (
     DRAIN,
     FACTORIES,
     KEYS_WATCH,
+    MCP,
     METRICS,
     REGISTRY,
     SECRETS,
@@ -131,6 +133,7 @@ def create_app(
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
     app.add_routes(a2a.routes)
+    app.add_routes(mcp.routes)
     ui.install(app, environ)
     return app
 
@@ -150,6 +153,7 @@ def _install_state(
     app[SECRETS] = secrets
     secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
+    app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:
         if what == "removed":
@@ -198,6 +202,8 @@ def _lifecycle(
                 (auth.keys_env, auth.admin_keys_env, auth.metrics_keys_env),
             ),
             secrets=app[SECRETS],
+            mcp=app[MCP],
+            agents=registry,
         )
         chosen = [
             *configured_factories(builder, config, specs),
@@ -219,6 +225,7 @@ def _lifecycle(
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
+            await app[MCP].aclose()
             await resources.aclose()
             logger.info("stopped")
 

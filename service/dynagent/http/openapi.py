@@ -17,6 +17,7 @@ from .schemas import (
     Health,
     InvokeRequest,
     InvokeResponse,
+    McpServerList,
     Readiness,
     RevisionHistory,
     RollbackRequest,
@@ -35,6 +36,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     AgentList,
     RevisionHistory,
     Trace,
+    McpServerList,
     Health,
     Readiness,
     WhoAmI,
@@ -188,6 +190,9 @@ def _agent_paths() -> dict[str, Any]:
                 *agent,
                 parameters=[_path("trace_id")],
             )
+        },
+        "/v1/mcp/servers": {
+            "get": _op("The MCP servers agents use, and their state", _ok(McpServerList), "401")
         },
     }
 

@@ -9,6 +9,7 @@ from ..factories.base import AgentBuilderFactory
 from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..sources._nacos_a2a import NacosA2aRegistrar
+from ..tools.mcp import McpServers
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .keys_watch import KeysFileWatch
@@ -34,6 +35,8 @@ FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 A2A_REGISTRAR = web.AppKey("a2a_registrar", NacosA2aRegistrar)
 """Present when ``a2a.register`` is on."""
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
+MCP = web.AppKey("mcp", McpServers)
+"""The MCP servers agents use and their pooled sessions."""
 
 CALLER = web.RequestKey("caller", Caller)
 """The authenticated ``Caller`` of a request."""
