@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
+from ._health import SourceHealth
 from ._run_loop import AgentInput, execute_run, render_system
 from .events import ErrorEvent, Event, JsonValue, ModelDelta, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
@@ -39,9 +40,20 @@ class SourceInfo:
     """A file path, or ``namespace/group/dataId`` for Nacos."""
     details: Mapping[str, str] = field(default_factory=dict)
     """Extra facts: md5, prompt key and version, …"""
+    health: SourceHealth | None = field(default=None, compare=False, repr=False)
+    """The source's live health (Nacos): read at status time, not part of the definition."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, **self.details}
+
+    def status_dict(self) -> dict[str, Any]:
+        """``as_dict()`` plus, for a server source, ``state`` (live, snapshot or
+        disconnected) and ``since`` when it entered that state."""
+        facts = self.as_dict()
+        if self.health is not None:
+            facts["state"] = self.health.state_of(self.details.get("from") == "snapshot")
+            facts["since"] = self.health.since
+        return facts
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from .models.openai import OpenAIModel
 from .models.test import TestModel
 from .resources import Resources
 from .sessions.base import SessionStore
-from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolRef
+from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolRef, tool_entry_name
 from .tools.base import Tool
 from .tools.http import http_tool
 from .tools.registry import ToolRegistry
@@ -138,8 +138,8 @@ class AgentBuilder:
         tools: dict[str, Tool] = {}
         for interceptor in interceptors:
             tools.update((tool.name, tool) for tool in interceptor.tools)
-        for index, entry in enumerate(spec.tools):
-            tool = self._tool(entry, f"tools.{index}")
+        for entry in spec.tools:
+            tool = self._tool(entry, f"tools[{tool_entry_name(entry)}]")
             tools[tool.name] = tool
         return tools
 

@@ -43,9 +43,12 @@ class NacosConfig(_Section):
     password: str = ""
     snapshot_dir: Path = Path("var/nacos-snapshot")
     """Dynagent's own last-good copy of every document, used when Nacos is down at start."""
-    poll_seconds: float = Field(default=2.0, gt=0, le=300)
-    """How often the group is listed to find new agents and catch up after outages
-    (changes to known agents are pushed at once)."""
+    poll_seconds: float = Field(default=30.0, gt=0, le=300)
+    """How often the group is listed, as a safety net: new, changed and deleted dataIds
+    are pushed (fuzzy watch). On a server without fuzzy watch the list runs at least
+    every 2 s, since it is then the only way to find new agents."""
+    delete_grace_seconds: float = Field(default=0.0, ge=0, le=3600)
+    """How long an agent whose config was deleted keeps serving (0: removed at once)."""
     prompt_group: str = "PROMPTS"
     """Group of plain-config prompts, for servers without the prompt registry."""
 
@@ -56,6 +59,19 @@ class FactoriesConfig(_Section):
     """Serve every agent in ``nacos.group`` (full-agent factory)."""
     nacos_prompt: DefaultFactoryConfig | None = None
     """Local specs whose ``prompt.ref`` points into Nacos (prompt-only factory)."""
+    spring_ai_alibaba: bool = False
+    """Serve every Spring AI Alibaba agent of the namespace (groups ``ai-agent-*``)."""
+
+
+class A2aConfig(_Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    register_: bool = Field(default=False, alias="register")
+    """Release every agent's A2A card to the Nacos A2A registry (``nacos.server_addr``)
+    and register its endpoint; updated on every new revision, deregistered on shutdown."""
+    url: str = Field(default="", pattern=r"^(https?://[^/?#]+(/[^?#]*)?)?$")
+    """The service's address as callers reach it (``https://agents.internal``); the
+    endpoint registered for agent X is ``{url}/a2a/X``. Required with ``register``."""
 
 
 class SessionsConfig(_Section):
@@ -113,6 +129,7 @@ class ServiceConfig(_Section):
     """Allow listening on a non-loopback address with auth off."""
     factories: FactoriesConfig = FactoriesConfig()
     nacos: NacosConfig = NacosConfig()
+    a2a: A2aConfig = A2aConfig()
     sessions: SessionsConfig = SessionsConfig()
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
@@ -217,5 +234,5 @@ def load_config(
         return ServiceConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(
-            "invalid service config", source=source, issues=issues_from(exc)
+            "invalid service config", source=source, issues=issues_from(exc, ServiceConfig, data)
         ) from None

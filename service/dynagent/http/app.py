@@ -7,6 +7,7 @@ store, the factories and their watchers) is created and torn down by one
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
 from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
+from ..factories.spring_ai_alibaba import SpringAiAlibabaAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
 from ..masking import SecretValues
 from ..registry import AgentRegistry
@@ -30,7 +32,7 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import admin, agents, openai_compat
+from . import a2a, admin, agents, openai_compat
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
@@ -126,6 +128,7 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(a2a.routes)
     return app
 
 
@@ -197,15 +200,18 @@ def _lifecycle(
             *(make(builder, config) for make in factories),
         ]
         started: list[AgentBuilderFactory] = []
+        registrar = None
         try:
-            for factory in chosen:
-                await factory.start(registry)
-                started.append(factory)
+            await _start_all(chosen, registry, started)
+            for factory in started:
                 app[FACTORIES][factory.name] = factory
+            registrar = await a2a.start_registrar(app)
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield
         finally:
+            if registrar is not None:
+                await registrar.stop()
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
@@ -213,6 +219,24 @@ def _lifecycle(
             logger.info("stopped")
 
     return lifecycle
+
+
+async def _start_all(
+    factories: Sequence[AgentBuilderFactory],
+    registry: AgentRegistry,
+    started: list[AgentBuilderFactory],
+) -> None:
+    """Start the factories side by side: with Nacos down each waits for its connect
+    timeout, and one after another they would keep the port closed that many times
+    longer. ``started`` gets those that started, in their given order; the first
+    failure is raised once all have settled."""
+    results = await asyncio.gather(
+        *(factory.start(registry) for factory in factories), return_exceptions=True
+    )
+    started += [f for f, r in zip(factories, results, strict=True) if r is None]
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _draining(app: web.Application) -> None:
@@ -237,6 +261,8 @@ def configured_factories(
     ]
     if config.factories.nacos:
         chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
+    if config.factories.spring_ai_alibaba:
+        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos))
     prompt_only = config.factories.nacos_prompt
     if prompt_only is not None and prompt_only.directory is not None:
         chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))

@@ -8,6 +8,7 @@ from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..masking import SecretValues
 from ..registry import AgentRegistry
+from ..sources._nacos_a2a import NacosA2aRegistrar
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .keys_watch import KeysFileWatch
@@ -30,6 +31,8 @@ KEYS_WATCH = web.AppKey("keys_watch", KeysFileWatch)
 DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
+A2A_REGISTRAR = web.AppKey("a2a_registrar", NacosA2aRegistrar)
+"""Present when ``a2a.register`` is on."""
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
 
 CALLER = web.RequestKey("caller", Caller)
