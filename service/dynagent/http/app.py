@@ -66,8 +66,8 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     public = request.path == "/metrics" and request.app[CONFIG].metrics.public
-    page = request.match_info.route.name in ui.OPEN_ROUTES  # the page's files, no data
-    if request.path not in OPEN_PATHS and not public and not page:
+    open_route = request.match_info.route.name in ui.OPEN_ROUTES
+    if request.path not in OPEN_PATHS and not public and not open_route:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
