@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._templates import MissingVariable, expand_env
 from .exceptions import ConfigError, FieldIssue
@@ -83,8 +84,11 @@ class AuthConfig(_Section):
     """Environment variable holding comma-separated API keys (access to every agent)."""
     admin_keys_env: str = "DYNAGENT_ADMIN_KEYS"
     """Environment variable holding comma-separated admin keys (may also promote and roll back)."""
+    metrics_keys_env: str = "DYNAGENT_METRICS_KEYS"
+    """Environment variable holding comma-separated keys that may read ``/metrics`` only."""
     keys_file: Path | None = None
-    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool}]``."""
+    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool}]``,
+    watched: a change applies within a second."""
 
 
 class LoggingConfig(_Section):
@@ -93,8 +97,42 @@ class LoggingConfig(_Section):
     """One JSON object per line (for log shippers) instead of text."""
 
 
+class EnvironmentConfig(_Section):
+    allow: list[str] = Field(
+        default_factory=lambda: ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"],
+        max_length=200,
+    )
+    """Environment variables definitions may read as ``${VAR}``: names or glob patterns.
+    The service's own secrets (API keys, the Nacos login) are never readable."""
+
+    @field_validator("allow")
+    @classmethod
+    def _names(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not re.fullmatch(r"[A-Za-z0-9_*?]{1,128}", pattern):
+                raise ValueError(f"{pattern!r} is not a variable name or a * / ? pattern")
+        return patterns
+
+
+class MetricsConfig(_Section):
+    public: bool = False
+    """Serve ``/metrics`` to anyone; off: it needs an admin or a metrics key."""
+
+
 class TracesConfig(_Section):
     max_traces: int = Field(default=1000, ge=1)
+
+
+class McpServerConfig(_Section):
+    """A stdio MCP server the service may start; specs name it (``server: NAME``)."""
+
+    command: str = Field(min_length=1)
+    """The program; ``python`` is the interpreter running Dynagent (it has the mcp SDK)."""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    """Extra environment of the server process (``${VAR}`` allowed)."""
+    cwd: Path | None = None
+    """Working directory; relative to this file; default: this file's folder."""
 
 
 class ServiceConfig(_Section):
@@ -108,6 +146,10 @@ class ServiceConfig(_Section):
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    environment: EnvironmentConfig = EnvironmentConfig()
+    mcp_servers: dict[str, McpServerConfig] = {}
+    """stdio MCP servers by name: only here, never in a definition."""
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
@@ -172,6 +214,16 @@ def _relative_to(base: Path, data: dict[str, Any]) -> None:
             node[keys[-1]] = str(base / value)
 
 
+def _mcp_cwd(base: Path, data: dict[str, Any]) -> None:
+    """stdio MCP servers run in the config file's folder unless told otherwise."""
+    servers = data.get("mcp_servers")
+    for server in servers.values() if isinstance(servers, dict) else ():
+        if isinstance(server, dict):
+            cwd = server.get("cwd")
+            if cwd is None or (isinstance(cwd, str) and not Path(cwd).is_absolute()):
+                server["cwd"] = str(base / (cwd or "."))
+
+
 def _override(data: dict[str, Any], keys: tuple[str, ...], value: str) -> None:
     node = data
     for key in keys[:-1]:
@@ -199,6 +251,7 @@ def load_config(
             raise ConfigError("the service config must be a mapping", source=source)
         data = _expand(loaded, environ, "", source)
         _relative_to(path.parent, data)
+        _mcp_cwd(path.parent, data)
     for name, keys in ENV_OVERRIDES.items():
         if environ.get(name):
             _override(data, keys, environ[name])

@@ -20,6 +20,7 @@ from loguru import logger
 from .agent import Agent, Variant
 from .exceptions import AgentNotFound, ConfigError, DynagentError, ErrorKind, NotFound
 from .rollout import Pulled, RolloutPolicy, VariantStats, guard_verdict, picks_canary
+from .spec import AgentSpec
 
 HISTORY = 20
 """Revisions kept per agent for the status and for rollback."""
@@ -180,6 +181,11 @@ class AgentRegistry:
         ):
             return canary.agent, "canary"
         return self.get(name), "stable"
+
+    def spec_of(self, name: str) -> AgentSpec | None:
+        """The definition serving ``name`` as stable, if any (agent tools look here)."""
+        entry = self._entries.get(name)
+        return entry.stable.spec if entry is not None and entry.stable is not None else None
 
     def entry(self, name: str) -> AgentEntry:
         entry = self._entries.get(name)

@@ -9,18 +9,21 @@ import pytest
 
 from dynagent import AgentBuilder, ConfigError, SourceInfo, load_spec
 from dynagent._templates import MissingVariable, expand_env
+from dynagent.environment import EnvironmentPolicy
 from dynagent.exceptions import FieldIssue
 from dynagent.interceptors import ContextEditing, PiiRedaction, ToolCallLimit
 from dynagent.models import OpenAIModel
 
 BASE: dict[str, Any] = {"name": "helper", "prompt": {"system": "x"}}
 ENDPOINT = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}
+ANY_NAME = EnvironmentPolicy(allow=("*",))
+"""Names are not what these tests are about (tests/security/test_environment_allow.py)."""
 
 
 def build_error(
     document: Mapping[str, Any], environ: Mapping[str, str] | None = None
 ) -> ConfigError:
-    builder = AgentBuilder(environ=environ or {})
+    builder = AgentBuilder(environ=environ or {}, environment=ANY_NAME)
     with pytest.raises(ConfigError) as caught:
         builder.build(
             load_spec({**BASE, **document}), source=SourceInfo("file", "agents/helper.yaml")
@@ -132,7 +135,7 @@ def test_env_defaults_apply_when_the_variable_is_unset_or_empty(
     }
     spec = load_spec({**BASE, "model": model})
 
-    agent = AgentBuilder(environ=environ).build(spec)
+    agent = AgentBuilder(environ=environ, environment=ANY_NAME).build(spec)
 
     assert isinstance(agent.model, OpenAIModel)
     assert (str(agent.model.client.base_url), agent.model.name) == (expected, "gpt-x")

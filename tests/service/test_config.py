@@ -62,10 +62,14 @@ traces: {max_traces: 5}
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",
             "admin_keys_env": "DYNAGENT_ADMIN_KEYS",
+            "metrics_keys_env": "DYNAGENT_METRICS_KEYS",
             "keys_file": Path("/run/secrets/keys.yaml"),
         },
         "logging": {"level": "DEBUG", "json": True},
         "traces": {"max_traces": 5},
+        "metrics": {"public": False},
+        "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},
+        "mcp_servers": {},
     }
 
 

@@ -318,6 +318,7 @@ CONTRACT = {
     "/v1/agents/{name}/rollback": "post",
     "/v1/chat/completions": "post",
     "/v1/traces/{trace_id}": "get",
+    "/v1/mcp/servers": "get",
     "/metrics": "get",
     "/openapi.json": "get",
 }

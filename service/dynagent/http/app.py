@@ -15,14 +15,17 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from .._mcp_setup import mcp_servers
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
+from ..environment import service_policy
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
 from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
 from ..factories.spring_ai_alibaba import SpringAiAlibabaAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
+from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..resources import Resources
 from ..sessions.base import SessionStore
@@ -30,13 +33,27 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, openai_compat
+from . import a2a, admin, agents, mcp, openai_compat
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
+from .keys_watch import KeysFileWatch
+from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
+from .state import (
+    API_KEYS,
+    CALLER,
+    CONFIG,
+    DRAIN,
+    FACTORIES,
+    KEYS_WATCH,
+    MCP,
+    METRICS,
+    REGISTRY,
+    SECRETS,
+    TRACES,
+)
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -47,7 +64,8 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    if request.path not in OPEN_PATHS:
+    public = request.path == "/metrics" and request.app[CONFIG].metrics.public
+    if request.path not in OPEN_PATHS and not public:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
@@ -68,8 +86,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """Every series for an admin or metrics key (or ``metrics.public``); a key limited to
+    some agents sees theirs only, without the totals."""
+    who = request.get(CALLER)
+    agents = None if who is None else who.metrics_scope()
     request.app[METRICS].agents.set(len(request.app[REGISTRY]))
-    return web.Response(body=request.app[METRICS].exposition(), content_type="text/plain")
+    body = request.app[METRICS].exposition(agents)
+    return web.Response(body=body, content_type="text/plain")
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -84,15 +107,21 @@ def create_app(
     specs: Sequence[AgentSpec] = (),
     factories: Sequence[FactoryMaker] = (),
     environ: Mapping[str, str] | None = None,
+    secrets: SecretValues | None = None,
 ) -> web.Application:
-    """The service as an aiohttp app; agents load when the app starts."""
+    """The service as an aiohttp app; agents load when the app starts.
+
+    ``secrets``: the set the log sink masks (``dynagent serve`` passes its own), filled
+    with API keys and credentials from the environment as they become known."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware],
+        middlewares=[mask_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
-    _install_state(app, config, environ)
+    _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
+    if config.auth.keys_file is not None:
+        app.cleanup_ctx.append(_keys_watch(environ))
     app.on_shutdown.append(_draining)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -102,10 +131,13 @@ def create_app(
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
     app.add_routes(a2a.routes)
+    app.add_routes(mcp.routes)
     return app
 
 
-def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping[str, str]) -> None:
+def _install_state(
+    app: web.Application, config: ServiceConfig, environ: Mapping[str, str], secrets: SecretValues
+) -> None:
     """The app's state under its typed keys; the registry's changes feed the metrics."""
     registry = AgentRegistry()
     app[CONFIG] = config
@@ -114,7 +146,10 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
+    app[SECRETS] = secrets
+    secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
+    app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:
         if what == "removed":
@@ -126,6 +161,16 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
 
 
 Lifecycle = Callable[[web.Application], AsyncIterator[None]]
+
+
+def _keys_watch(environ: Mapping[str, str]) -> Lifecycle:
+    async def watch(app: web.Application) -> AsyncIterator[None]:
+        watcher = KeysFileWatch(app[API_KEYS], app[CONFIG].auth, environ, app[SECRETS])
+        app[KEYS_WATCH] = watcher
+        async with watcher.running():
+            yield
+
+    return watch
 
 
 def _lifecycle(
@@ -141,12 +186,20 @@ def _lifecycle(
         config, registry = app[CONFIG], app[REGISTRY]
         resources = Resources()
         store = _session_store(config)
+        auth = config.auth
         builder = AgentBuilder(
             tools=tools or ToolRegistry.default(),
             interceptors=interceptors or InterceptorRegistry.default(),
             resources=resources,
             sessions=store,
             environ=environ,
+            environment=service_policy(
+                config.environment.allow,
+                (auth.keys_env, auth.admin_keys_env, auth.metrics_keys_env),
+            ),
+            secrets=app[SECRETS],
+            mcp=app[MCP],
+            agents=registry,
         )
         chosen = [
             *configured_factories(builder, config, specs),
@@ -168,6 +221,7 @@ def _lifecycle(
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
+            await app[MCP].aclose()
             await resources.aclose()
             logger.info("stopped")
 

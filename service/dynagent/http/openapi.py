@@ -17,6 +17,7 @@ from .schemas import (
     Health,
     InvokeRequest,
     InvokeResponse,
+    McpServerList,
     Readiness,
     RevisionHistory,
     RollbackRequest,
@@ -34,6 +35,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     AgentList,
     RevisionHistory,
     Trace,
+    McpServerList,
     Health,
     Readiness,
 )
@@ -136,7 +138,7 @@ def _service_paths() -> dict[str, Any]:
     return {
         "/healthz": {"get": _op("Liveness", _ok(Health), security=_OPEN)},
         "/readyz": {"get": _op("Readiness", _ok(Readiness), "503", security=_OPEN)},
-        "/metrics": {"get": _op("Prometheus metrics", text, "401")},
+        "/metrics": {"get": _op("Prometheus metrics (admin or metrics key)", text, "401", "403")},
         "/openapi.json": {"get": _op("This document", document, security=_OPEN)},
     }
 
@@ -183,6 +185,9 @@ def _agent_paths() -> dict[str, Any]:
                 *agent,
                 parameters=[_path("trace_id")],
             )
+        },
+        "/v1/mcp/servers": {
+            "get": _op("The MCP servers agents use, and their state", _ok(McpServerList), "401")
         },
     }
 
