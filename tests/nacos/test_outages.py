@@ -167,4 +167,5 @@ async def test_with_nacos_down_the_sources_wait_for_it_side_by_side(
                 f"nacos:public/{down.group}",
                 "nacos:public/nacos-ai-meta",
             }
+    print(f"\nwith Nacos down, three Nacos factories started in {took:.2f} s")
     assert CONNECT_TIMEOUT <= took < 2 * CONNECT_TIMEOUT, took
