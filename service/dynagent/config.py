@@ -81,6 +81,11 @@ class TracesConfig(_Section):
     max_traces: int = Field(default=1000, ge=1)
 
 
+class CorsConfig(_Section):
+    allow_origins: list[str] = []
+    """Origins (``https://app.example.com``, or ``*``) whose browser apps may call the API."""
+
+
 class ServiceConfig(_Section):
     listen: ListenConfig = ListenConfig()
     insecure: bool = False
@@ -91,6 +96,7 @@ class ServiceConfig(_Section):
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
+    cors: CorsConfig = CorsConfig()
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {

@@ -63,6 +63,7 @@ traces: {max_traces: 5}
         },
         "logging": {"level": "DEBUG", "json": True},
         "traces": {"max_traces": 5},
+        "cors": {"allow_origins": []},
     }
 
 

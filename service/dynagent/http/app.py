@@ -28,13 +28,25 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import admin, agents, openai_compat
+from . import admin, agents, openai_compat, openai_models, responses
 from .auth import ApiKeys
+from .cors import add_cors_headers, cors_middleware
 from .drain import Drain
 from .errors import error_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
+from .response_store import ResponseStore
+from .state import (
+    API_KEYS,
+    CALLER,
+    CONFIG,
+    DRAIN,
+    FACTORIES,
+    METRICS,
+    REGISTRY,
+    RESPONSES,
+    TRACES,
+)
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -86,9 +98,10 @@ def create_app(
     """The service as an aiohttp app; agents load when the app starts."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware],
+        middlewares=[cors_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
+    app.on_response_prepare.append(add_cors_headers)
     _install_state(app, config, environ)
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
     app.on_shutdown.append(_draining)
@@ -99,6 +112,8 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(openai_models.routes)
+    app.add_routes(responses.routes)
     return app
 
 
@@ -112,6 +127,7 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[DRAIN] = Drain()
+    app[RESPONSES] = ResponseStore()
 
     def count_change(name: str, what: str) -> None:
         if what == "removed":

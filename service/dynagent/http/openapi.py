@@ -8,11 +8,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .openai_schemas import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    ModelList,
+    ModelObject,
+    OpenAIError,
+    ResponseObject,
+    ResponsesRequest,
+)
 from .schemas import (
     AgentList,
     AgentStatus,
-    ChatCompletion,
-    ChatCompletionRequest,
     ErrorResponse,
     Health,
     InvokeRequest,
@@ -28,6 +35,11 @@ _MODELS: tuple[type[BaseModel], ...] = (
     InvokeResponse,
     ChatCompletionRequest,
     ChatCompletion,
+    ResponsesRequest,
+    ResponseObject,
+    ModelList,
+    ModelObject,
+    OpenAIError,
     RollbackRequest,
     ErrorResponse,
     AgentStatus,

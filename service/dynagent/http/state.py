@@ -10,6 +10,7 @@ from ..registry import AgentRegistry
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .metrics import Metrics
+from .response_store import ResponseStore
 from .traces import TraceStore
 
 VARIANT_HEADER = "X-Agent-Variant"
@@ -23,6 +24,8 @@ API_KEYS = web.AppKey("api_keys", ApiKeys)
 CONFIG = web.AppKey("config", ServiceConfig)
 DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
+RESPONSES = web.AppKey("responses", ResponseStore)
+"""Responses API answers kept for ``GET /v1/responses/{id}`` and ``previous_response_id``."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
 

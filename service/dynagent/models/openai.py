@@ -122,7 +122,9 @@ class OpenAIModel:
         return _from_completion(completion, self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
-        kwargs: dict[str, Any] = self.settings.model_dump(exclude_none=True)
+        kwargs: dict[str, Any] = {**self.settings.model_dump(exclude_none=True), **request.settings}
+        if request.tool_choice is not None and request.tools:
+            kwargs["tool_choice"] = request.tool_choice
         if request.tools:
             kwargs["tools"] = [tool.to_openai() for tool in request.tools]
             kwargs["parallel_tool_calls"] = request.parallel_tool_calls
