@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -46,7 +47,7 @@ async def client(service: RunningService) -> AsyncIterator[openai.AsyncOpenAI]:
         yield client
 
 
-USER = [{"role": "user", "content": "Hi!"}]
+USER: Any = [{"role": "user", "content": "Hi!"}]
 
 
 async def test_a_completion_is_an_agent_run(
