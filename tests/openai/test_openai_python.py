@@ -158,7 +158,7 @@ def test_client_tool_calls_stream_as_deltas(service: Served, client: openai.Open
 @pytest.mark.parametrize(
     "fields,message,param",
     [
-        ({"n": 2}, "n must be 1: an agent run has one answer", "n"),
+        ({"n": 2}, "invalid request body: n: Input should be 1", "n"),
         (
             {"tools": [{**WEATHER_TOOL, "function": {"name": "calculator"}}]},
             "client tool name(s) calculator clash with tools of agent 'tooled'; rename them",

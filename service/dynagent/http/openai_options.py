@@ -22,7 +22,12 @@ from ..agent import AgentInput
 from ..exceptions import BadRequest
 from ..models.base import ToolDefinition
 from ..run_options import RunOptions
-from .openai_schemas import ChatCompletionRequest, ResponsesRequest
+from .openai_schemas import (
+    ChatCompletionRequest,
+    ResponsesRequest,
+    SchemaResponseFormat,
+    SchemaTextFormat,
+)
 from .runs import RunRequest
 
 IGNORED_HEADER = "X-Ignored-Fields"
@@ -50,7 +55,7 @@ def output_schema(kind: str | None, schema: dict[str, Any] | None) -> dict[str, 
         return _JSON_OBJECT
     if kind != "json_schema":
         return None
-    if not schema:
+    if schema is None:
         raise BadRequest("json_schema needs a 'schema'", param="response_format")
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -89,12 +94,10 @@ def ignored_fields(body: ChatCompletionRequest | ResponsesRequest, refused: Sequ
 
 
 def chat_run(body: ChatCompletionRequest, name: str, pin: Any) -> RunRequest:
-    if body.n not in (None, 1):
-        raise BadRequest("n must be 1: an agent run has one answer", param="n")
     fmt = body.response_format
     schema = output_schema(
         fmt.type if fmt else None,
-        fmt.json_schema.schema_ if fmt and fmt.json_schema else None,
+        fmt.json_schema.schema_ if isinstance(fmt, SchemaResponseFormat) else None,
     )
     tools = tuple(
         ToolDefinition(t.function.name, t.function.description, t.function.parameters)
@@ -109,7 +112,9 @@ def responses_run(
     body: ResponsesRequest, name: str, pin: Any, input: AgentInput, endpoint: str = "responses"
 ) -> RunRequest:
     fmt = body.text.format if body.text else None
-    schema = output_schema(fmt.type if fmt else None, fmt.schema_ if fmt else None)
+    schema = output_schema(
+        fmt.type if fmt else None, fmt.schema_ if isinstance(fmt, SchemaTextFormat) else None
+    )
     empty = {"type": "object", "properties": {}}
     tools = tuple(
         ToolDefinition(t.name, t.description or "", t.parameters or empty) for t in body.tools or ()

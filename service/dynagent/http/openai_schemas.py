@@ -50,15 +50,25 @@ class JsonSchemaFormat(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(default="output", max_length=64)
-    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    schema_: dict[str, Any] = Field(alias="schema")
+    """A JSON Schema (draft 2020-12) the answer must match."""
     strict: bool | None = None
 
 
-class ResponseFormat(BaseModel):
+class TextResponseFormat(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    type: Literal["text", "json_object", "json_schema"]
-    json_schema: JsonSchemaFormat | None = None
+    type: Literal["text", "json_object"]
+
+
+class SchemaResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaFormat
+
+
+ResponseFormat = Annotated[TextResponseFormat | SchemaResponseFormat, Field(discriminator="type")]
 
 
 class StreamOptions(BaseModel):
@@ -97,7 +107,7 @@ class ChatCompletionRequest(_Sampling):
     stream_options: StreamOptions | None = None
     tools: list[ChatTool] | None = Field(default=None, max_length=128)
     response_format: ResponseFormat | None = None
-    n: int | None = None
+    n: Literal[1] | None = None
     """Only 1: an agent run has one answer."""
     max_tokens: int | None = Field(default=None, gt=0)
     max_completion_tokens: int | None = Field(default=None, gt=0)
@@ -115,19 +125,21 @@ class ResponseTool(BaseModel):
     parameters: dict[str, Any] | None = None
 
 
-class TextFormat(BaseModel):
+class SchemaTextFormat(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    type: Literal["text", "json_object", "json_schema"]
+    type: Literal["json_schema"]
     name: str = Field(default="output", max_length=64)
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    schema_: dict[str, Any] = Field(alias="schema")
     strict: bool | None = None
 
 
 class TextOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    format: TextFormat | None = None
+    format: Annotated[TextResponseFormat | SchemaTextFormat, Field(discriminator="type")] | None = (
+        None
+    )
 
 
 class ResponsesRequest(_Sampling):
