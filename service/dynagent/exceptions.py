@@ -98,6 +98,10 @@ class AgentNotFound(NotFound):
         super().__init__(f"no agent named {name!r}; GET /v1/agents lists the agents served")
 
 
+class ResponseNotFound(NotFound):
+    """No stored Responses API answer by that id for this API key."""
+
+
 class Conflict(DynagentError):
     """The action does not fit the agent's current state (e.g. promote without a canary)."""
 

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from ..exceptions import CircuitOpen, DynagentError, ErrorKind, RunError
+from ..exceptions import CircuitOpen, DynagentError, ErrorKind, ResponseNotFound, RunError
 from .state import REVISION_HEADER, TRACE_HEADER, VARIANT_HEADER
 
 STATUS: dict[ErrorKind, int] = {
@@ -95,6 +95,8 @@ def from_error(error: DynagentError, *, openai: bool = False) -> web.Response:
         extra["trace_id"] = trace_id
     if openai and error.param:
         extra["param"] = error.param
+    if openai and isinstance(error, ResponseNotFound):
+        extra["code"] = "response_not_found"
     status = STATUS.get(error.kind, 502)
     response = error_response(error.kind, error.message, status, openai=openai, **extra)
     if isinstance(error, RunError) and error.revision:

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import NotFound
+from ..exceptions import ResponseNotFound
 from ..models.base import Message
 
 MAX_RESPONSES = 1000
@@ -38,7 +38,7 @@ class ResponseStore:
     def get(self, response_id: str, owner: str) -> StoredResponse:
         stored = self._kept.get(response_id)
         if stored is None or stored.owner != owner:
-            raise NotFound(
+            raise ResponseNotFound(
                 f"no stored response {response_id!r}; only the last {self._max} "
                 "responses created with store: true by this API key are kept"
             )
