@@ -21,7 +21,7 @@ async def test_run(service: Served) -> None:
     service.script([Reply("Hello from the agent.")])
     result = await Agent(model(service)).run("Hi")
     assert result.output == "Hello from the agent."
-    assert result.usage().requests == 1
+    assert result.usage.requests == 1
 
 
 async def test_run_stream(service: Served) -> None:
