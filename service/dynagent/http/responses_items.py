@@ -162,6 +162,8 @@ def response_body(
         "top_p": body.top_p,
         "tool_choice": body.tool_choice or "auto",
         "tools": [t.model_dump(exclude_none=True) for t in body.tools or ()],
-        "text": {"format": {"type": "text"}},
+        "text": body.text.model_dump(by_alias=True, exclude_none=True)
+        if body.text and body.text.format
+        else {"format": {"type": "text"}},
         "user": body.user,
     }

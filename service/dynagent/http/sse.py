@@ -9,7 +9,7 @@ from aiohttp import web
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
 def dumps(value: Any) -> str:
