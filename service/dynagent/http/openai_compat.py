@@ -134,6 +134,8 @@ async def _chunks(
         elif isinstance(event, ErrorEvent):
             kind: ErrorKind = event.error_type  # type: ignore[assignment]
             yield openai_error_body(kind, event.message, STATUS.get(kind, 502))
+            async for _ in events:  # run_finished: the run is recorded before the answer ends
+                pass
             return
         elif isinstance(event, RunFinished):
             calls = answer.client_calls()

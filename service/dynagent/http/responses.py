@@ -144,6 +144,8 @@ class _EventWriter:
                 yield self._event(
                     "response.failed", response=self._response("failed", output=output, error=error)
                 )
+                async for _ in run:  # run_finished: the run is recorded before the answer ends
+                    pass
                 return
             elif isinstance(item, RunFinished):
                 for out in self._finish(item.usage):
