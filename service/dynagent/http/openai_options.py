@@ -137,7 +137,13 @@ def _run_request(
     choice = body.tool_choice
     if isinstance(choice, dict) and "name" in choice:  # the Responses API's shape
         choice = {"type": "function", "function": {"name": choice["name"]}}
-    options = RunOptions(tools, tool_choice=choice, output_schema=schema, settings=_settings(body))
+    settings = _settings(body)
+    asked = tools or choice is not None or schema is not None or settings
+    options = (
+        RunOptions(tools, tool_choice=choice, output_schema=schema, settings=settings)
+        if asked
+        else None  # the common case: the agent's definition alone decides
+    )
     return RunRequest(name, input, session_id, variables, pin, endpoint, options, body.user)
 
 
