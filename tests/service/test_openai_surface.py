@@ -208,3 +208,79 @@ async def test_a_streamed_response_that_fails_later_ends_with_response_failed(
         "message": "the model endpoint answered 400: Error code: 400 - scripted failure 400",
     }
     assert failed["response"]["output"][0]["content"][0]["text"] == "Adding."
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+async def tooled(service: RunningService, model_server: ScriptedModelServer) -> None:
+    service.write_agent(agent_document("tooled", model_server, tools=["calculator"]))
+    await service.registry.wait_for(lambda registry: "tooled" in registry)
+
+
+async def test_agent_and_client_calls_at_once_end_the_turn_with_the_client_calls(
+    service: RunningService, model_server: ScriptedModelServer
+) -> None:
+    await tooled(service, model_server)
+    both = CallTools([("calculator", {"expression": "1+1"}), ("get_weather", {"city": "Oslo"})])
+    model_server.script(DEFAULT_MODEL, [both])
+    body = {"model": "tooled", "messages": USER, "tools": [WEATHER]}
+    response = await service.client.post("/v1/chat/completions", json=body, headers=auth())
+    choice = (await response.json())["choices"][0]
+    assert choice == {
+        "index": 0,
+        "message": {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                }
+            ],
+        },
+        "finish_reason": "tool_calls",
+    }
+
+
+async def test_a_forced_tool_choice_binds_the_first_model_call_only(
+    service: RunningService, model_server: ScriptedModelServer
+) -> None:
+    await tooled(service, model_server)
+    model_server.script(
+        DEFAULT_MODEL, [CallTools([("calculator", {"expression": "2*3"})]), Reply("6.")]
+    )
+    body = {"model": "tooled", "messages": USER, "tools": [WEATHER], "tool_choice": "required"}
+    response = await service.client.post("/v1/chat/completions", json=body, headers=auth())
+    assert (await response.json())["choices"][0]["message"]["content"] == "6."
+    assert [r["tool_choice"] for r in model_server.requests] == ["required", "auto"]
+
+
+@pytest.mark.parametrize("agent", ["offline", "offline-tools"])
+async def test_the_offline_model_streams_its_answer_byte_for_byte(
+    service: RunningService, agent: str
+) -> None:
+    tools = ["calculator"] if agent == "offline-tools" else []
+    service.write_agent(agent_document(agent, tools=tools))
+    await service.registry.wait_for(lambda registry: agent in registry)
+    body = {"model": agent, "messages": [{"role": "user", "content": "Say  two  words."}]}
+    whole = await service.client.post("/v1/chat/completions", json=body, headers=auth())
+    content = (await whole.json())["choices"][0]["message"]["content"]
+    streamed = await service.client.post(
+        "/v1/chat/completions", json={**body, "stream": True}, headers=auth()
+    )
+    pieces = [
+        data["choices"][0]["delta"].get("content") or ""
+        for _, data in parse_sse(await streamed.text())
+        if data != "[DONE]"
+    ]
+    assert "".join(pieces) == content
+    expected = "Tool results: " if tools else "[test model] you said: Say  two  words."
+    assert content.startswith(expected), content
