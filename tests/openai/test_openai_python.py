@@ -207,6 +207,7 @@ def test_the_models_are_the_agents(client: openai.OpenAI) -> None:
         ("triage", "model", "dynagent"),
     ]
     assert client.models.retrieve("bot").id == "bot"
+    assert client.models.retrieve("bot@stable").id == "bot@stable"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("bot@canary")
 

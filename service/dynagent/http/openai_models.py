@@ -42,7 +42,8 @@ async def get_model(request: web.Request) -> web.Response:
     name, _ = split_model_name(model_id)
     caller(request).check_agent(name)
     registry = request.app[REGISTRY]
-    found = [m for m in _models(registry.entry(name)) if m["id"] == model_id]
+    wanted = name if model_id.endswith("@stable") else model_id  # name@stable is the name
+    found = [{**m, "id": model_id} for m in _models(registry.entry(name)) if m["id"] == wanted]
     if not found:
         raise NotFound(f"the model {model_id!r} does not exist; GET /v1/models lists them")
     return web.json_response(found[0])

@@ -26,7 +26,7 @@ MODEL_FIELD = Field(
 class _Open(BaseModel):
     """OpenAI bodies: extra fields are kept (to be named as ignored), not refused."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
 
 class FunctionSpec(BaseModel):
@@ -77,12 +77,18 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+_SETTING = (
+    "Honoured when the agent's model.caller_settings lists it; otherwise ignored and "
+    "named in the X-Ignored-Fields response header."
+)
+
+
 class _Sampling(_Open):
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, ge=0, le=1)
-    seed: int | None = None
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    temperature: float | None = Field(default=None, ge=0, le=2, description=_SETTING)
+    top_p: float | None = Field(default=None, ge=0, le=1, description=_SETTING)
+    seed: int | None = Field(default=None, description=_SETTING)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2, description=_SETTING)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, description=_SETTING)
     user: str | None = Field(default=None, max_length=256)
     """The canary sticky key when there is no session."""
     metadata: dict[str, str] | None = Field(default=None, max_length=16)
@@ -94,24 +100,32 @@ class _Sampling(_Open):
     tool_choice: (
         Literal["auto", "none", "required"] | Annotated[dict[str, Any], Field(max_length=4)] | None
     ) = None
+    """Honoured for the turn's first model call; a named function must be one of ``tools``."""
     parallel_tool_calls: bool | None = None
+    """Ignored (the agent's definition decides) and named in X-Ignored-Fields."""
 
 
 class ChatCompletionRequest(_Sampling):
-    """OpenAI ``POST /v1/chat/completions``; ``model`` is the agent name
-    (``name@stable`` / ``name@canary`` pin a variant)."""
+    """OpenAI ``POST /v1/chat/completions``; ``model`` is the agent name (``name@stable`` /
+    ``name@canary`` pin a variant). Fields not listed here are ignored and named in the
+    X-Ignored-Fields response header."""
 
     model: str = MODEL_FIELD
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    """Honoured: a usage chunk ends the stream only with ``include_usage: true``."""
     tools: list[ChatTool] | None = Field(default=None, max_length=128)
+    """Client tools: a call to one ends the turn with ``finish_reason: tool_calls``; 400 when
+    a name clashes with an agent tool or the agent has ``client_tools: false``."""
     response_format: ResponseFormat | None = None
+    """Honoured: validated and retried like an output schema; 400 beside a different
+    schema of the agent's own."""
     n: Literal[1] | None = None
-    """Only 1: an agent run has one answer."""
-    max_tokens: int | None = Field(default=None, gt=0)
-    max_completion_tokens: int | None = Field(default=None, gt=0)
-    stop: str | list[str] | None = None
+    """Only 1: an agent run has one answer (anything else is a 400)."""
+    max_tokens: int | None = Field(default=None, gt=0, description=_SETTING)
+    max_completion_tokens: int | None = Field(default=None, gt=0, description=_SETTING)
+    stop: str | list[str] | None = Field(default=None, description=_SETTING)
 
 
 class ResponseTool(BaseModel):
@@ -143,7 +157,8 @@ class TextOptions(BaseModel):
 
 
 class ResponsesRequest(_Sampling):
-    """OpenAI ``POST /v1/responses``; ``model`` is the agent name."""
+    """OpenAI ``POST /v1/responses``; ``model`` is the agent name. Fields not listed here
+    are ignored and named in the X-Ignored-Fields response header."""
 
     model: str = MODEL_FIELD
     input: (
@@ -151,13 +166,18 @@ class ResponsesRequest(_Sampling):
         | Annotated[list[dict[str, Any]], Field(min_length=1, max_length=1000)]
     )
     instructions: str | None = Field(default=None, max_length=100_000)
-    """Added as a system message after the agent's own prompt."""
+    """Added as a system message after the agent's own prompt; not carried over."""
     stream: bool = False
+    """Typed events (``response.created`` … ``response.completed``), each numbered."""
     tools: list[ResponseTool] | None = Field(default=None, max_length=128)
+    """Client function tools: a call to one ends the turn with a ``function_call`` item."""
     text: TextOptions | None = None
+    """``text.format`` json_object / json_schema: validated and retried."""
     previous_response_id: str | None = Field(default=None, min_length=1, max_length=200)
+    """Continue the conversation of a stored response made with the same API key."""
     store: bool = True
-    max_output_tokens: int | None = Field(default=None, gt=0)
+    """Keep the response (in this process, the last 1,000) for GET and continuations."""
+    max_output_tokens: int | None = Field(default=None, gt=0, description=_SETTING)
 
 
 class OpenAIErrorDetail(BaseModel):
