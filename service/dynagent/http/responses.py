@@ -45,7 +45,7 @@ def _conversation(request: web.Request, body: ResponsesRequest) -> tuple[list[Me
     (``instructions`` do not carry over to a continuation, as in OpenAI's API)."""
     history: list[Message] = []
     if body.previous_response_id is not None:
-        owner = caller(request).key_digest
+        owner = caller(request).principal
         history = list(request.app[RESPONSES].get(body.previous_response_id, owner).messages)
     lead = [{"role": "system", "content": body.instructions}] if body.instructions else []
     return [*lead, *history, *input_messages(body.input)], len(lead)
@@ -59,7 +59,7 @@ def _keep(
     if not body.store or isinstance(run.input, str):
         return
     messages = (*run.input[lead:], assistant_message(text, calls))
-    owner = caller(request).key_digest
+    owner = caller(request).principal
     request.app[RESPONSES].put(StoredResponse(response, messages, owner))
 
 
@@ -87,7 +87,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 
 @routes.get("/v1/responses/{response_id}")
 async def get_response(request: web.Request) -> web.Response:
-    owner = caller(request).key_digest
+    owner = caller(request).principal
     stored = request.app[RESPONSES].get(request.match_info["response_id"], owner)
     return web.json_response(stored.body, dumps=dumps)
 

@@ -8,7 +8,7 @@ measurable share of serving one (BENCHMARKS.md).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,10 @@ class _Recorded:
     factory: str
     source: SourceInfo
     events: tuple[Event, ...]
+    nested: tuple[dict[str, Any], ...]
 
     def as_dict(self, trace_id: str) -> dict[str, Any]:
-        return {
+        trace: dict[str, Any] = {
             "trace_id": trace_id,
             "agent": self.agent,
             "revision": self.revision,
@@ -35,6 +36,12 @@ class _Recorded:
             "source": self.source.as_dict(),
             "events": [event.as_dict() for event in self.events],
         }
+        if self.nested:  # only runs that called agents as tools have it
+            trace["nested"] = [
+                {**run, "events": [event.as_dict() for event in run["events"]]}
+                for run in self.nested
+            ]
+        return trace
 
 
 class TraceStore:
@@ -42,9 +49,24 @@ class TraceStore:
         self.max_traces = max_traces
         self._traces: OrderedDict[str, _Recorded] = OrderedDict()
 
-    def record(self, agent: Agent, variant: str, trace_id: str, events: Sequence[Event]) -> None:
+    def record(
+        self,
+        agent: Agent,
+        variant: str,
+        trace_id: str,
+        events: Sequence[Event],
+        *,
+        nested: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """``nested``: the runs of agents this run called as tools, with their events."""
         self._traces[trace_id] = _Recorded(
-            agent.name, agent.revision, variant, agent.factory, agent.source, tuple(events)
+            agent.name,
+            agent.revision,
+            variant,
+            agent.factory,
+            agent.source,
+            tuple(events),
+            tuple({**run, "events": tuple(run["events"])} for run in nested),
         )
         self._traces.move_to_end(trace_id)
         while len(self._traces) > self.max_traces:
@@ -53,3 +75,7 @@ class TraceStore:
     def get(self, trace_id: str) -> dict[str, Any] | None:
         recorded = self._traces.get(trace_id)
         return recorded.as_dict(trace_id) if recorded is not None else None
+
+    def recent(self) -> Iterator[dict[str, Any]]:
+        """Every kept trace, newest first."""
+        return (recorded.as_dict(tid) for tid, recorded in reversed(self._traces.items()))
