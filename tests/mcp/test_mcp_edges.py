@@ -124,7 +124,7 @@ async def test_a_stdio_server_is_named_from_the_service_config(
             {"type": "mcp", "name": "f", "server": "local", "allow": ["echo", "nope"]},
             "tools.0.allow",
             "stdio:local lists no ['nope']; it has add, cancelled, echo, fail, grow, picture, "
-            "slow, wait_cancelled, wait_running",
+            "resources, slow, wait_cancelled, wait_running",
         ),
     ],
 )
