@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ._templates import MissingVariable, expand_env
 from .agent import Agent, SourceInfo
+from .environment import EnvironmentPolicy, expand
 from .exceptions import ConfigError, FieldIssue
 from .interceptors.base import Interceptor, InterceptorChain
 from .interceptors.registry import InterceptorRegistry
+from .masking import SecretValues
 from .models.base import Model
 from .models.breaker import BreakerPolicy
 from .models.fallback import FallbackModel
@@ -24,7 +25,7 @@ from .models.openai import OpenAIModel
 from .models.test import TestModel
 from .resources import Resources
 from .sessions.base import SessionStore
-from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolSpec
+from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolSpec, tool_entry_name
 from .spec_tools import AgentToolSpec, McpToolSpec
 from .tools._mcp_pool import McpTarget
 from .tools.agent import AgentDirectory, agent_tool
@@ -44,6 +45,10 @@ class AgentBuilder:
     sessions: SessionStore | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     factory: str = "default"
+    environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+    """Which ``${VAR}`` definitions may read (the service config's ``environment``)."""
+    secrets: SecretValues = field(default_factory=SecretValues)
+    """Credentials taken from the environment join these; built agents mask them."""
     mcp: McpServers | None = None
     """MCP servers for ``type: mcp`` entries (the service always has them)."""
     agents: AgentDirectory | None = None
@@ -62,8 +67,8 @@ class AgentBuilder:
         if self.mcp is None:
             return
         targets = [
-            self._mcp_target(entry, f"tools.{i}")
-            for i, entry in enumerate(spec.tools)
+            self._mcp_target(entry, _entry_path(entry))
+            for entry in spec.tools
             if isinstance(entry, McpToolSpec)
         ]
         await self.mcp.prepare(spec.name, targets)
@@ -100,23 +105,25 @@ class AgentBuilder:
                 sessions=self.sessions,
                 source=source,
                 factory=self.factory,
+                secrets=self.secrets,
             )
         except ConfigError as exc:
             raise ConfigError(
                 exc.reason, source=source.location, agent=spec.name, issues=exc.issues
             ) from None
 
-    def _env(self, text: str, path: str) -> str:
-        try:
-            return expand_env(text, self.environ)
-        except MissingVariable as exc:
-            raise ConfigError(
-                "missing environment variable",
-                issues=[FieldIssue(path, f"environment variable {exc.name} is not set")],
-            ) from None
+    def expand_env(self, text: str, path: str, *, secret: bool = False) -> str:
+        """``${VAR}`` filled in for the definition's field at ``path``: the one expansion
+        every field goes through (model, HTTP and MCP tool headers, …). Only names the
+        service allows; ``secret`` (a credential) masks the values from then on.
+        Raises ``ConfigError`` naming the field and the variable."""
+        return expand(text, path, self.environ, self.environment, self.secrets, secret=secret)
+
+    _env = expand_env
+    """The name code written before ``expand_env`` calls (headers are found by their path)."""
 
     def _url(self, text: str, path: str) -> str:
-        url = self._env(text, path)
+        url = self.expand_env(text, path)
         try:
             parts = urlsplit(url)
             valid = parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -142,11 +149,11 @@ class AgentBuilder:
         if provider == "auto":
             configured = self.environ.get("OPENAI_BASE_URL") or self.environ.get("OPENAI_API_KEY")
             provider = "openai" if configured else "test"
-        name = self._env(model.name, f"{path}.name")
+        name = self.expand_env(model.name, f"{path}.name")
         if provider == "test":
             return TestModel(name)
         base_url = self._url(model.base_url, f"{path}.base_url")
-        api_key = self._env(model.api_key, f"{path}.api_key")
+        api_key = self.expand_env(model.api_key, f"{path}.api_key", secret=True)
         pool = self.resources.model_clients
         breaker = model.circuit_breaker
         return OpenAIModel(
@@ -168,8 +175,8 @@ class AgentBuilder:
         remote: list[Tool] = []
         for interceptor in interceptors:
             tools.update((tool.name, tool) for tool in interceptor.tools)
-        for index, entry in enumerate(spec.tools):
-            path = f"tools.{index}"
+        for entry in spec.tools:
+            path = _entry_path(entry)
             if self.offline and isinstance(entry, McpToolSpec | AgentToolSpec):
                 continue
             if isinstance(entry, McpToolSpec):
@@ -188,12 +195,13 @@ class AgentBuilder:
                 "MCP tools are not available here",
                 issues=[FieldIssue(path, "this builder has no MCP servers (McpServers)")],
             )
-        url = self._url(entry.url, f"{path}.url") if entry.url is not None else ""
+        # The URL may carry a key in its query: expanded as a credential (masked).
+        url = "" if entry.url is None else self.expand_env(entry.url, f"{path}.url", secret=True)
         headers = {
-            name: self._env(value, f"{path}.headers.{name}")
+            name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
             for name, value in entry.headers.items()
         }
-        return self.mcp.target(entry, url, headers)
+        return self.mcp.target(entry, url, headers, path)
 
     def _mcp_tools(self, spec: AgentSpec, entry: McpToolSpec, path: str) -> list[Tool]:
         target = self._mcp_target(entry, path)
@@ -212,10 +220,15 @@ class AgentBuilder:
     def _tool(self, entry: ToolSpec, path: str) -> Tool:
         if isinstance(entry, HttpToolSpec):
             headers = {
-                name: self._env(value, f"{path}.headers.{name}")
+                name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
                 for name, value in entry.headers.items()
             }
-            return http_tool(entry, headers, self.resources)
+            try:
+                return http_tool(entry, headers, self.resources)
+            except ValueError as exc:
+                raise ConfigError(
+                    "invalid HTTP tool URL", issues=[FieldIssue(f"{path}.url", str(exc))]
+                ) from None
         name = entry if isinstance(entry, str) else entry.name
         tool = self.tools.get(name)
         if tool is None:
@@ -227,6 +240,11 @@ class AgentBuilder:
         if not isinstance(entry, str):
             tool = tool.with_options(timeout=entry.timeout, on_error=entry.on_error)
         return tool
+
+
+def _entry_path(entry: ToolSpec) -> str:
+    """Where an entry's problems are reported: ``tools[name]``, its own entry."""
+    return f"tools[{tool_entry_name(entry)}]"
 
 
 def _add_tools(tools: dict[str, Tool], offered: list[Tool], path: str) -> None:

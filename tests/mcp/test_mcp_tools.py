@@ -23,7 +23,7 @@ TOKEN = "s3cret-mcp-token-value"
 
 @pytest.fixture
 async def service(agents_dir: Path, state_dir: Path) -> AsyncIterator[RunningService]:
-    config = service_config(agents_dir, state_dir)
+    config = service_config(agents_dir, state_dir, environment={"allow": ["ORDERS_TOKEN"]})
     async with running_service(config, environ={"ORDERS_TOKEN": TOKEN}) as running:
         yield running
 
@@ -200,8 +200,8 @@ async def test_a_server_down_at_build_refuses_the_agent_until_it_starts(
     url = f"http://127.0.0.1:{port}/mcp"
     service.write_agent(mcp_agent(model_server, url))
     status = await service.wait_error("bot", f"MCP server {url} is unavailable")
-    assert status["state"] == "failed"
-    assert status["last_error"]["path"] == "tools.0"
+    assert status["state"] == "refused"
+    assert status["last_error"]["path"] == "tools[orders]"
     servers = await (await service.client.get("/v1/mcp/servers")).json()
     assert servers == {
         "servers": [

@@ -4,7 +4,6 @@ shared by our own API and the OpenAI-compatible one."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from ..agent import Agent, AgentInput, RunResult, Variant
 from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import routing_key
+from ..sessions.scope import new_trace_id, session_key
 from ..tools.agent import CALL_SCOPE, CallScope
 from .drain import Drain, stopped_events
 from .state import (
@@ -134,7 +134,15 @@ class _Served:
 
 def _serve(request: web.Request, run: RunRequest) -> _Served:
     agent, variant = select(request, run)
-    return _Served(request, run, agent, variant, time.perf_counter(), uuid.uuid4().hex)
+    return _Served(request, run, agent, variant, time.perf_counter(), new_trace_id())
+
+
+def _session_key(request: web.Request, run: RunRequest) -> str | None:
+    """The store key of the run's session: the caller's identity, the agent, its id.
+    Every route that runs an agent comes through here, so none can skip the scope."""
+    if run.session_id is None:
+        return None
+    return session_key(caller(request).principal, run.name, run.session_id)
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
@@ -150,6 +158,7 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
                     trace_id=served.trace_id,
                     variant=served.variant,
                     on_event=seen.append,
+                    session_key=_session_key(request, run),
                 )
     except ServiceStopping as exc:
         exc.events = (*seen, *stopped_events(exc, seen, served.started))
@@ -180,6 +189,7 @@ async def stream_agent(
             variables=run.variables,
             trace_id=served.trace_id,
             variant=served.variant,
+            session_key=_session_key(request, run),
         )
         first = await anext(events)
     recorded = _recorded(served, first, events, request.app[DRAIN])
