@@ -195,7 +195,10 @@ class AgentRegistry:
 
     def status(self, name: str) -> dict[str, Any]:
         entry = self.entry(name)
-        stats = {v: s for (n, v), s in self._stats.items() if n == name}
+        # Looked up, not searched: a list of 1,000 agents must not scan every agent's stats.
+        variants: tuple[Variant, ...] = ("stable", "canary")
+        found = ((v, self._stats.get((name, v))) for v in variants)
+        stats: dict[Variant, VariantStats] = {v: s for v, s in found if s is not None}
         status = entry.status(stats)
         status["revisions"] = [r.as_dict() for r in reversed(self.history(name))]
         return status

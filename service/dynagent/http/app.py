@@ -33,10 +33,11 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, mcp, openai_compat
+from . import a2a, admin, agents, mcp, openai_compat, ui
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
+from .gauges import RegistryGauges
 from .keys_watch import KeysFileWatch
 from .masking import mask_middleware
 from .metrics import Metrics
@@ -65,7 +66,8 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     public = request.path == "/metrics" and request.app[CONFIG].metrics.public
-    if request.path not in OPEN_PATHS and not public:
+    open_route = request.match_info.route.name in ui.OPEN_ROUTES
+    if request.path not in OPEN_PATHS and not public and not open_route:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
@@ -132,6 +134,7 @@ def create_app(
     app.add_routes(openai_compat.routes)
     app.add_routes(a2a.routes)
     app.add_routes(mcp.routes)
+    ui.install(app, environ)
     return app
 
 
@@ -145,6 +148,7 @@ def _install_state(
     app[REGISTRY] = registry
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
+    app[METRICS].registry.register(RegistryGauges(registry))
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[SECRETS] = secrets
     secrets.add(app[API_KEYS].secrets)

@@ -19,6 +19,7 @@ from ..rollout import routing_key
 from ..sessions.scope import new_trace_id, session_key
 from ..tools.agent import CALL_SCOPE, CallScope
 from .drain import Drain, stopped_events
+from .series import SERIES
 from .state import (
     DRAIN,
     METRICS,
@@ -119,6 +120,7 @@ class _Served:
             app[METRICS].observe_run(
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
+            app[SERIES].record(agent.name, self.variant, seconds, failed=error is not None)
         if trace_id:
             app[TRACES].record(agent, self.variant, trace_id, events, nested=self.nested)
         if error != "disconnected":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..agent import Agent
@@ -45,3 +45,7 @@ class TraceStore:
 
     def get(self, trace_id: str) -> dict[str, Any] | None:
         return self._traces.get(trace_id)
+
+    def recent(self) -> Iterator[dict[str, Any]]:
+        """Every kept trace, newest first."""
+        return reversed(self._traces.values())
