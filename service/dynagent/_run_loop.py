@@ -213,7 +213,7 @@ class _Loop:
 
     async def _run_tools(self, step: int, calls: Sequence[ToolCallRequest]) -> list[Message]:
         if self.agent.spec.parallel_tool_calls and len(calls) > 1:
-            outcomes = await _all_or_none([self._run_tool(step, c) for c in calls])
+            outcomes = await _all_or_none([self._run_tool(step, c, together=True) for c in calls])
         else:
             outcomes = [await self._run_tool(step, c) for c in calls]
         return [
@@ -221,7 +221,9 @@ class _Loop:
             for call, outcome in zip(calls, outcomes, strict=True)
         ]
 
-    async def _run_tool(self, step: int, call: ToolCallRequest) -> ToolOutcome:
+    async def _run_tool(
+        self, step: int, call: ToolCallRequest, *, together: bool = False
+    ) -> ToolOutcome:
         ctx = self.ctx
         ctx.tool_calls += 1
         ctx.emit(
@@ -233,6 +235,10 @@ class _Loop:
                 arguments=call.arguments,
             )
         )
+        if together:
+            # Let the calls started beside this one announce themselves first, so that a
+            # trace reads every tool_call of a step before any result, however fast a tool.
+            await asyncio.sleep(0)
         started = time.perf_counter()
         try:
             outcome = await self.agent.chain.call_tool(ctx, call, self._execute_tool)
