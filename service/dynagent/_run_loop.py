@@ -273,9 +273,7 @@ class _Loop:
             return _error(f"invalid arguments: {problem}")
         try:
             # asyncio.timeout, not wait_for: no extra task per call (and the tool keeps the
-            # run's context, e.g. the caller scope agent tools read). The one yield keeps
-            # wait_for's order of events: parallel calls all announce themselves first.
-            await asyncio.sleep(0)
+            # run's context, e.g. the caller scope agent tools read).
             async with asyncio.timeout(tool.timeout):
                 output = await tool.function(arguments)
         except TimeoutError:
