@@ -21,7 +21,15 @@ from mcp import types
 from ..exceptions import ConfigError, FieldIssue
 from ..models.base import ToolDefinition
 from ..spec_tools import McpToolSpec
-from ._mcp_pool import CONNECT_TIMEOUT, McpPool, McpTarget, McpToolError, McpUnavailable, RemoteTool
+from ._mcp_pool import (
+    CONNECT_TIMEOUT,
+    McpPool,
+    McpTarget,
+    McpToolError,
+    McpUnavailable,
+    RemoteTool,
+    connect_timeout,
+)
 from ._mcp_registry import McpDirectory, RegisteredServer, endpoint_target, registry_key
 from .base import Tool
 
@@ -81,7 +89,7 @@ class McpServers:
                     await self.pool.connection(first).first_outcome(CONNECT_TIMEOUT)
                     self.pool.use(agent, [first])
             else:
-                await self.pool.connection(target).first_outcome(CONNECT_TIMEOUT)
+                await self.pool.connection(target).first_outcome(connect_timeout(target))
             self.pool.use(agent, [target])
 
     def _registered_server(self, key: McpTarget) -> RegisteredServer:
