@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -31,10 +33,12 @@ from ..resources import Resources
 from ..sessions.base import SessionStore
 from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
+from ..sources._nacos_a2a import NacosA2aDirectory
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, mcp, openai_compat, ui
+from . import a2a, admin, agents, mcp, openai_compat, openai_models, responses, ui
 from .auth import ApiKeys
+from .cors import add_cors_headers, cors_middleware
 from .drain import Drain
 from .errors import error_middleware
 from .gauges import RegistryGauges
@@ -42,6 +46,7 @@ from .keys_watch import KeysFileWatch
 from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
+from .response_store import ResponseStore
 from .state import (
     API_KEYS,
     CALLER,
@@ -52,6 +57,7 @@ from .state import (
     MCP,
     METRICS,
     REGISTRY,
+    RESPONSES,
     SECRETS,
     TRACES,
 )
@@ -117,9 +123,10 @@ def create_app(
     with API keys and credentials from the environment as they become known."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[mask_middleware, error_middleware, auth_middleware],
+        middlewares=[cors_middleware, mask_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
+    app.on_response_prepare.append(add_cors_headers)
     _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
     if config.auth.keys_file is not None:
@@ -132,6 +139,8 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(openai_models.routes)
+    app.add_routes(responses.routes)
     app.add_routes(a2a.routes)
     app.add_routes(mcp.routes)
     ui.install(app, environ)
@@ -153,6 +162,7 @@ def _install_state(
     app[SECRETS] = secrets
     secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
+    app[RESPONSES] = ResponseStore()
     app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:
@@ -191,6 +201,9 @@ def _lifecycle(
         resources = Resources()
         store = _session_store(config)
         auth = config.auth
+        directory = NacosA2aDirectory(
+            config.nacos, Path(tempfile.mkdtemp(prefix="dynagent-a2a-directory-"))
+        )
         builder = AgentBuilder(
             tools=tools or ToolRegistry.default(),
             interceptors=interceptors or InterceptorRegistry.default(),
@@ -204,6 +217,7 @@ def _lifecycle(
             secrets=app[SECRETS],
             mcp=app[MCP],
             agents=registry,
+            a2a=directory.url_of,
         )
         chosen = [
             *configured_factories(builder, config, specs),
@@ -226,6 +240,7 @@ def _lifecycle(
                 await factory.stop()
             await store.aclose()
             await app[MCP].aclose()
+            await directory.aclose()
             await resources.aclose()
             logger.info("stopped")
 
