@@ -16,6 +16,7 @@ from loguru import logger
 
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
+from ..exceptions import ConfigError
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
@@ -197,6 +198,20 @@ def configured_factories(
 
 
 def _session_store(config: ServiceConfig) -> SessionStore:
-    if config.sessions.store == "memory":
+    settings = config.sessions
+    if settings.store == "memory":
         return MemorySessionStore()
-    return SqliteSessionStore(config.sessions.path)
+    if settings.store == "redis":
+        try:
+            from ..sessions.redis import RedisSessionStore  # the optional ``redis`` extra
+        except ImportError:
+            raise ConfigError(
+                "sessions.store: redis needs the redis package: pip install 'dynagent[redis]'"
+            ) from None
+        return RedisSessionStore(
+            settings.url,
+            key_prefix=settings.key_prefix,
+            lock_ttl=settings.lock_ttl,
+            history_bytes=settings.history_bytes,
+        )
+    return SqliteSessionStore(settings.path)
