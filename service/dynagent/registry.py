@@ -120,6 +120,8 @@ class AgentEntry:
             else {
                 "reason": canary.pulled.reason,
                 "at": canary.pulled.at,
+                "by": canary.pulled.by,
+                "recorded": canary.pulled.recorded,
             },
             "source": canary.agent.source.as_dict(),
             "loaded_at": canary.loaded_at,
@@ -141,7 +143,8 @@ class AgentRegistry:
     """Sources serving from a fallback (e.g. a snapshot), and why."""
     listeners: list[Callable[[str, str], None]] = field(default_factory=list)
     """Told ``(agent, what)`` on every change, what being ``swapped``, ``refused``,
-    ``removed``, ``canary`` (started or rebuilt), ``canary_removed`` or ``canary_pulled``."""
+    ``removed``, ``canary`` (started or rebuilt), ``canary_removed``, ``canary_pulled`` (by
+    this replica's guard), ``canary_paused`` (by its document) or ``canary_resumed``."""
 
     # -- reading -----------------------------------------------------------------
 
@@ -223,14 +226,18 @@ class AgentRegistry:
         return True
 
     def put_canary(self, agent: Agent, policy: RolloutPolicy) -> None:
-        """Start (or rebuild) the canary of ``agent.name``; a new revision clears a pull."""
+        """Start (or rebuild) the canary of ``agent.name``. Its ``rollout.paused`` decides
+        whether it serves: a new revision clears this replica's own pull, and so does an
+        edit that removes a recorded pause (a resume)."""
         current = self._entries.get(agent.name) or AgentEntry(agent.name)
         old = current.canary
+        pulled = Pulled.of(policy.paused)
         if old is not None and old.agent.revision == agent.revision:
-            self._set(replace(current, canary=replace(old, policy=policy), last_error=None))
+            self._update_canary(current, old, policy, pulled)
             return
         now = time.time()
-        self._set(replace(current, canary=Canary(agent, policy, now), last_error=None))
+        canary = Canary(agent, policy, now, pulled)
+        self._set(replace(current, canary=canary, last_error=None))
         self._remember(agent, "canary", now)
         self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
         self._tell(agent.name, "canary")
@@ -240,6 +247,39 @@ class AgentRegistry:
             agent.revision,
             policy.weight,
         )
+
+    def _update_canary(
+        self, entry: AgentEntry, old: Canary, policy: RolloutPolicy, pulled: Pulled | None
+    ) -> None:
+        """The same canary revision with a new rollout block (a pause, a resume, a weight)."""
+        if pulled is None and old.pulled is not None and not old.pulled.recorded:
+            pulled = old.pulled  # this replica's own pull, still being written back
+        self._set(
+            replace(entry, canary=replace(old, policy=policy, pulled=pulled), last_error=None)
+        )
+        if old.pulled is not None and pulled is None:
+            self._stats[(entry.name, "canary")] = VariantStats(policy.guard.window)
+            self._tell(entry.name, "canary_resumed")
+            logger.info("agent {} canary {} back in traffic", entry.name, old.agent.revision)
+        elif old.pulled is None and pulled is not None:
+            self._tell(entry.name, "canary_paused")
+            logger.warning(
+                "agent {} canary {} paused by {}: {}",
+                entry.name,
+                old.agent.revision,
+                pulled.by,
+                pulled.reason,
+            )
+
+    def resume_canary(self, name: str) -> None:
+        """Lift a pull that lives only in this replica (one never recorded in the document)."""
+        entry = self._entries.get(name)
+        canary = entry.canary if entry else None
+        if entry is None or canary is None or canary.pulled is None or canary.pulled.recorded:
+            return
+        self._set(replace(entry, canary=replace(canary, pulled=None)))
+        self._stats[(name, "canary")] = VariantStats(canary.policy.guard.window)
+        self._tell(name, "canary_resumed")
 
     def remove_canary(self, name: str) -> None:
         current = self._entries.get(name)

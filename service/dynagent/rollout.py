@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -38,6 +39,19 @@ class GuardPolicy(BaseModel):
     """How many recent requests per variant the figures cover."""
 
 
+class Paused(BaseModel):
+    """``rollout.paused``: the canary is out of traffic on every replica until this is
+    removed (an edit, or ``dynagent rollout resume NAME``). The guard writes it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reason: str = Field(min_length=1, max_length=4000)
+    at: datetime
+    """When it was paused (ISO 8601)."""
+    by: str = Field(default="guard", min_length=1, max_length=200)
+    """``guard``, or whoever paused it by hand."""
+
+
 class RolloutPolicy(BaseModel):
     """The ``rollout`` block of ``{name}.canary.yaml``."""
 
@@ -49,6 +63,8 @@ class RolloutPolicy(BaseModel):
     """What keeps a caller on one variant: ``auto`` = the session id, else the
     ``X-Canary-Key`` header, else the caller's API key; ``none`` = random per request."""
     guard: GuardPolicy = GuardPolicy()
+    paused: Paused | None = None
+    """Set (by the guard, or by hand) while the canary is out of traffic fleet-wide."""
 
 
 def bucket(agent: str, key: str) -> float:
@@ -139,14 +155,30 @@ def guard_verdict(policy: GuardPolicy, stable: VariantStats, canary: VariantStat
 
 @dataclass(frozen=True, slots=True)
 class Pulled:
-    """A canary the guard took out of traffic."""
+    """A canary taken out of traffic: by this replica's guard, or by ``rollout.paused``."""
 
     reason: str
     at: float
+    by: str = "guard"
+    recorded: bool = False
+    """True once the pause is in the canary's document (the config center): every replica
+    then honours it, and a restart does not undo it."""
 
     @classmethod
     def now(cls, reason: str) -> Pulled:
         return cls(reason, time.time())
+
+    @classmethod
+    def of(cls, paused: Paused | None) -> Pulled | None:
+        if paused is None:
+            return None
+        at = paused.at if paused.at.tzinfo else paused.at.replace(tzinfo=UTC)
+        return cls(paused.reason, at.timestamp(), paused.by, recorded=True)
+
+    def as_paused(self) -> dict[str, str]:
+        """The ``rollout.paused`` block that records this pull."""
+        at = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds")
+        return {"reason": self.reason, "at": at, "by": self.by}
 
 
 def load_canary(

@@ -142,6 +142,7 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
             "latency_floor_ms": 50.0,
             "window": 200,
         },
+        "paused": None,
     }
 
 

@@ -24,6 +24,7 @@ from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
 from ..registry import AgentRegistry
 from ..resources import Resources
+from ..rollout_decisions import RolloutDecisions
 from ..sessions.base import SessionStore
 from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
@@ -35,7 +36,17 @@ from .drain import Drain
 from .errors import error_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
+from .state import (
+    API_KEYS,
+    CALLER,
+    CONFIG,
+    DECISIONS,
+    DRAIN,
+    FACTORIES,
+    METRICS,
+    REGISTRY,
+    TRACES,
+)
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -113,6 +124,8 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[DRAIN] = Drain()
+    app[DECISIONS] = RolloutDecisions(registry, app[FACTORIES])
+    app[DECISIONS].attach()
 
     def count_change(name: str, what: str) -> None:
         if what == "removed":
@@ -160,6 +173,7 @@ def _lifecycle(
             logger.info("serving {} agents", len(registry))
             yield
         finally:
+            await app[DECISIONS].aclose()
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()

@@ -176,6 +176,14 @@ def _agent_paths() -> dict[str, Any]:
                 requestBody=_body(RollbackRequest, required=False),
             )
         },
+        "/v1/agents/{name}/rollout/resume": {
+            "post": _op(
+                "Put a paused canary back into traffic (admin key)",
+                _ok(AgentStatus),
+                *admin,
+                parameters=[_NAME],
+            )
+        },
         "/v1/traces/{trace_id}": {
             "get": _op(
                 "The events of a recent run",

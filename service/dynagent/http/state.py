@@ -7,6 +7,7 @@ from aiohttp import web
 from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..registry import AgentRegistry
+from ..rollout_decisions import RolloutDecisions
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .metrics import Metrics
@@ -25,6 +26,8 @@ DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
+DECISIONS = web.AppKey("decisions", RolloutDecisions)
+"""Writes rollout decisions (the guard's pulls, resumes) back into canary documents."""
 
 CALLER = web.RequestKey("caller", Caller)
 """The authenticated ``Caller`` of a request."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 from pathlib import Path
 
 from loguru import logger
@@ -21,6 +22,8 @@ from ..spec import AgentSpec, format_of, load_spec
 from .base import Document, OnChange, is_canary_key
 
 SUFFIXES = (".yaml", ".yml", ".json")
+LOCK_FILE = ".dynagent.lock"
+"""Taken by every compare-and-set write into the folder (not an agent file: a dot name)."""
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -83,15 +86,36 @@ class FileSource:
 
     def write(self, filename: str, text: str | None) -> Path:
         """Replace (atomically) or delete ``filename`` in the folder; the watcher applies it."""
-        path = (self.directory / filename).resolve()
-        if path.parent != self.directory or not is_agent_file(path):
-            raise ValueError(f"{filename!r} is not an agent file in {self.directory}")
+        path = self._path(filename)
         if text is None:
             path.unlink(missing_ok=True)
         else:
             temporary = path.with_name(f".{path.name}.tmp")
             temporary.write_text(text, encoding="utf-8")
             temporary.replace(path)
+        return path
+
+    def read(self, filename: str) -> str | None:
+        """The text of ``filename`` in the folder now, or None when there is none."""
+        try:
+            return self._path(filename).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def replace_if(self, filename: str, text: str, expected: str) -> bool:
+        """Replace ``filename`` with ``text`` only if it still reads ``expected``
+        (compare-and-set: every process on this machine takes the folder's lock file)."""
+        with (self.directory / LOCK_FILE).open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.read(filename) != expected:
+                return False
+            self.write(filename, text)
+            return True
+
+    def _path(self, filename: str) -> Path:
+        path = (self.directory / filename).resolve()
+        if path.parent != self.directory or not is_agent_file(path):
+            raise ValueError(f"{filename!r} is not an agent file in {self.directory}")
         return path
 
     async def stop(self) -> None:
