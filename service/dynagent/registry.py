@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC
 from typing import Any
 
 from loguru import logger
@@ -54,11 +55,20 @@ class Canary:
     policy: RolloutPolicy
     loaded_at: float
     pulled: Pulled | None = None
-    """Set when the guard took it out of traffic; cleared only by a new revision."""
+    """Set while it is out of traffic: by this replica's guard, or by ``rollout.paused``."""
+    step_since: float = 0.0
+    """Progressive rollouts: when the current step began (``rollout.step_at``, else when
+    this replica saw the step first)."""
+    step_ok: int = 0
+    """Successful canary requests counted before the current step began."""
 
     @property
     def serving(self) -> bool:
         return self.pulled is None
+
+    def healthy(self, stats: VariantStats | None) -> int:
+        """Successful requests in the current step."""
+        return 0 if stats is None else max(0, stats.requests - stats.errors - self.step_ok)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +112,11 @@ class AgentEntry:
             "factory": agent.factory if agent else None,
             "loaded_at": self.loaded_at or None,
             "last_error": self.last_error.as_dict() if self.last_error else None,
-            "canary": self._canary_status(),
+            "canary": self._canary_status(stats.get("canary")),
             "traffic": {variant: figures.summary() for variant, figures in stats.items()},
         }
 
-    def _canary_status(self) -> dict[str, Any] | None:
+    def _canary_status(self, stats: VariantStats | None) -> dict[str, Any] | None:
         canary = self.canary
         if canary is None:
             return None
@@ -126,7 +136,30 @@ class AgentEntry:
             "source": canary.agent.source.as_dict(),
             "loaded_at": canary.loaded_at,
             "guard": canary.policy.guard.model_dump(),
+            "steps": _steps_status(canary, stats),
         }
+
+
+def _steps_status(canary: Canary, stats: VariantStats | None) -> dict[str, Any] | None:
+    """Where a progressive rollout stands: the step, since when, its healthy requests."""
+    policy = canary.policy
+    if policy.step is None or policy.step_after is None:
+        return None
+    return {
+        "weights": list(policy.steps),
+        "step": policy.step,
+        "since": canary.step_since,
+        "healthy_requests": canary.healthy(stats),
+        "after": policy.step_after.model_dump(),
+        "auto_promote": policy.auto_promote,
+    }
+
+
+def _step_start(policy: RolloutPolicy, now: float) -> float:
+    at = policy.step_at
+    if at is None:
+        return now
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
 @dataclass
@@ -144,7 +177,8 @@ class AgentRegistry:
     listeners: list[Callable[[str, str], None]] = field(default_factory=list)
     """Told ``(agent, what)`` on every change, what being ``swapped``, ``refused``,
     ``removed``, ``canary`` (started or rebuilt), ``canary_removed``, ``canary_pulled`` (by
-    this replica's guard), ``canary_paused`` (by its document) or ``canary_resumed``."""
+    this replica's guard), ``canary_paused`` (by its document), ``canary_resumed`` or
+    ``canary_step`` (a new weight)."""
 
     # -- reading -----------------------------------------------------------------
 
@@ -236,7 +270,7 @@ class AgentRegistry:
             self._update_canary(current, old, policy, pulled)
             return
         now = time.time()
-        canary = Canary(agent, policy, now, pulled)
+        canary = Canary(agent, policy, now, pulled, _step_start(policy, now))
         self._set(replace(current, canary=canary, last_error=None))
         self._remember(agent, "canary", now)
         self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
@@ -254,11 +288,19 @@ class AgentRegistry:
         """The same canary revision with a new rollout block (a pause, a resume, a weight)."""
         if pulled is None and old.pulled is not None and not old.pulled.recorded:
             pulled = old.pulled  # this replica's own pull, still being written back
-        self._set(
-            replace(entry, canary=replace(old, policy=policy, pulled=pulled), last_error=None)
-        )
-        if old.pulled is not None and pulled is None:
+        resumed = old.pulled is not None and pulled is None
+        if resumed:  # judged afresh: the failures that paused it are history
             self._stats[(entry.name, "canary")] = VariantStats(policy.guard.window)
+        canary = replace(old, policy=policy, pulled=pulled)
+        if resumed or (policy.weight, policy.step_at) != (old.policy.weight, old.policy.step_at):
+            stats = self._stats.get((entry.name, "canary"))
+            ok = stats.requests - stats.errors if stats else 0
+            canary = replace(canary, step_since=_step_start(policy, time.time()), step_ok=ok)
+        self._set(replace(entry, canary=canary, last_error=None))
+        if policy.weight != old.policy.weight:
+            self._tell(entry.name, "canary_step")
+            logger.info("agent {} canary now at {:g}% of traffic", entry.name, policy.weight)
+        if resumed:
             self._tell(entry.name, "canary_resumed")
             logger.info("agent {} canary {} back in traffic", entry.name, old.agent.revision)
         elif old.pulled is None and pulled is not None:
@@ -270,6 +312,9 @@ class AgentRegistry:
                 pulled.by,
                 pulled.reason,
             )
+
+    def canary_stats(self, name: str) -> VariantStats | None:
+        return self._stats.get((name, "canary"))
 
     def resume_canary(self, name: str) -> None:
         """Lift a pull that lives only in this replica (one never recorded in the document)."""

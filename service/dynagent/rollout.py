@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .exceptions import ConfigError, FieldIssue
 from .spec import AgentSpec, Format, issues_from, load_spec, parse_document
@@ -52,19 +52,88 @@ class Paused(BaseModel):
     """``guard``, or whoever paused it by hand."""
 
 
+class StepAfter(BaseModel):
+    """When a progressive rollout takes its next step: after this long on the current step
+    and/or this many healthy canary requests in it (both, when both are given)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seconds: float | None = Field(default=None, gt=0)
+    requests: int | None = Field(default=None, ge=1)
+    """Successful canary requests seen by one replica during the step (each replica counts
+    its own; the first to see them takes the step for the fleet)."""
+
+    @model_validator(mode="after")
+    def _something(self) -> StepAfter:
+        if self.seconds is None and self.requests is None:
+            raise ValueError("give seconds, requests or both")
+        return self
+
+
 class RolloutPolicy(BaseModel):
     """The ``rollout`` block of ``{name}.canary.yaml``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     weight: float = Field(ge=0, le=100)
-    """Percent of traffic sent to the canary."""
+    """Percent of traffic sent to the canary; with ``steps``, the current step (default:
+    the first), rewritten by the service as the rollout advances."""
+    steps: tuple[float, ...] = ()
+    """A progressive rollout: increasing weights, e.g. ``[5, 25, 50, 100]``."""
+    step_after: StepAfter | None = None
+    step_at: datetime | None = None
+    """When the current step began; written with each step, so a restart keeps the clock."""
+    auto_promote: bool = False
+    """Promote the canary once the last step is done."""
     sticky_key: StickyKey = "auto"
     """What keeps a caller on one variant: ``auto`` = the session id, else the
     ``X-Canary-Key`` header, else the caller's API key; ``none`` = random per request."""
     guard: GuardPolicy = GuardPolicy()
     paused: Paused | None = None
     """Set (by the guard, or by hand) while the canary is out of traffic fleet-wide."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_step(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "weight" not in data and data.get("steps"):
+            steps = data["steps"]
+            if isinstance(steps, list | tuple):
+                return {**data, "weight": steps[0]}
+        return data
+
+    @model_validator(mode="after")
+    def _steps(self) -> RolloutPolicy:
+        steps = self.steps
+        if not steps:
+            if self.step_after is not None or self.auto_promote:
+                raise ValueError("step_after and auto_promote need steps")
+            return self
+        if any(not 0 < w <= 100 for w in steps) or list(steps) != sorted(set(steps)):
+            raise ValueError("steps must be increasing weights in (0, 100]")
+        if self.step_after is None:
+            raise ValueError("steps need step_after: {seconds and/or requests}")
+        if self.weight not in steps:
+            raise ValueError(f"weight {self.weight:g} is not one of the steps")
+        return self
+
+    @property
+    def step(self) -> int | None:
+        """The index of the current step, or None without steps."""
+        return self.steps.index(self.weight) if self.steps else None
+
+    def next_weight(self) -> float | None:
+        """The weight of the next step; None on the last one (or without steps)."""
+        step = self.step
+        return None if step is None or step + 1 >= len(self.steps) else self.steps[step + 1]
+
+    def step_done(self, since: float, healthy: int, now: float) -> bool:
+        """Whether the current step has lasted long enough and seen enough healthy requests."""
+        after = self.step_after
+        if after is None:
+            return False
+        if after.seconds is not None and now - since < after.seconds:
+            return False
+        return after.requests is None or healthy >= after.requests
 
 
 def bucket(agent: str, key: str) -> float:

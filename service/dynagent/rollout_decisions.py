@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import yaml
 from loguru import logger
 
+from .agent import Agent
 from .exceptions import ConfigError, Conflict, DynagentError
 from .factories.base import AgentBuilderFactory, document_name
 from .registry import AgentRegistry, Canary
@@ -30,6 +32,9 @@ ATTEMPTS = 8
 """Reads and compare-and-sets before giving up (each failure means someone else wrote)."""
 RETRY_PAUSE = 0.05
 """Seconds between attempts; Nacos may answer a read just after a write with the old text."""
+
+STEP_TICK = 0.2
+"""Seconds between looks at the progressive rollouts (a step's clock runs to this)."""
 
 RolloutEdit = Callable[[dict[str, Any]], bool]
 """Changes a canary's ``rollout`` mapping in place; False when there is nothing to change
@@ -45,10 +50,68 @@ class RolloutDecisions:
         self.writes = 0
         """Documents this replica changed (what tests and benchmarks count)."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._busy: set[str] = set()
+        """Agents whose step or promotion is being written now."""
+        self._ticker: asyncio.Task[None] | None = None
 
     def attach(self) -> None:
         """Record every pull of this replica's guard from now on."""
         self.registry.listeners.append(self._changed)
+
+    def start(self) -> None:
+        """Take the steps of progressive rollouts from now on (in the running loop)."""
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(STEP_TICK)
+            now = time.time()
+            for entry in list(self.registry):
+                canary = entry.canary
+                if canary is None or not canary.serving or entry.name in self._busy:
+                    continue
+                healthy = canary.healthy(self.registry.canary_stats(entry.name))
+                if canary.policy.step_done(canary.step_since, healthy, now):
+                    self._busy.add(entry.name)
+                    self._spawn(self._step(entry.name, canary))
+
+    async def _step(self, name: str, canary: Canary) -> None:
+        policy, revision = canary.policy, canary.agent.spec.revision
+        weight, step_at = policy.next_weight(), Pulled.now("").as_paused()["at"]
+
+        def advance(rollout: dict[str, Any]) -> bool:
+            if rollout.get("paused") or rollout.get("weight", policy.steps[0]) != policy.weight:
+                return False  # paused, or another replica took this step first
+            rollout["weight"], rollout["step_at"] = weight, step_at
+            return True
+
+        try:
+            if weight is not None:
+                if await self.edit(name, revision, advance):
+                    logger.info("agent {} canary: step to {:g}%", name, weight)
+            elif policy.auto_promote:
+                await self._promote(name, canary)
+        except DynagentError as exc:
+            logger.warning("agent {} canary: the rollout could not advance: {}", name, exc)
+        finally:
+            self._busy.discard(name)
+
+    async def _promote(self, name: str, canary: Canary) -> None:
+        """The last step is done: the canary's spec becomes the stable definition."""
+        agent = canary.agent
+        factory = self.factories[agent.factory]
+        text = await factory.read(name, "canary", agent.source)
+        still = _edited(text, name, agent.spec.revision, _target(name, agent), lambda _: True)
+        if still is None:
+            return  # the canary changed or ended meanwhile (another replica promoted it)
+        entry = self.registry.entry(name)
+        await factory.write(
+            name, "stable", agent.spec, entry.stable.source if entry.stable else None
+        )
+        await factory.write(name, "canary", None, agent.source)
+        self.writes += 1
+        logger.info("agent {} canary {} promoted after its last step", name, agent.revision)
 
     def _changed(self, name: str, what: str) -> None:
         if what != "canary_pulled" or name not in self.registry:
@@ -105,9 +168,7 @@ class RolloutDecisions:
             factory = self.factories[canary.agent.factory]
             source = canary.agent.source
             text = await factory.read(name, "canary", source)
-            edited = _edited(
-                text, name, revision, document_name(name, "canary", source, ""), change
-            )
+            edited = _edited(text, name, revision, _target(name, canary.agent), change)
             if edited is None:
                 return False
             if text is not None and await factory.replace(name, "canary", source, edited, text):
@@ -121,6 +182,10 @@ class RolloutDecisions:
 
     async def aclose(self, within: float = 5.0) -> None:
         """Let pending writes finish (for up to ``within`` seconds), then cancel them."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
         if not self._tasks:
             return
         _, pending = await asyncio.wait(set(self._tasks), timeout=within)
@@ -129,6 +194,10 @@ class RolloutDecisions:
         for task in pending:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _target(name: str, agent: Agent) -> str:
+    return document_name(name, "canary", agent.source, "")
 
 
 def _edited(

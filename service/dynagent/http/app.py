@@ -78,7 +78,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    request.app[METRICS].agents.set(len(request.app[REGISTRY]))
+    registry = request.app[REGISTRY]
+    request.app[METRICS].agents.set(len(registry))
+    request.app[METRICS].set_canaries(
+        (e.name, e.canary.policy.weight if e.canary.serving else 0.0, e.canary.policy.step)
+        for e in registry
+        if e.canary is not None
+    )
     return web.Response(body=request.app[METRICS].exposition(), content_type="text/plain")
 
 
@@ -169,6 +175,7 @@ def _lifecycle(
                 await factory.start(registry)
                 started.append(factory)
                 app[FACTORIES][factory.name] = factory
+            app[DECISIONS].start()
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -43,6 +45,18 @@ class Metrics:
             registry=self.registry,
         )
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
+        self.canary_weight = Gauge(
+            "dynagent_canary_weight",
+            "Percent of traffic each agent's canary takes (0 while it is paused).",
+            ["agent"],
+            registry=self.registry,
+        )
+        self.canary_step = Gauge(
+            "dynagent_canary_step",
+            "The current step (from 0) of each progressive rollout.",
+            ["agent"],
+            registry=self.registry,
+        )
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
@@ -76,6 +90,15 @@ class Metrics:
         if usage is not None:
             self.tokens.labels(agent, variant, "input").inc(usage.input_tokens)
             self.tokens.labels(agent, variant, "output").inc(usage.output_tokens)
+
+    def set_canaries(self, canaries: Iterable[tuple[str, float, int | None]]) -> None:
+        """``(agent, weight now, step or None)`` of every canary: the gauges, afresh."""
+        self.canary_weight.clear()
+        self.canary_step.clear()
+        for agent, weight, step in canaries:
+            self.canary_weight.labels(agent).set(weight)
+            if step is not None:
+                self.canary_step.labels(agent).set(step)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
