@@ -178,7 +178,7 @@ class AgentRegistry:
     """Told ``(agent, what)`` on every change, what being ``swapped``, ``refused``,
     ``removed``, ``canary`` (started or rebuilt), ``canary_removed``, ``canary_pulled`` (by
     this replica's guard), ``canary_paused`` (by its document), ``canary_resumed`` or
-    ``canary_step`` (a new weight)."""
+    ``canary_weight`` (a new weight, e.g. a step)."""
 
     # -- reading -----------------------------------------------------------------
 
@@ -298,7 +298,7 @@ class AgentRegistry:
             canary = replace(canary, step_since=_step_start(policy, time.time()), step_ok=ok)
         self._set(replace(entry, canary=canary, last_error=None))
         if policy.weight != old.policy.weight:
-            self._tell(entry.name, "canary_step")
+            self._tell(entry.name, "canary_weight")
             logger.info("agent {} canary now at {:g}% of traffic", entry.name, policy.weight)
         if resumed:
             self._tell(entry.name, "canary_resumed")

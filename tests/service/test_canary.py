@@ -252,6 +252,7 @@ async def test_a_canary_lives_and_ends_with_its_file(agents_dir: Path, state_dir
                 "latency_floor_ms": 50.0,
                 "window": 200,
             },
+            "steps": None,
         }
         assert (status["revision"], status["source"]["location"], status["last_error"]) == (
             revision_of(STABLE),

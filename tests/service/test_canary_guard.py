@@ -136,6 +136,7 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
                 "latency_floor_ms": 50.0,
                 "window": 200,
             },
+            "steps": None,
         }
         assert (
             f"guard pulled canary {canary_revision(canary)} of agent bot out of traffic: "

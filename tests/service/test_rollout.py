@@ -142,6 +142,10 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
             "latency_floor_ms": 50.0,
             "window": 200,
         },
+        "steps": (),
+        "step_after": None,
+        "step_at": None,
+        "auto_promote": False,
         "paused": None,
     }
 
@@ -230,6 +234,7 @@ def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None
         ("bot", "swapped"),
         ("bot", "canary"),
         ("bot", "canary_pulled"),
+        ("bot", "canary_weight"),
         ("bot", "canary"),
     ]
 
