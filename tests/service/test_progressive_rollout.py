@@ -92,8 +92,8 @@ async def test_steps_advance_on_healthy_requests_and_the_last_promotes(
         await registry.wait_for(lambda r: weight(r) == 100)
         await canary_calls(service, 3)
         await registry.wait_for(lambda r: r.entry("bot").canary is None)
-        assert registry.entry("bot").stable is not None
-        assert registry.entry("bot").stable.spec.revision == canary_revision(candidate)
+        promoted = registry.entry("bot").stable
+        assert promoted is not None and promoted.spec.revision == canary_revision(candidate)
         assert sorted(p.name for p in agents_dir.iterdir() if not p.name.startswith(".")) == [
             "bot.yaml"
         ]
