@@ -111,8 +111,8 @@ start_replica() {
   pid="$(read_pid "$dir/pid")"
   if pid_alive "$pid"; then return; fi
   write_replica_config "$n"
-  (cd "$dir" && nohup "$DYNAGENT" serve --config "$dir/service.yaml" >>"$dir/serve.log" 2>&1 &
-    echo $! >"$dir/pid")
+  (cd "$dir" && exec nohup "$DYNAGENT" serve --config "$dir/service.yaml" >>"$dir/serve.log" 2>&1) &
+  echo $! >"$dir/pid"
 }
 
 stop_replica() {
@@ -169,6 +169,12 @@ $servers        keepalive 32;
             proxy_read_timeout 300s;
             proxy_next_upstream error timeout;
             proxy_next_upstream_tries 3;
+        }
+        # A replica that died mid-request: our JSON error shape, not nginx's HTML page.
+        error_page 502 504 = @unavailable;
+        location @unavailable {
+            default_type application/json;
+            return 502 '{"error": {"type": "unavailable", "message": "the replica serving this request stopped; retry it"}}';
         }
     }
 }
