@@ -7,6 +7,7 @@
 #   scripts/fleet.sh down      stop nginx, the replicas, Redis and Nacos (in that order)
 #   scripts/fleet.sh status    one line per component; exit 0 when all are up
 #   scripts/fleet.sh restart-replica N   stop replica N (1-based) and start it again
+#   scripts/fleet.sh stop-replica N | start-replica N
 #
 # Environment (defaults):
 #   FLEET_HOME=<repo>/.cache/fleet   configs, logs and pid files of every component
@@ -255,10 +256,19 @@ do_restart_replica() {
   log "replica $n restarted (pid $(read_pid "$(replica_dir "$n")/pid"))"
 }
 
+do_start_replica() {
+  load_run_info
+  local n="${1:?replica number}"
+  start_replica "$n"
+  wait_http "http://$HOST:$(replica_port "$n")/readyz" 60 "replica $n"
+}
+
 case "${1:-}" in
+  stop-replica) load_run_info; stop_replica "${2:?replica number}" ;;
+  start-replica) do_start_replica "${2:-}" ;;
   up) do_up ;;
   down) do_down ;;
   status) do_status ;;
   restart-replica) do_restart_replica "${2:-}" ;;
-  *) die "usage: $0 up | down | status | restart-replica N" ;;
+  *) die "usage: $0 up | down | status | restart-replica N | stop-replica N | start-replica N" ;;
 esac

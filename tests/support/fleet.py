@@ -91,9 +91,24 @@ class Fleet:
     def restart_replica(self, n: int) -> None:
         self._script("restart-replica", str(n), timeout=90)
 
+    def stop_replica(self, n: int) -> None:
+        self._script("stop-replica", str(n), timeout=60)
+
+    def start_replica(self, n: int) -> None:
+        self._script("start-replica", str(n), timeout=90)
+
+    def replica_pid(self, n: int) -> int:
+        return int((self.home / f"replica-{n}" / "pid").read_text().strip())
+
+    def nginx_pids(self) -> list[int]:
+        """nginx's master and its worker (whose CPU a benchmark adds up)."""
+        master = int((self.home / "nginx" / "nginx.pid").read_text().strip())
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        return [master, *(int(c) for c in children)]
+
     def kill_replica(self, n: int) -> int:
         """SIGKILL replica ``n``; its pid."""
-        pid = int((self.home / f"replica-{n}" / "pid").read_text().strip())
+        pid = self.replica_pid(n)
         os.kill(pid, signal.SIGKILL)
         return pid
 
