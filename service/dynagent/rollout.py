@@ -91,6 +91,9 @@ class RolloutPolicy(BaseModel):
     guard: GuardPolicy = GuardPolicy()
     paused: Paused | None = None
     """Set (by the guard, or by hand) while the canary is out of traffic fleet-wide."""
+    pin_sessions: bool = False
+    """A session stays on the variant it started on for the life of this canary revision
+    (weight changes and steps move new sessions only); a paused canary still serves none."""
 
     @model_validator(mode="before")
     @classmethod

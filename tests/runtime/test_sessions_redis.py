@@ -182,3 +182,12 @@ async def test_redis_restarted_under_a_write_loses_nothing_and_doubles_nothing(
     assert await store.load("s") == [user("before"), user("during")]
     await asyncio.to_thread(redis_server.restart)
     assert await store.load("s") == [user("before"), user("during")]
+
+
+async def test_the_first_pin_of_a_key_wins_on_every_replica(
+    replicas: Callable[..., RedisSessionStore],
+) -> None:
+    one, two = replicas(), replicas()
+    first, second = await asyncio.gather(one.pin("k", "canary"), two.pin("k", "stable"))
+    assert first == second and first in ("canary", "stable")
+    assert await two.pin("other", "stable") == "stable"

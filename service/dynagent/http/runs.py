@@ -16,6 +16,7 @@ from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import routing_key
 from .drain import Drain, stopped_events
+from .pins import pinned
 from .state import (
     DRAIN,
     METRICS,
@@ -68,7 +69,7 @@ def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, st
     return {REVISION_HEADER: agent.revision, VARIANT_HEADER: variant, TRACE_HEADER: trace_id}
 
 
-def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
+async def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
     who = caller(request)
     who.check_agent(run.name)
     registry = request.app[REGISTRY]
@@ -79,7 +80,10 @@ def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
         header=request.headers.get(CANARY_KEY_HEADER),
         api_key=who.key_digest,
     )
-    return registry.route(run.name, key=key, pin=run.pin)
+    chosen = registry.route(run.name, key=key, pin=run.pin)
+    if run.pin is None and run.session_id and canary is not None and canary.policy.pin_sessions:
+        return await pinned(registry, run.name, run.session_id, chosen)
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +119,13 @@ class _Served:
             log.info("{} ok in {:.0f} ms", where, seconds * 1000)
 
 
-def _serve(request: web.Request, run: RunRequest) -> _Served:
-    agent, variant = select(request, run)
+async def _serve(request: web.Request, run: RunRequest) -> _Served:
+    agent, variant = await select(request, run)
     return _Served(request, run, agent, variant, time.perf_counter(), uuid.uuid4().hex)
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
-    served = _serve(request, run)
+    served = await _serve(request, run)
     seen: list[Event] = []
     try:
         with logger.contextualize(trace_id=served.trace_id):
@@ -154,7 +158,7 @@ async def stream_agent(
 
     The first event is taken here, so bad input fails before any header is sent.
     """
-    served = _serve(request, run)
+    served = await _serve(request, run)
     # The run's task starts inside the first ``anext`` and keeps this log context.
     with logger.contextualize(trace_id=served.trace_id):
         events = served.agent.stream(

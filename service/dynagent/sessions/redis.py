@@ -40,6 +40,8 @@ from ..exceptions import SessionConflict, SessionStoreUnavailable
 from ..models.base import Message
 from .base import SessionLocks
 
+PIN_SECONDS = 30 * 24 * 3600
+"""How long a session's variant is remembered (a canary rarely lives longer)."""
 RETRIES = 12
 """Attempts per command while Redis is unreachable (~6 s with the backoff: a restart)."""
 
@@ -209,6 +211,17 @@ class RedisSessionStore:
     @property
     def _ttl_ms(self) -> int:
         return max(1, int(self.lock_ttl * 1000))
+
+    async def pin(self, key: str, value: str) -> str:
+        name = f"{self.key_prefix}pin:{key}"
+        try:
+            await self._redis.set(name, value, nx=True, ex=PIN_SECONDS)
+            found = await self._redis.get(name)
+        except RedisError as exc:
+            raise _unavailable("pinning", exc) from None
+        if found is None:
+            return value
+        return found.decode() if isinstance(found, bytes) else str(found)
 
     async def ping(self) -> None:
         """Raise ``SessionStoreUnavailable`` unless Redis answers."""
