@@ -373,6 +373,25 @@ class AgentRegistry:
         if variant == "canary" and entry.canary is not None and entry.canary.serving:
             self._guard(entry, entry.canary)
 
+    def rate(self, name: str, revision: str, variant: Variant, score: float) -> bool:
+        """Count a feedback score for a run of ``revision``; False when that revision no
+        longer serves as ``variant`` (the figures are of the versions serving now)."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return False
+        canary = entry.canary
+        serving = canary.agent if variant == "canary" and canary else entry.stable
+        if serving is None or serving.revision != revision:
+            return False
+        stats = self._stats.get((name, variant))
+        if stats is None:
+            window = canary.policy.guard.window if canary else 200
+            stats = self._stats[(name, variant)] = VariantStats(window)
+        stats.rate(score)
+        if variant == "canary" and canary is not None and canary.serving:
+            self._guard(entry, canary)
+        return True
+
     def _guard(self, entry: AgentEntry, canary: Canary) -> None:
         stable = self._stats.get((entry.name, "stable")) or VariantStats()
         reason = guard_verdict(canary.policy.guard, stable, self._stats[(entry.name, "canary")])

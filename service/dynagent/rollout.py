@@ -37,6 +37,11 @@ class GuardPolicy(BaseModel):
     scheduling noise, not a slower version."""
     window: int = Field(default=200, ge=10, le=10_000)
     """How many recent requests per variant the figures cover."""
+    min_feedback_score: float | None = Field(default=None, ge=0, le=1)
+    """Pull when the mean feedback score of the canary's recent rated runs is below this
+    (``POST /v1/traces/{trace_id}/feedback``; thumbs up = 1, down = 0)."""
+    min_feedback: int = Field(default=10, ge=1)
+    """…over at least this many ratings."""
 
 
 class Paused(BaseModel):
@@ -175,6 +180,16 @@ class VariantStats:
         self.recent: deque[Outcome] = deque(maxlen=window)
         self.requests = 0
         self.errors = 0
+        self.scores: deque[float] = deque(maxlen=window)
+        """Recent feedback scores (0 to 1) of this variant's runs."""
+        self.ratings = 0
+
+    def rate(self, score: float) -> None:
+        self.scores.append(score)
+        self.ratings += 1
+
+    def mean_score(self) -> float | None:
+        return sum(self.scores) / len(self.scores) if self.scores else None
 
     def record(self, ok: bool, seconds: float) -> None:
         self.recent.append(Outcome(ok, seconds))
@@ -195,17 +210,34 @@ class VariantStats:
 
     def summary(self) -> dict[str, Any]:
         p50, p95 = self.percentile(0.5), self.percentile(0.95)
+        score = self.mean_score()
         return {
             "requests": self.requests,
             "errors": self.errors,
             "recent_error_rate": round(self.error_rate(), 4),
             "p50_ms": None if p50 is None else round(p50 * 1000, 1),
             "p95_ms": None if p95 is None else round(p95 * 1000, 1),
+            "ratings": self.ratings,
+            "recent_mean_score": None if score is None else round(score, 4),
         }
+
+
+def _feedback_verdict(policy: GuardPolicy, canary: VariantStats) -> str | None:
+    score, floor = canary.mean_score(), policy.min_feedback_score
+    if floor is None or score is None or len(canary.scores) < policy.min_feedback:
+        return None
+    if score >= floor:
+        return None
+    return (
+        f"feedback score {score:.2f} over the last {len(canary.scores)} ratings is below {floor:g}"
+    )
 
 
 def guard_verdict(policy: GuardPolicy, stable: VariantStats, canary: VariantStats) -> str | None:
     """Why the canary must be pulled, or None while it looks healthy."""
+    feedback = _feedback_verdict(policy, canary)
+    if feedback is not None:
+        return feedback
     if len(canary.recent) < policy.min_requests:
         return None
     rate = canary.error_rate()

@@ -135,6 +135,8 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
                 "max_latency_ratio": 3.0,
                 "latency_floor_ms": 50.0,
                 "window": 200,
+                "min_feedback_score": None,
+                "min_feedback": 10,
             },
             "steps": None,
         }
@@ -292,6 +294,7 @@ def status_traffic(service: RunningService) -> dict[str, Any]:
         for key in ("p50_ms", "p95_ms"):
             value = figures.pop(key)
             assert value is None or value >= 0
+        assert (figures.pop("ratings"), figures.pop("recent_mean_score")) == (0, None)
     return traffic
 
 

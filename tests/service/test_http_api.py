@@ -319,6 +319,7 @@ CONTRACT = {
     "/v1/agents/{name}/rollout/resume": "post",
     "/v1/chat/completions": "post",
     "/v1/traces/{trace_id}": "get",
+    "/v1/traces/{trace_id}/feedback": "post",
     "/metrics": "get",
     "/openapi.json": "get",
 }

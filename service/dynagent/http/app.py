@@ -30,7 +30,7 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import admin, agents, openai_compat
+from . import admin, agents, feedback, openai_compat
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
@@ -116,6 +116,7 @@ def create_app(
     app.router.add_get("/openapi.json", openapi)
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
+    app.add_routes(feedback.routes)
     app.add_routes(openai_compat.routes)
     return app
 

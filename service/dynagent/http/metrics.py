@@ -45,6 +45,31 @@ class Metrics:
             registry=self.registry,
         )
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
+        self._rollout_metrics(labels)
+        self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
+            (self.requests, (*labels, "endpoint", "outcome")),
+            (self.errors, (*labels, "type")),
+            (self.latency, labels),
+            (self.tokens, (*labels, "kind")),
+            (self.reloads, ("agent", "result")),
+            (self.feedback, labels),
+            (self.feedback_score, labels),
+        )
+
+    def _rollout_metrics(self, labels: tuple[str, str]) -> None:
+        """Feedback per variant, and where each canary stands."""
+        self.feedback = Counter(
+            "dynagent_feedback",
+            "Feedback ratings of runs.",
+            labels,
+            registry=self.registry,
+        )
+        self.feedback_score = Counter(
+            "dynagent_feedback_score",
+            "Sum of the feedback scores (0-1) of runs: divide by dynagent_feedback_total.",
+            labels,
+            registry=self.registry,
+        )
         self.canary_weight = Gauge(
             "dynagent_canary_weight",
             "Percent of traffic each agent's canary takes (0 while it is paused).",
@@ -56,13 +81,6 @@ class Metrics:
             "The current step (from 0) of each progressive rollout.",
             ["agent"],
             registry=self.registry,
-        )
-        self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
-            (self.requests, (*labels, "endpoint", "outcome")),
-            (self.errors, (*labels, "type")),
-            (self.latency, labels),
-            (self.tokens, (*labels, "kind")),
-            (self.reloads, ("agent", "result")),
         )
 
     def forget(self, agent: str) -> None:
@@ -90,6 +108,10 @@ class Metrics:
         if usage is not None:
             self.tokens.labels(agent, variant, "input").inc(usage.input_tokens)
             self.tokens.labels(agent, variant, "output").inc(usage.output_tokens)
+
+    def observe_feedback(self, agent: str, variant: str, score: float) -> None:
+        self.feedback.labels(agent, variant).inc()
+        self.feedback_score.labels(agent, variant).inc(score)
 
     def set_canaries(self, canaries: Iterable[tuple[str, float, int | None]]) -> None:
         """``(agent, weight now, step or None)`` of every canary: the gauges, afresh."""

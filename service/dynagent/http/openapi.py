@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .feedback import FeedbackRequest, FeedbackResponse
 from .schemas import (
     AgentList,
     AgentStatus,
@@ -29,6 +30,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     ChatCompletionRequest,
     ChatCompletion,
     RollbackRequest,
+    FeedbackRequest,
+    FeedbackResponse,
     ErrorResponse,
     AgentStatus,
     AgentList,
@@ -124,7 +127,7 @@ def _run(summary: str, result: type[BaseModel], body: type[BaseModel]) -> dict[s
 
 
 def _paths() -> dict[str, Any]:
-    return {**_service_paths(), **_agent_paths(), **_openai_paths()}
+    return {**_service_paths(), **_agent_paths(), **_trace_paths(), **_openai_paths()}
 
 
 def _service_paths() -> dict[str, Any]:
@@ -184,12 +187,29 @@ def _agent_paths() -> dict[str, Any]:
                 parameters=[_NAME],
             )
         },
+    }
+
+
+def _trace_paths() -> dict[str, Any]:
+    agent = ("401", "403", "404")
+    return {
         "/v1/traces/{trace_id}": {
             "get": _op(
                 "The events of a recent run",
                 _ok(Trace),
                 *agent,
                 parameters=[_path("trace_id")],
+            )
+        },
+        "/v1/traces/{trace_id}/feedback": {
+            "post": _op(
+                "Rate a recent run (score 0-1 or thumbs up/down)",
+                _ok(FeedbackResponse),
+                *agent,
+                "409",
+                *_BODY_ERRORS,
+                parameters=[_path("trace_id")],
+                requestBody=_body(FeedbackRequest),
             )
         },
     }
