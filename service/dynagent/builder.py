@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from ._templates import MissingVariable, expand_env
@@ -142,7 +142,8 @@ class AgentBuilder:
                 name: self._env(value, f"{path}.headers.{name}")
                 for name, value in entry.headers.items()
             }
-            return http_tool(entry, headers, self.resources)
+            made = http_tool(entry, headers, self.resources)
+            return replace(made, shadow_safe=entry.shadow_safe)
         name = entry if isinstance(entry, str) else entry.name
         tool = self.tools.get(name)
         if tool is None:
@@ -153,4 +154,6 @@ class AgentBuilder:
             )
         if isinstance(entry, ToolRef):
             tool = tool.with_options(timeout=entry.timeout, on_error=entry.on_error)
+            if entry.shadow_safe is not None:
+                tool = replace(tool, shadow_safe=entry.shadow_safe)
         return tool

@@ -18,6 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .exceptions import ConfigError, FieldIssue
 from .spec import AgentSpec, Format, issues_from, load_spec, parse_document
 
+GUARDED_ERRORS = frozenset(
+    {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
+)
+"""Run errors that count against a version (the canary guard); caller mistakes do not."""
+
 StickyKey = Literal["auto", "session", "header", "api_key", "none"]
 
 
@@ -96,6 +101,9 @@ class RolloutPolicy(BaseModel):
     guard: GuardPolicy = GuardPolicy()
     paused: Paused | None = None
     """Set (by the guard, or by hand) while the canary is out of traffic fleet-wide."""
+    shadow: float = Field(default=0, ge=0, le=100)
+    """Percent of the stable's requests also run, in the background, on the canary: the
+    caller gets the stable's answer; tools not ``shadow_safe`` are not executed there."""
     pin_sessions: bool = False
     """A session stays on the variant it started on for the life of this canary revision
     (weight changes and steps move new sessions only); a paused canary still serves none."""

@@ -153,6 +153,7 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
         "step_at": None,
         "auto_promote": False,
         "paused": None,
+        "shadow": 0.0,
         "pin_sessions": False,
     }
 

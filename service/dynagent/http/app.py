@@ -36,6 +36,7 @@ from .drain import Drain
 from .errors import error_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
+from .shadows import ShadowRunner
 from .state import (
     API_KEYS,
     CALLER,
@@ -45,6 +46,7 @@ from .state import (
     FACTORIES,
     METRICS,
     REGISTRY,
+    SHADOWS,
     TRACES,
 )
 from .traces import TraceStore
@@ -131,6 +133,7 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[DRAIN] = Drain()
+    app[SHADOWS] = ShadowRunner(registry, app[METRICS], app[TRACES])
     app[DECISIONS] = RolloutDecisions(registry, app[FACTORIES])
     app[DECISIONS].attach()
 
@@ -181,6 +184,7 @@ def _lifecycle(
             logger.info("serving {} agents", len(registry))
             yield
         finally:
+            await app[SHADOWS].aclose()
             await app[DECISIONS].aclose()
             for factory in reversed(started):
                 await factory.stop()

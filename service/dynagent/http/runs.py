@@ -14,24 +14,21 @@ from loguru import logger
 from ..agent import Agent, AgentInput, RunResult, Variant
 from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
-from ..rollout import routing_key
+from ..rollout import GUARDED_ERRORS, routing_key
 from .drain import Drain, stopped_events
 from .pins import pinned
+from .shadows import ShadowCopy
 from .state import (
     DRAIN,
     METRICS,
     REGISTRY,
     REVISION_HEADER,
+    SHADOWS,
     TRACE_HEADER,
     TRACES,
     VARIANT_HEADER,
     caller,
 )
-
-GUARDED_ERRORS = frozenset(
-    {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
-)
-"""Run errors that count against a version (the canary guard); caller mistakes do not."""
 
 CANARY_KEY_HEADER = "X-Canary-Key"
 
@@ -126,6 +123,7 @@ async def _serve(request: web.Request, run: RunRequest) -> _Served:
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
     served = await _serve(request, run)
+    shadow = await _shadow_of(served)
     seen: list[Event] = []
     try:
         with logger.contextualize(trace_id=served.trace_id):
@@ -148,7 +146,22 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         raise
     served.finish(result.trace_id, result.events)
+    if shadow is not None:
+        request.app[SHADOWS].start(shadow)
     return served.agent, result
+
+
+async def _shadow_of(served: _Served) -> ShadowCopy | None:
+    """The canary to copy this request to (``rollout.shadow``) and the conversation before
+    it, read now: by the time the shadow starts, the stable's turn is in the session."""
+    if served.variant != "stable" or served.run.pin is not None:
+        return None
+    canary = served.request.app[SHADOWS].wanted(served.run.name)
+    if canary is None:
+        return None
+    run, store = served.run, served.agent.sessions
+    history = await store.load(run.session_id) if store is not None and run.session_id else []
+    return ShadowCopy(canary, run.input, run.session_id, run.variables, history)
 
 
 async def stream_agent(

@@ -11,6 +11,7 @@ from ..rollout_decisions import RolloutDecisions
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .metrics import Metrics
+from .shadows import ShadowRunner
 from .traces import TraceStore
 
 VARIANT_HEADER = "X-Agent-Variant"
@@ -26,6 +27,8 @@ DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
+SHADOWS = web.AppKey("shadows", ShadowRunner)
+"""Shadow runs of the canaries (``rollout.shadow``), in the background."""
 DECISIONS = web.AppKey("decisions", RolloutDecisions)
 """Writes rollout decisions (the guard's pulls, resumes) back into canary documents."""
 
