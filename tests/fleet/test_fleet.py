@@ -12,11 +12,13 @@ from typing import Any
 
 import aiohttp
 import yaml
+from aiohttp import web
 
-from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer, Slow
+from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer, Slow
 from tests.support.canary import Load, canary_document, canary_revision
 from tests.support.fleet import Fleet
 from tests.support.nacos import NacosAdmin, yaml_text
+from tests.support.process import free_port
 from tests.support.service import agent_document, revision_of
 
 POLL = 0.05
@@ -238,3 +240,64 @@ async def test_redis_restarted_mid_load_loses_no_committed_turn(
     print(f"\nRedis restarted mid-load: {len(failed)} of {len(outcomes)} turns failed")
     assert all(c == 503 for _, c, _ in failed), failed
     assert sum(committed.values()) == len(outcomes) - len(failed)
+
+
+async def test_shadow_runs_never_reach_a_tool_that_is_not_shadow_safe(
+    fleet: Fleet, nacos: NacosAdmin, http: aiohttp.ClientSession, model_server: ScriptedModelServer
+) -> None:
+    hits: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_route("*", "/{what}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        name = unique("shadowed")
+
+        def http_tool(tool: str, method: str, safe: bool) -> dict[str, Any]:
+            return {
+                "type": "http",
+                "name": tool,
+                "method": method,
+                "url": f"http://127.0.0.1:{port}/{tool}",
+                "allow_hosts": ["127.0.0.1"],
+                "allow_private": True,
+                "shadow_safe": safe,
+            }
+
+        tools = [http_tool("refund", "POST", False), http_tool("lookup", "GET", True)]
+        stable = agent_document(name, model_server, system="Stable.", tools=tools)
+        candidate = agent_document(
+            name, model_server, system="Canary.", model={"name": f"{name}-c"}, tools=tools
+        )
+        await nacos.publish(f"{name}.agent.yaml", fleet.group, yaml_text(stable))
+        await nacos.publish(
+            f"{name}.canary.yaml",
+            fleet.group,
+            yaml_text(canary_document(candidate, weight=0, shadow=100)),
+        )
+        await serving_everywhere(http, fleet, name, revision_of(stable))
+        await until(canary_on_all(http, fleet, name), 15, "the canary on every replica")
+        model_server.script(DEFAULT_MODEL, [Reply("stable")] * 6)
+        model_server.script(
+            f"{name}-c", [CallTools([("refund", {}), ("lookup", {})]), Reply("canary")] * 6
+        )
+        for _ in range(6):
+            code, body = await invoke(http, fleet.url, name, {"input": "refund me"})
+            assert (code, body["variant"], body["output"]) == (200, "stable", "stable")
+
+        async def shadows_done() -> bool:
+            found = [await status(http, fleet.replica_url(n), name) for n in range(1, 4)]
+            done = sum(s["traffic"].get("canary", {}).get("requests", 0) for s in found if s)
+            return bool(done == 6)
+
+        await until(shadows_done, 15, "six shadow runs")
+        assert hits == ["/lookup"] * 6  # the unsafe refund was never called
+    finally:
+        await runner.cleanup()
