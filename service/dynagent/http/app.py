@@ -47,9 +47,11 @@ from .state import (
     METRICS,
     REGISTRY,
     SHADOWS,
+    TRACER,
     TRACES,
 )
 from .traces import TraceStore
+from .tracing import RunTracer
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 
@@ -102,14 +104,20 @@ def create_app(
     specs: Sequence[AgentSpec] = (),
     factories: Sequence[FactoryMaker] = (),
     environ: Mapping[str, str] | None = None,
+    tracer: RunTracer | None = None,
 ) -> web.Application:
-    """The service as an aiohttp app; agents load when the app starts."""
+    """The service as an aiohttp app; agents load when the app starts. ``tracer`` (default:
+    OpenTelemetry when the ``otel`` extra is installed and ``OTEL_*`` configures it)."""
     environ = os.environ if environ is None else environ
     app = web.Application(
         middlewares=[error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
     _install_state(app, config, environ)
+    tracer = tracer or _otel(environ)
+    if tracer is not None:
+        app[TRACER] = tracer
+        app.on_cleanup.append(lambda _: tracer.aclose())
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
     app.on_shutdown.append(_draining)
     app.router.add_get("/healthz", healthz)
@@ -204,6 +212,14 @@ async def _draining(app: web.Application) -> None:
         seconds,
     )
     app[DRAIN].begin(seconds)
+
+
+def _otel(environ: Mapping[str, str]) -> RunTracer | None:
+    try:
+        from .otel import OtelTracer  # the optional ``otel`` extra
+    except ImportError:
+        return None
+    return OtelTracer.from_environ(environ)
 
 
 def configured_factories(

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from loguru import logger
@@ -25,6 +26,7 @@ from .state import (
     REVISION_HEADER,
     SHADOWS,
     TRACE_HEADER,
+    TRACER,
     TRACES,
     VARIANT_HEADER,
     caller,
@@ -94,9 +96,19 @@ class _Served:
     started: float
     trace_id: str
     """Chosen here so that every line logged during the run can carry it."""
+    span: Any = None
+    """The run's OpenTelemetry span, when a tracer is configured."""
+
+    def close_span(self, events: Sequence[Event], error: str | None) -> None:
+        """End the run's span (once), with the model and tool spans of ``events``."""
+        tracer, span = self.request.app.get(TRACER), self.span
+        if tracer is not None and span is not None:
+            object.__setattr__(self, "span", None)
+            tracer.finish(span, self.agent, self.variant, events, error)
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         app, agent = self.request.app, self.agent
+        self.close_span(events, error)
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
         seconds = time.perf_counter() - self.started
         if agent.name in app[REGISTRY]:  # a removed agent's series are gone for good
@@ -118,7 +130,9 @@ class _Served:
 
 async def _serve(request: web.Request, run: RunRequest) -> _Served:
     agent, variant = await select(request, run)
-    return _Served(request, run, agent, variant, time.perf_counter(), uuid.uuid4().hex)
+    tracer = request.app.get(TRACER)
+    span = tracer.start(run.name, request.headers) if tracer is not None else None
+    return _Served(request, run, agent, variant, time.perf_counter(), uuid.uuid4().hex, span)
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
@@ -144,6 +158,9 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
     except RunError as exc:
         exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
+        raise
+    except BaseException as exc:  # refused before it ran (e.g. a missing prompt variable)
+        served.close_span(seen, getattr(exc, "kind", type(exc).__name__))
         raise
     served.finish(result.trace_id, result.events)
     if shadow is not None:
@@ -181,7 +198,11 @@ async def stream_agent(
             trace_id=served.trace_id,
             variant=served.variant,
         )
-        first = await anext(events)
+        try:
+            first = await anext(events)
+        except BaseException as exc:  # refused before it started: only the span to close
+            served.close_span((), getattr(exc, "kind", type(exc).__name__))
+            raise
     recorded = _recorded(served, first, events, request.app[DRAIN])
     return served.agent, served.variant, first.trace_id, recorded
 

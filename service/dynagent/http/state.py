@@ -13,6 +13,7 @@ from .drain import Drain
 from .metrics import Metrics
 from .shadows import ShadowRunner
 from .traces import TraceStore
+from .tracing import RunTracer
 
 VARIANT_HEADER = "X-Agent-Variant"
 REVISION_HEADER = "X-Agent-Revision"
@@ -27,6 +28,8 @@ DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
+TRACER = web.AppKey("tracer", RunTracer)
+"""OpenTelemetry for runs; set only when the ``otel`` extra is installed and configured."""
 SHADOWS = web.AppKey("shadows", ShadowRunner)
 """Shadow runs of the canaries (``rollout.shadow``), in the background."""
 DECISIONS = web.AppKey("decisions", RolloutDecisions)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from .._tracing import outgoing_headers
 from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
@@ -134,6 +135,9 @@ class OpenAIModel:
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
+        traced = outgoing_headers()
+        if traced:
+            kwargs["extra_headers"] = traced
         return await self.client.chat.completions.create(
             model=self.model_name,
             messages=list(request.messages),  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
+from .._tracing import outgoing_headers
 from ..models.base import ToolDefinition
 from ..resources import Resources, is_public_address
 from ..spec import HttpToolSpec
@@ -56,7 +57,7 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
             raise PermissionError(f"address {host} is private or loopback")
         rest = {k: v for k, v in arguments.items() if k not in used}
         options: dict[str, Any] = {
-            "headers": dict(headers),
+            "headers": {**headers, **outgoing_headers()},
             "timeout": aiohttp.ClientTimeout(total=spec.timeout),
             "allow_redirects": False,
         }
