@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
-from ._templates import MissingVariable, expand_env
 from .agent import Agent, SourceInfo
+from .environment import EnvironmentPolicy, expand
 from .exceptions import ConfigError, FieldIssue
 from .interceptors.base import Interceptor, InterceptorChain
 from .interceptors.registry import InterceptorRegistry
+from .masking import SecretValues
 from .models.base import Model
 from .models.breaker import BreakerPolicy
 from .models.fallback import FallbackModel
@@ -23,7 +24,7 @@ from .models.openai import OpenAIModel
 from .models.test import TestModel
 from .resources import Resources
 from .sessions.base import SessionStore
-from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolRef
+from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolRef, tool_entry_name
 from .tools.base import Tool
 from .tools.http import http_tool
 from .tools.registry import ToolRegistry
@@ -39,6 +40,10 @@ class AgentBuilder:
     sessions: SessionStore | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     factory: str = "default"
+    environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+    """Which ``${VAR}`` definitions may read (the service config's ``environment``)."""
+    secrets: SecretValues = field(default_factory=SecretValues)
+    """Credentials taken from the environment join these; built agents mask them."""
 
     def build(
         self,
@@ -67,23 +72,25 @@ class AgentBuilder:
                 sessions=self.sessions,
                 source=source,
                 factory=self.factory,
+                secrets=self.secrets,
             )
         except ConfigError as exc:
             raise ConfigError(
                 exc.reason, source=source.location, agent=spec.name, issues=exc.issues
             ) from None
 
-    def _env(self, text: str, path: str) -> str:
-        try:
-            return expand_env(text, self.environ)
-        except MissingVariable as exc:
-            raise ConfigError(
-                "missing environment variable",
-                issues=[FieldIssue(path, f"environment variable {exc.name} is not set")],
-            ) from None
+    def expand_env(self, text: str, path: str, *, secret: bool = False) -> str:
+        """``${VAR}`` filled in for the definition's field at ``path``: the one expansion
+        every field goes through (model, HTTP and MCP tool headers, …). Only names the
+        service allows; ``secret`` (a credential) masks the values from then on.
+        Raises ``ConfigError`` naming the field and the variable."""
+        return expand(text, path, self.environ, self.environment, self.secrets, secret=secret)
+
+    _env = expand_env
+    """The name code written before ``expand_env`` calls (headers are found by their path)."""
 
     def _url(self, text: str, path: str) -> str:
-        url = self._env(text, path)
+        url = self.expand_env(text, path)
         try:
             parts = urlsplit(url)
             valid = parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -109,11 +116,11 @@ class AgentBuilder:
         if provider == "auto":
             configured = self.environ.get("OPENAI_BASE_URL") or self.environ.get("OPENAI_API_KEY")
             provider = "openai" if configured else "test"
-        name = self._env(model.name, f"{path}.name")
+        name = self.expand_env(model.name, f"{path}.name")
         if provider == "test":
             return TestModel(name)
         base_url = self._url(model.base_url, f"{path}.base_url")
-        api_key = self._env(model.api_key, f"{path}.api_key")
+        api_key = self.expand_env(model.api_key, f"{path}.api_key", secret=True)
         pool = self.resources.model_clients
         breaker = model.circuit_breaker
         return OpenAIModel(
@@ -131,18 +138,23 @@ class AgentBuilder:
         tools: dict[str, Tool] = {}
         for interceptor in interceptors:
             tools.update((tool.name, tool) for tool in interceptor.tools)
-        for index, entry in enumerate(spec.tools):
-            tool = self._tool(entry, f"tools.{index}")
+        for entry in spec.tools:
+            tool = self._tool(entry, f"tools[{tool_entry_name(entry)}]")
             tools[tool.name] = tool
         return tools
 
     def _tool(self, entry: str | ToolRef | HttpToolSpec, path: str) -> Tool:
         if isinstance(entry, HttpToolSpec):
             headers = {
-                name: self._env(value, f"{path}.headers.{name}")
+                name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
                 for name, value in entry.headers.items()
             }
-            made = http_tool(entry, headers, self.resources)
+            try:
+                made = http_tool(entry, headers, self.resources)
+            except ValueError as exc:
+                raise ConfigError(
+                    "invalid HTTP tool URL", issues=[FieldIssue(f"{path}.url", str(exc))]
+                ) from None
             return replace(made, shadow_safe=entry.shadow_safe)
         name = entry if isinstance(entry, str) else entry.name
         tool = self.tools.get(name)

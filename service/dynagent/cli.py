@@ -67,7 +67,7 @@ def serve(args: argparse.Namespace) -> int:
             )
             return 2
         logger.warning("auth is OFF: any caller can use every agent (set {})", config.auth.keys_env)
-    app = create_app(config)
+    app = create_app(config, secrets=mask)
     web.run_app(
         app,
         host=config.listen.host,

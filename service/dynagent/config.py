@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._templates import MissingVariable, expand_env
 from .exceptions import ConfigError, FieldIssue
@@ -42,9 +43,12 @@ class NacosConfig(_Section):
     password: str = ""
     snapshot_dir: Path = Path("var/nacos-snapshot")
     """Dynagent's own last-good copy of every document, used when Nacos is down at start."""
-    poll_seconds: float = Field(default=2.0, gt=0, le=300)
-    """How often the group is listed to find new agents and catch up after outages
-    (changes to known agents are pushed at once)."""
+    poll_seconds: float = Field(default=30.0, gt=0, le=300)
+    """How often the group is listed, as a safety net: new, changed and deleted dataIds
+    are pushed (fuzzy watch). On a server without fuzzy watch the list runs at least
+    every 2 s, since it is then the only way to find new agents."""
+    delete_grace_seconds: float = Field(default=0.0, ge=0, le=3600)
+    """How long an agent whose config was deleted keeps serving (0: removed at once)."""
     prompt_group: str = "PROMPTS"
     """Group of plain-config prompts, for servers without the prompt registry."""
 
@@ -55,6 +59,19 @@ class FactoriesConfig(_Section):
     """Serve every agent in ``nacos.group`` (full-agent factory)."""
     nacos_prompt: DefaultFactoryConfig | None = None
     """Local specs whose ``prompt.ref`` points into Nacos (prompt-only factory)."""
+    spring_ai_alibaba: bool = False
+    """Serve every Spring AI Alibaba agent of the namespace (groups ``ai-agent-*``)."""
+
+
+class A2aConfig(_Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    register_: bool = Field(default=False, alias="register")
+    """Release every agent's A2A card to the Nacos A2A registry (``nacos.server_addr``)
+    and register its endpoint; updated on every new revision, deregistered on shutdown."""
+    url: str = Field(default="", pattern=r"^(https?://[^/?#]+(/[^?#]*)?)?$")
+    """The service's address as callers reach it (``https://agents.internal``); the
+    endpoint registered for agent X is ``{url}/a2a/X``. Required with ``register``."""
 
 
 class SessionsConfig(_Section):
@@ -76,14 +93,39 @@ class AuthConfig(_Section):
     """Environment variable holding comma-separated API keys (access to every agent)."""
     admin_keys_env: str = "DYNAGENT_ADMIN_KEYS"
     """Environment variable holding comma-separated admin keys (may also promote and roll back)."""
+    metrics_keys_env: str = "DYNAGENT_METRICS_KEYS"
+    """Environment variable holding comma-separated keys that may read ``/metrics`` only."""
     keys_file: Path | None = None
-    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool}]``."""
+    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool}]``,
+    watched: a change applies within a second."""
 
 
 class LoggingConfig(_Section):
     level: str = "INFO"
     json_lines: bool = Field(default=False, alias="json")
     """One JSON object per line (for log shippers) instead of text."""
+
+
+class EnvironmentConfig(_Section):
+    allow: list[str] = Field(
+        default_factory=lambda: ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"],
+        max_length=200,
+    )
+    """Environment variables definitions may read as ``${VAR}``: names or glob patterns.
+    The service's own secrets (API keys, the Nacos login) are never readable."""
+
+    @field_validator("allow")
+    @classmethod
+    def _names(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not re.fullmatch(r"[A-Za-z0-9_*?]{1,128}", pattern):
+                raise ValueError(f"{pattern!r} is not a variable name or a * / ? pattern")
+        return patterns
+
+
+class MetricsConfig(_Section):
+    public: bool = False
+    """Serve ``/metrics`` to anyone; off: it needs an admin or a metrics key."""
 
 
 class TracesConfig(_Section):
@@ -96,10 +138,13 @@ class ServiceConfig(_Section):
     """Allow listening on a non-loopback address with auth off."""
     factories: FactoriesConfig = FactoriesConfig()
     nacos: NacosConfig = NacosConfig()
+    a2a: A2aConfig = A2aConfig()
     sessions: SessionsConfig = SessionsConfig()
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    environment: EnvironmentConfig = EnvironmentConfig()
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
@@ -200,5 +245,5 @@ def load_config(
         return ServiceConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(
-            "invalid service config", source=source, issues=issues_from(exc)
+            "invalid service config", source=source, issues=issues_from(exc, ServiceConfig, data)
         ) from None

@@ -4,40 +4,31 @@ secrets masked before anything is written."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from .masking import MASK, SecretValues
+
 if TYPE_CHECKING:
     from loguru import Record
+
+__all__ = ["MASK", "SecretMask", "configure_logging"]
 
 TEXT_FORMAT = (
     "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | "
     "{extra[trace_id]} | {message}"
 )
-MASK = "***"
 
 
-class SecretMask:
-    """Replaces known secret values (API keys, passwords) in every log record."""
-
-    def __init__(self) -> None:
-        self._secrets: set[str] = set()
-
-    def add(self, secrets: Iterable[str]) -> None:
-        # Short values would mask ordinary words; real keys are long.
-        self._secrets.update(s for s in secrets if s and len(s) >= 6)
+class SecretMask(SecretValues):
+    """Replaces known secret values (API keys, passwords) in every log record; the
+    service hands the same set to the app, which adds what it learns later."""
 
     def __call__(self, record: Record) -> None:
         record["extra"].setdefault("trace_id", "-")
-        if not self._secrets:
-            return
-        message = record["message"]
-        for secret in self._secrets:
-            if secret in message:
-                message = message.replace(secret, MASK)
-        record["message"] = message
+        if len(self):
+            record["message"] = self.mask(record["message"])
 
 
 def configure_logging(level: str = "INFO", *, json_lines: bool = False) -> SecretMask:

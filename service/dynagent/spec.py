@@ -34,6 +34,7 @@ from ._documents import (
     check_yaml_events,
     yaml_problem,
 )
+from ._issues import describe
 from .exceptions import ConfigError, FieldIssue
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -288,12 +289,18 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts).replace("schema_", "schema")
 
 
-def issues_from(error: ValidationError) -> list[FieldIssue]:
-    """Field-path issues from a pydantic error, in document terms."""
-    found = []
-    for item in error.errors(include_url=False):
-        found.append(FieldIssue(_path(tuple(item["loc"])), item["msg"]))
-    return found
+def issues_from(
+    error: ValidationError, model: type[BaseModel] | None = None, data: Any = None
+) -> list[FieldIssue]:
+    """Field-path issues from a pydantic error. For a document an author wrote (``model``
+    and its ``data`` given), in the author's terms (``_issues``): list entries by name
+    or position from 1, unknown fields with the field likely meant."""
+    if model is not None:
+        return describe(error, model, data, skip=lambda part: part in _UNION_TAGS)
+    return [
+        FieldIssue(_path(tuple(item["loc"])), item["msg"])
+        for item in error.errors(include_url=False)
+    ]
 
 
 def parse_document(text: str, fmt: Format = "yaml") -> Any:
@@ -332,7 +339,10 @@ def load_spec(
         return AgentSpec.model_validate(dict(data))
     except ValidationError as exc:
         raise ConfigError(
-            "invalid agent definition", source=source, agent=agent, issues=issues_from(exc)
+            "invalid agent definition",
+            source=source,
+            agent=agent,
+            issues=issues_from(exc, AgentSpec, data),
         ) from None
 
 

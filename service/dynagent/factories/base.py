@@ -108,7 +108,7 @@ class DocumentApplier:
             self._fail(document.key, ConfigError(document.error, source=where, agent=blame))
         elif document.text is None:
             if self._names.pop(document.key, None) is not None and known is not None:
-                self.registry.remove(known)
+                self.registry.remove(known, removal_reason(document.info))
             self._forget_failure(document.key)
         else:
             self._define(document, blame, where)
@@ -120,13 +120,15 @@ class DocumentApplier:
             owner = self._owner(spec.name)
             if owner is not None and owner != document.key:
                 raise ConfigError(
-                    f"agent {spec.name!r} is already defined by {owner}", agent=spec.name
+                    f"this document names agent {spec.name!r}, which {owner} already defines; "
+                    f"rename it (e.g. name: {name_from_key(document.key)}) or delete it"
                 )
             agent = self.build(spec, document)
         except ConfigError as exc:
-            # A document that serves an agent reports its refusals there, even when the
-            # broken edit also renames it: that agent is the one left on its old revision.
-            name = self._names.get(document.key) or exc.agent or blame
+            # A refusal lands on the document's own entry: the agent it serves (even when
+            # the broken edit also renames it: that agent stays on its old revision), else
+            # the name of its key; never on another document's healthy agent.
+            name = self._names.get(document.key) or blame
             self._fail(
                 document.key,
                 ConfigError(exc.reason, source=where, agent=name, issues=exc.issues),
@@ -138,7 +140,7 @@ class DocumentApplier:
         previous = self._names.get(document.key)
         self._names[document.key] = spec.name
         if previous is not None and previous != spec.name:
-            self.registry.remove(previous)
+            self.registry.remove(previous, f"renamed to {spec.name!r} in {where}")
         self._forget_failure(document.key, keep=spec.name)
         self.registry.put(agent)
         canary = self._canaries.get(spec.name)
@@ -191,6 +193,14 @@ class DocumentApplier:
 
     def _owner(self, name: str) -> str | None:
         return next((key for key, owned in self._names.items() if owned == name), None)
+
+
+def removal_reason(info: SourceInfo) -> str:
+    """What a tombstone says about a deleted document: ``deleted in Nacos (GROUP/a.yaml)``."""
+    if info.kind == "nacos":
+        where = f"{info.details.get('group', '')}/{info.details.get('data_id', '')}"
+        return f"deleted in Nacos ({where})"
+    return f"its file was deleted ({info.location})" if info.location else "deleted"
 
 
 def _unexpected(error: Exception, where: str, agent: str) -> ConfigError:

@@ -56,6 +56,7 @@ class NacosAgentBuilderFactory:
             snapshot=snapshot,
             poll_seconds=settings.poll_seconds,
             on_health=lambda reason: registry.set_degraded(source_name, reason),
+            delete_grace_seconds=settings.delete_grace_seconds,
         )
         await self.source.start(DocumentApplier(registry, self._build).apply)
 

@@ -165,7 +165,9 @@ class NacosPromptAgentBuilderFactory:
         }
         if ref.label:
             details["prompt_label"] = ref.label
-        source = SourceInfo(document.info.kind, document.info.location, details)
+        source = SourceInfo(
+            document.info.kind, document.info.location, details, document.info.health
+        )
         revision = hashlib.sha256(f"{spec.revision}:{prompt.md5}".encode()).hexdigest()[:12]
         return self.builder().build(
             spec, source=source, system_prompt=prompt.template, revision=revision

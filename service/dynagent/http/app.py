@@ -7,6 +7,7 @@ store, the factories and their watchers) is created and torn down by one
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -16,12 +17,15 @@ from loguru import logger
 
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
+from ..environment import service_policy
 from ..exceptions import ConfigError
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
 from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
+from ..factories.spring_ai_alibaba import SpringAiAlibabaAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
+from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..resources import Resources
 from ..rollout_decisions import RolloutDecisions
@@ -30,10 +34,12 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import admin, agents, feedback, openai_compat
+from . import a2a, admin, agents, feedback, openai_compat
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
+from .keys_watch import KeysFileWatch
+from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
 from .shadows import ShadowRunner
@@ -44,8 +50,10 @@ from .state import (
     DECISIONS,
     DRAIN,
     FACTORIES,
+    KEYS_WATCH,
     METRICS,
     REGISTRY,
+    SECRETS,
     SHADOWS,
     TRACER,
     TRACES,
@@ -61,7 +69,8 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    if request.path not in OPEN_PATHS:
+    public = request.path == "/metrics" and request.app[CONFIG].metrics.public
+    if request.path not in OPEN_PATHS and not public:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
@@ -82,6 +91,10 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """Every series for an admin or metrics key (or ``metrics.public``); a key limited to
+    some agents sees theirs only, without the totals."""
+    who = request.get(CALLER)
+    agents = None if who is None else who.metrics_scope()
     registry = request.app[REGISTRY]
     request.app[METRICS].agents.set(len(registry))
     request.app[METRICS].set_canaries(
@@ -89,7 +102,8 @@ async def metrics(request: web.Request) -> web.Response:
         for e in registry
         if e.canary is not None
     )
-    return web.Response(body=request.app[METRICS].exposition(), content_type="text/plain")
+    body = request.app[METRICS].exposition(agents)
+    return web.Response(body=body, content_type="text/plain")
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -104,21 +118,27 @@ def create_app(
     specs: Sequence[AgentSpec] = (),
     factories: Sequence[FactoryMaker] = (),
     environ: Mapping[str, str] | None = None,
+    secrets: SecretValues | None = None,
     tracer: RunTracer | None = None,
 ) -> web.Application:
-    """The service as an aiohttp app; agents load when the app starts. ``tracer`` (default:
-    OpenTelemetry when the ``otel`` extra is installed and ``OTEL_*`` configures it)."""
+    """The service as an aiohttp app; agents load when the app starts.
+
+    ``secrets``: the set the log sink masks (``dynagent serve`` passes its own), filled
+    with API keys and credentials from the environment as they become known. ``tracer``
+    (default: OpenTelemetry when the ``otel`` extra is installed and ``OTEL_*`` asks)."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware],
+        middlewares=[mask_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
-    _install_state(app, config, environ)
+    _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
     tracer = tracer or _otel(environ)
     if tracer is not None:
         app[TRACER] = tracer
         app.on_cleanup.append(lambda _: tracer.aclose())
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
+    if config.auth.keys_file is not None:
+        app.cleanup_ctx.append(_keys_watch(environ))
     app.on_shutdown.append(_draining)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -128,10 +148,13 @@ def create_app(
     app.add_routes(admin.routes)
     app.add_routes(feedback.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(a2a.routes)
     return app
 
 
-def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping[str, str]) -> None:
+def _install_state(
+    app: web.Application, config: ServiceConfig, environ: Mapping[str, str], secrets: SecretValues
+) -> None:
     """The app's state under its typed keys; the registry's changes feed the metrics."""
     registry = AgentRegistry()
     app[CONFIG] = config
@@ -140,6 +163,8 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
+    app[SECRETS] = secrets
+    secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
     app[SHADOWS] = ShadowRunner(registry, app[METRICS], app[TRACES])
     app[DECISIONS] = RolloutDecisions(registry, app[FACTORIES])
@@ -157,6 +182,16 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
 Lifecycle = Callable[[web.Application], AsyncIterator[None]]
 
 
+def _keys_watch(environ: Mapping[str, str]) -> Lifecycle:
+    async def watch(app: web.Application) -> AsyncIterator[None]:
+        watcher = KeysFileWatch(app[API_KEYS], app[CONFIG].auth, environ, app[SECRETS])
+        app[KEYS_WATCH] = watcher
+        async with watcher.running():
+            yield
+
+    return watch
+
+
 def _lifecycle(
     tools: ToolRegistry | None,
     interceptors: InterceptorRegistry | None,
@@ -170,23 +205,30 @@ def _lifecycle(
         config, registry = app[CONFIG], app[REGISTRY]
         resources = Resources()
         store = _session_store(config)
+        auth = config.auth
         builder = AgentBuilder(
             tools=tools or ToolRegistry.default(),
             interceptors=interceptors or InterceptorRegistry.default(),
             resources=resources,
             sessions=store,
             environ=environ,
+            environment=service_policy(
+                config.environment.allow,
+                (auth.keys_env, auth.admin_keys_env, auth.metrics_keys_env),
+            ),
+            secrets=app[SECRETS],
         )
         chosen = [
             *configured_factories(builder, config, specs),
             *(make(builder, config) for make in factories),
         ]
         started: list[AgentBuilderFactory] = []
+        registrar = None
         try:
-            for factory in chosen:
-                await factory.start(registry)
-                started.append(factory)
+            await _start_all(chosen, registry, started)
+            for factory in started:
                 app[FACTORIES][factory.name] = factory
+            registrar = await a2a.start_registrar(app)
             app[DECISIONS].start()
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
@@ -194,6 +236,8 @@ def _lifecycle(
         finally:
             await app[SHADOWS].aclose()
             await app[DECISIONS].aclose()
+            if registrar is not None:
+                await registrar.stop()
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
@@ -201,6 +245,24 @@ def _lifecycle(
             logger.info("stopped")
 
     return lifecycle
+
+
+async def _start_all(
+    factories: Sequence[AgentBuilderFactory],
+    registry: AgentRegistry,
+    started: list[AgentBuilderFactory],
+) -> None:
+    """Start the factories side by side: with Nacos down each waits for its connect
+    timeout, and one after another they would keep the port closed that many times
+    longer. ``started`` gets those that started, in their given order; the first
+    failure is raised once all have settled."""
+    results = await asyncio.gather(
+        *(factory.start(registry) for factory in factories), return_exceptions=True
+    )
+    started += [f for f, r in zip(factories, results, strict=True) if r is None]
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _draining(app: web.Application) -> None:
@@ -233,6 +295,8 @@ def configured_factories(
     ]
     if config.factories.nacos:
         chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
+    if config.factories.spring_ai_alibaba:
+        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos))
     prompt_only = config.factories.nacos_prompt
     if prompt_only is not None and prompt_only.directory is not None:
         chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))

@@ -139,7 +139,7 @@ def _service_paths() -> dict[str, Any]:
     return {
         "/healthz": {"get": _op("Liveness", _ok(Health), security=_OPEN)},
         "/readyz": {"get": _op("Readiness", _ok(Readiness), "503", security=_OPEN)},
-        "/metrics": {"get": _op("Prometheus metrics", text, "401")},
+        "/metrics": {"get": _op("Prometheus metrics (admin or metrics key)", text, "401", "403")},
         "/openapi.json": {"get": _op("This document", document, security=_OPEN)},
     }
 

@@ -4,7 +4,6 @@ shared by our own API and the OpenAI-compatible one."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from ..agent import Agent, AgentInput, RunResult, Variant
 from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import GUARDED_ERRORS, routing_key
+from ..sessions.scope import new_trace_id, session_key
 from .drain import Drain, stopped_events
 from .pins import pinned
 from .shadows import ShadowCopy
@@ -80,8 +80,9 @@ async def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]
         api_key=who.key_digest,
     )
     chosen = registry.route(run.name, key=key, pin=run.pin)
-    if run.pin is None and run.session_id and canary is not None and canary.policy.pin_sessions:
-        return await pinned(registry, run.name, run.session_id, chosen)
+    scoped = _session_key(request, run)
+    if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
+        return await pinned(registry, run.name, scoped, chosen)
     return chosen
 
 
@@ -132,7 +133,15 @@ async def _serve(request: web.Request, run: RunRequest) -> _Served:
     agent, variant = await select(request, run)
     tracer = request.app.get(TRACER)
     span = tracer.start(run.name, request.headers) if tracer is not None else None
-    return _Served(request, run, agent, variant, time.perf_counter(), uuid.uuid4().hex, span)
+    return _Served(request, run, agent, variant, time.perf_counter(), new_trace_id(), span)
+
+
+def _session_key(request: web.Request, run: RunRequest) -> str | None:
+    """The store key of the run's session: the caller's identity, the agent, its id.
+    Every route that runs an agent comes through here, so none can skip the scope."""
+    if run.session_id is None:
+        return None
+    return session_key(caller(request).principal, run.name, run.session_id)
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
@@ -149,6 +158,7 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
                     trace_id=served.trace_id,
                     variant=served.variant,
                     on_event=seen.append,
+                    session_key=_session_key(request, run),
                 )
     except ServiceStopping as exc:
         exc.events = (*seen, *stopped_events(exc, seen, served.started))
@@ -177,7 +187,8 @@ async def _shadow_of(served: _Served) -> ShadowCopy | None:
     if canary is None:
         return None
     run, store = served.run, served.agent.sessions
-    history = await store.load(run.session_id) if store is not None and run.session_id else []
+    scoped = _session_key(served.request, run)
+    history = await store.load(scoped) if store is not None and scoped else []
     return ShadowCopy(canary, run.input, run.session_id, run.variables, history)
 
 
@@ -197,6 +208,7 @@ async def stream_agent(
             variables=run.variables,
             trace_id=served.trace_id,
             variant=served.variant,
+            session_key=_session_key(request, run),
         )
         try:
             first = await anext(events)

@@ -117,7 +117,7 @@ class CanaryBody(BaseModel):
 
 class AgentStatus(BaseModel):
     name: str
-    state: Literal["serving", "failed"]
+    state: Literal["serving", "refused"]
     revision: str | None
     description: str
     source: SourceBody | None

@@ -6,10 +6,13 @@ from aiohttp import web
 
 from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
+from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..rollout_decisions import RolloutDecisions
+from ..sources._nacos_a2a import NacosA2aRegistrar
 from .auth import ApiKeys, Caller
 from .drain import Drain
+from .keys_watch import KeysFileWatch
 from .metrics import Metrics
 from .shadows import ShadowRunner
 from .traces import TraceStore
@@ -24,9 +27,15 @@ TRACES = web.AppKey("traces", TraceStore)
 METRICS = web.AppKey("metrics", Metrics)
 API_KEYS = web.AppKey("api_keys", ApiKeys)
 CONFIG = web.AppKey("config", ServiceConfig)
+SECRETS = web.AppKey("secrets", SecretValues)
+"""Values masked in logs and run events: API keys, and credentials taken from the environment."""
+KEYS_WATCH = web.AppKey("keys_watch", KeysFileWatch)
+"""Present when ``auth.keys_file`` is set."""
 DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
+A2A_REGISTRAR = web.AppKey("a2a_registrar", NacosA2aRegistrar)
+"""Present when ``a2a.register`` is on."""
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
 TRACER = web.AppKey("tracer", RunTracer)
 """OpenTelemetry for runs; set only when the ``otel`` extra is installed and configured."""
