@@ -270,7 +270,7 @@ class AgentRegistry:
         edit that removes a recorded pause (a resume)."""
         current = self._entries.get(agent.name) or AgentEntry(agent.name)
         old = current.canary
-        pulled = Pulled.of(policy.paused)
+        pulled = Pulled.of(policy.paused, agent.revision)
         if old is not None and old.agent.revision == agent.revision:
             self._update_canary(current, old, policy, pulled)
             return

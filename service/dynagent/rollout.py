@@ -60,6 +60,9 @@ class Paused(BaseModel):
     """When it was paused (ISO 8601)."""
     by: str = Field(default="guard", min_length=1, max_length=200)
     """``guard``, or whoever paused it by hand."""
+    revision: str | None = Field(default=None, max_length=64)
+    """The canary revision paused; another revision (a fixed spec, a new prompt) serves
+    again. Without it the pause holds for whatever the document defines."""
 
 
 class StepAfter(BaseModel):
@@ -281,16 +284,17 @@ class Pulled:
         return cls(reason, time.time())
 
     @classmethod
-    def of(cls, paused: Paused | None) -> Pulled | None:
-        if paused is None:
+    def of(cls, paused: Paused | None, revision: str) -> Pulled | None:
+        """The pull ``rollout.paused`` records for the canary ``revision``, if any."""
+        if paused is None or (paused.revision is not None and paused.revision != revision):
             return None
         at = paused.at if paused.at.tzinfo else paused.at.replace(tzinfo=UTC)
         return cls(paused.reason, at.timestamp(), paused.by, recorded=True)
 
-    def as_paused(self) -> dict[str, str]:
-        """The ``rollout.paused`` block that records this pull."""
+    def as_paused(self, revision: str) -> dict[str, str]:
+        """The ``rollout.paused`` block that records this pull of canary ``revision``."""
         at = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds")
-        return {"reason": self.reason, "at": at, "by": self.by}
+        return {"reason": self.reason, "at": at, "by": self.by, "revision": revision}
 
 
 def load_canary(

@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -78,7 +79,8 @@ class RolloutDecisions:
 
     async def _step(self, name: str, canary: Canary) -> None:
         policy, revision = canary.policy, canary.agent.spec.revision
-        weight, step_at = policy.next_weight(), Pulled.now("").as_paused()["at"]
+        weight = policy.next_weight()
+        step_at = datetime.now(UTC).isoformat(timespec="milliseconds")
 
         def advance(rollout: dict[str, Any]) -> bool:
             if rollout.get("paused") or rollout.get("weight", policy.steps[0]) != policy.weight:
@@ -118,15 +120,16 @@ class RolloutDecisions:
             return
         canary = self.registry.entry(name).canary
         if canary is not None and canary.pulled is not None and not canary.pulled.recorded:
-            self._spawn(self._record_pull(name, canary.agent.spec.revision, canary.pulled))
+            self._spawn(self._record_pull(name, canary, canary.pulled))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _record_pull(self, name: str, revision: str, pulled: Pulled) -> None:
-        paused = pulled.as_paused()
+    async def _record_pull(self, name: str, canary: Canary, pulled: Pulled) -> None:
+        revision = canary.agent.spec.revision
+        paused = pulled.as_paused(canary.agent.revision)
 
         def pause(rollout: dict[str, Any]) -> bool:
             if rollout.get("paused"):

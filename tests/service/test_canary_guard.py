@@ -165,7 +165,12 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
             canary,
             weight=50,
             guard=guard,
-            paused={"reason": reason, "at": paused["at"], "by": "guard"},
+            paused={
+                "reason": reason,
+                "at": paused["at"],
+                "by": "guard",
+                "revision": canary_revision(canary),
+            },
         )
         assert service.registry.status("bot")["canary"]["pulled"]["recorded"] is True
 
