@@ -142,6 +142,8 @@ write_nginx_config() {
 # Written by scripts/fleet.sh. Round robin over the replicas; a replica that refuses a
 # connection is skipped, but a request already sent is never retried on another (POSTs
 # are not idempotent), so killing a replica fails only the requests in flight on it.
+# No upstream keepalive: a pooled connection to a replica that died would take the next
+# request down with it (sent, so not retried) instead of being refused and skipped.
 $user
 worker_processes 1;
 pid $NGINX_DIR/nginx.pid;
@@ -156,14 +158,12 @@ http {
     scgi_temp_path $NGINX_DIR/temp/scgi;
     client_max_body_size 2m;
     upstream dynagent {
-$servers        keepalive 32;
-    }
+$servers    }
     server {
         listen $HOST:$FLEET_PORT;
         location / {
             proxy_pass http://dynagent;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
             proxy_set_header Host \$host;
             proxy_set_header X-Forwarded-For \$remote_addr;
             proxy_buffering off;

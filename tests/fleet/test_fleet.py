@@ -196,11 +196,11 @@ async def test_sigkill_of_one_replica_under_load_fails_only_its_requests_in_flig
         await load.until(60)
         fleet.kill_replica(2)
         killed_at = len(load.answers)
-        await load.until(killed_at + 120)
+        await load.until(killed_at + 180)
     failures = load.failures()
     assert len(failures) <= workers, failures  # at most the requests in flight on replica 2
     assert {(a.status, a.body["error"]["type"]) for a in failures} <= {(502, "unavailable")}
-    assert [a for a in load.answers[killed_at + workers :] if a.status != 200] == []
+    assert [a for a in load.answers[-60:] if a.status != 200] == []  # the others serve on
     print(f"\nSIGKILL of 1 of 3 replicas under load: {len(failures)} of {len(load.answers)} failed")
     await asyncio.to_thread(fleet.restart_replica, 2)
 

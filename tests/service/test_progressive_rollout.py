@@ -94,9 +94,7 @@ async def test_steps_advance_on_healthy_requests_and_the_last_promotes(
         await registry.wait_for(lambda r: r.entry("bot").canary is None)
         promoted = registry.entry("bot").stable
         assert promoted is not None and promoted.spec.revision == canary_revision(candidate)
-        assert sorted(p.name for p in agents_dir.iterdir() if not p.name.startswith(".")) == [
-            "bot.yaml"
-        ]
+        assert sorted(p.name for p in agents_dir.iterdir()) == ["bot.yaml"]
         answer = await service.client.post("/v1/agents/bot/invoke", json={"input": "hi"})
         body = await answer.json()  # the stable now is the candidate, on its model
         assert (body["variant"], body["output"]) == ("stable", "canary")

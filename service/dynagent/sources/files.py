@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
+import tempfile
 from pathlib import Path
 
 from loguru import logger
@@ -23,8 +25,7 @@ from ..spec import AgentSpec, format_of, load_spec
 from .base import Document, OnChange, is_canary_key
 
 SUFFIXES = (".yaml", ".yml", ".json")
-LOCK_FILE = ".dynagent.lock"
-"""Taken by every compare-and-set write into the folder (not an agent file: a dot name)."""
+
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -39,6 +40,13 @@ def load_agent_file(path: Path) -> AgentSpec:
         spec, _ = load_canary(text, fmt=fmt, source=str(path), name=name)
         return spec
     return load_spec(text, fmt=fmt, source=str(path))
+
+
+def _lock_path(directory: Path) -> Path:
+    """The lock file every process on this machine takes for a compare-and-set write into
+    ``directory``: in the temp dir, so that the agents folder holds agent files only."""
+    digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"dynagent-folder-{digest}.lock"
 
 
 def is_agent_file(path: Path) -> bool:
@@ -121,7 +129,7 @@ class FileSource:
     def replace_if(self, filename: str, text: str, expected: str) -> bool:
         """Replace ``filename`` with ``text`` only if it still reads ``expected``
         (compare-and-set: every process on this machine takes the folder's lock file)."""
-        with (self.directory / LOCK_FILE).open("a") as lock:
+        with _lock_path(self.directory).open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.read(filename) != expected:
                 return False
