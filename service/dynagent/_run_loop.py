@@ -266,7 +266,10 @@ class _Loop:
         if problem is not None:
             return _error(f"invalid arguments: {problem}")
         try:
-            output = await asyncio.wait_for(tool.function(arguments), tool.timeout)
+            # asyncio.timeout, not wait_for: no extra task per call (and the tool keeps the
+            # run's context, e.g. the caller scope agent tools read).
+            async with asyncio.timeout(tool.timeout):
+                output = await tool.function(arguments)
         except TimeoutError:
             raise TimeoutError(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
         return ToolOutcome(output)

@@ -83,7 +83,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def validate(args: argparse.Namespace) -> int:
     failed = 0
-    builder = AgentBuilder()
+    builder = AgentBuilder(offline=True)
     for path in args.files:
         try:
             spec = load_agent_file(path)
@@ -117,6 +117,13 @@ def _nacos_config(args: argparse.Namespace) -> ServiceConfig:
     if args.group is not None:
         config.nacos.group = args.group
     return config
+
+
+def mcp_list(args: argparse.Namespace) -> int:
+    from .cli_mcp import list_servers
+
+    config = _nacos_config(args)
+    return asyncio.run(list_servers(config.nacos, args.agents, args.json))
 
 
 def schema(args: argparse.Namespace) -> int:
@@ -167,6 +174,14 @@ def rollout(args: argparse.Namespace) -> int:
     return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollout/{args.action}"))
 
 
+def _rollout_parser(commands: Any) -> None:
+    steer = commands.add_parser("rollout", help="steer an agent's canary rollout")
+    steer.add_argument("action", choices=["resume"], help="resume: put a paused canary back")
+    steer.add_argument("name")
+    _client_options(steer)
+    steer.set_defaults(func=rollout)
+
+
 def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("DYNAGENT_URL", DEFAULT_URL))
     parser.add_argument(
@@ -199,6 +214,14 @@ def parser() -> argparse.ArgumentParser:
 
     commands.add_parser("schema", help="print the AgentSpec JSON Schema").set_defaults(func=schema)
 
+    mcp = commands.add_parser("mcp", help="MCP servers").add_subparsers(dest="mcp", required=True)
+    servers = mcp.add_parser("list", help="the Nacos MCP registry's servers and their agents")
+    servers.add_argument("--config", type=Path, help="service config (YAML) for Nacos settings")
+    servers.add_argument("--agents", type=Path, help="also count the agent files in this folder")
+    servers.add_argument("--json", action="store_true", help="print JSON")
+    _nacos_options(servers)
+    servers.set_defaults(func=mcp_list)
+
     listing = commands.add_parser("agents", help="list the agents of a running service")
     _client_options(listing)
     listing.set_defaults(func=agents)
@@ -222,11 +245,7 @@ def parser() -> argparse.ArgumentParser:
     _client_options(back)
     back.set_defaults(func=rollback)
 
-    steer = commands.add_parser("rollout", help="steer an agent's canary rollout")
-    steer.add_argument("action", choices=["resume"], help="resume: put a paused canary back")
-    steer.add_argument("name")
-    _client_options(steer)
-    steer.set_defaults(func=rollout)
+    _rollout_parser(commands)
     return root
 
 

@@ -132,6 +132,18 @@ class TracesConfig(_Section):
     max_traces: int = Field(default=1000, ge=1)
 
 
+class McpServerConfig(_Section):
+    """A stdio MCP server the service may start; specs name it (``server: NAME``)."""
+
+    command: str = Field(min_length=1)
+    """The program; ``python`` is the interpreter running Dynagent (it has the mcp SDK)."""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    """Extra environment of the server process (``${VAR}`` allowed)."""
+    cwd: Path | None = None
+    """Working directory; relative to this file; default: this file's folder."""
+
+
 class ServiceConfig(_Section):
     listen: ListenConfig = ListenConfig()
     insecure: bool = False
@@ -145,6 +157,8 @@ class ServiceConfig(_Section):
     traces: TracesConfig = TracesConfig()
     metrics: MetricsConfig = MetricsConfig()
     environment: EnvironmentConfig = EnvironmentConfig()
+    mcp_servers: dict[str, McpServerConfig] = {}
+    """stdio MCP servers by name: only here, never in a definition."""
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
@@ -211,6 +225,16 @@ def _relative_to(base: Path, data: dict[str, Any]) -> None:
             node[keys[-1]] = str(base / value)
 
 
+def _mcp_cwd(base: Path, data: dict[str, Any]) -> None:
+    """stdio MCP servers run in the config file's folder unless told otherwise."""
+    servers = data.get("mcp_servers")
+    for server in servers.values() if isinstance(servers, dict) else ():
+        if isinstance(server, dict):
+            cwd = server.get("cwd")
+            if cwd is None or (isinstance(cwd, str) and not Path(cwd).is_absolute()):
+                server["cwd"] = str(base / (cwd or "."))
+
+
 def _override(data: dict[str, Any], keys: tuple[str, ...], value: str) -> None:
     node = data
     for key in keys[:-1]:
@@ -238,6 +262,7 @@ def load_config(
             raise ConfigError("the service config must be a mapping", source=source)
         data = _expand(loaded, environ, "", source)
         _relative_to(path.parent, data)
+        _mcp_cwd(path.parent, data)
     for name, keys in ENV_OVERRIDES.items():
         if environ.get(name):
             _override(data, keys, environ[name])

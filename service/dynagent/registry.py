@@ -21,6 +21,7 @@ from loguru import logger
 from .agent import Agent, Variant
 from .exceptions import AgentNotFound, ConfigError, DynagentError, ErrorKind, NotFound
 from .rollout import Pulled, RolloutPolicy, VariantStats, guard_verdict, picks_canary
+from .spec import AgentSpec
 
 HISTORY = 20
 """Revisions kept per agent for the status and for rollback."""
@@ -218,6 +219,11 @@ class AgentRegistry:
             return canary.agent, "canary"
         return self.get(name), "stable"
 
+    def spec_of(self, name: str) -> AgentSpec | None:
+        """The definition serving ``name`` as stable, if any (agent tools look here)."""
+        entry = self._entries.get(name)
+        return entry.stable.spec if entry is not None and entry.stable is not None else None
+
     def entry(self, name: str) -> AgentEntry:
         entry = self._entries.get(name)
         if entry is None:
@@ -226,7 +232,10 @@ class AgentRegistry:
 
     def status(self, name: str) -> dict[str, Any]:
         entry = self.entry(name)
-        stats = {v: s for (n, v), s in self._stats.items() if n == name}
+        # Looked up, not searched: a list of 1,000 agents must not scan every agent's stats.
+        variants: tuple[Variant, ...] = ("stable", "canary")
+        found = ((v, self._stats.get((name, v))) for v in variants)
+        stats: dict[Variant, VariantStats] = {v: s for v, s in found if s is not None}
         status = entry.status(stats)
         status["revisions"] = [r.as_dict() for r in reversed(self.history(name))]
         return status

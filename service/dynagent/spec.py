@@ -36,6 +36,7 @@ from ._documents import (
 )
 from ._issues import describe
 from .exceptions import ConfigError, FieldIssue
+from .spec_tools import AgentToolSpec, McpToolSpec
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 """Agent and tool names: lowercase letters, digits and dashes (tools may use ``_``)."""
@@ -169,17 +170,22 @@ class HttpToolSpec(_Strict):
         return value
 
 
+_TOOL_KINDS = {"http": "tool-http", "mcp": "tool-mcp", "agent": "tool-agent"}
+
+
 def _tool_kind(value: Any) -> str:
     if isinstance(value, str):
         return "tool-name"
     kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return "tool-http" if kind == "http" else "tool-ref"
+    return _TOOL_KINDS.get(kind, "tool-ref") if isinstance(kind, str) else "tool-ref"
 
 
 ToolEntry = Annotated[
     Annotated[str, Tag("tool-name"), Field(pattern=TOOL_NAME_PATTERN)]
     | Annotated[ToolRef, Tag("tool-ref")]
-    | Annotated[HttpToolSpec, Tag("tool-http")],
+    | Annotated[HttpToolSpec, Tag("tool-http")]
+    | Annotated[McpToolSpec, Tag("tool-mcp")]
+    | Annotated[AgentToolSpec, Tag("tool-agent")],
     Discriminator(_tool_kind),
 ]
 
@@ -228,6 +234,8 @@ class Limits(_Strict):
     """Model calls per run."""
     timeout: float = Field(default=60, gt=0, le=3600)
     """Seconds per run."""
+    max_depth: int = Field(default=3, ge=1, le=10)
+    """How many agents deep a chain of agent tools may reach, this agent included."""
 
 
 class AgentSpec(_Strict):
@@ -264,7 +272,11 @@ class AgentSpec(_Strict):
         return spec_revision(self.model_dump(mode="json", by_alias=True))
 
 
-def tool_entry_name(entry: str | ToolRef | HttpToolSpec) -> str:
+ToolSpec = str | ToolRef | HttpToolSpec | McpToolSpec | AgentToolSpec
+"""One entry of ``tools``, as parsed."""
+
+
+def tool_entry_name(entry: ToolSpec) -> str:
     return entry if isinstance(entry, str) else entry.name
 
 
@@ -280,7 +292,7 @@ def _check_json_schema(value: dict[str, Any]) -> None:
         raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
 
 
-_UNION_TAGS = {"tool-name", "tool-ref", "tool-http"}
+_UNION_TAGS = {"tool-name", "tool-ref", "tool-http", "tool-mcp", "tool-agent"}
 
 
 def _path(loc: tuple[int | str, ...]) -> str:

@@ -20,8 +20,9 @@ from tests.support.process import dynagent_serving, free_port
 
 ROOT = Path(__file__).parents[2]
 SAMPLES = ROOT / "config-samples" / "agents"
+NOTES_SERVER = ROOT / "config-samples" / "mcp" / "notes_server.py"
 DYNAGENT = Path(sys.executable).parent / "dynagent"
-SAMPLE_NAMES = ["assistant", "support-bot", "ticket-triage"]
+SAMPLE_NAMES = ["assistant", "concierge", "librarian", "support-bot", "ticket-triage"]
 
 
 def offline_environ() -> dict[str, str]:
@@ -55,7 +56,9 @@ def serve_nacos(nacos_server: NacosServer, nacos_group: str, tmp_path: Path) -> 
     config.write_text(
         f"factories: {{default: {{directory: {empty}}}}}\n"
         "sessions: {store: memory}\n"
-        f"nacos: {{snapshot_dir: {tmp_path / 'snapshot'}, poll_seconds: 0.5}}\n",
+        f"nacos: {{snapshot_dir: {tmp_path / 'snapshot'}, poll_seconds: 0.5}}\n"
+        # The MCP sample names the stdio server its service config declares.
+        f"mcp_servers: {{notes: {{command: python, args: [{NOTES_SERVER}]}}}}\n",
         encoding="utf-8",
     )
     args = ["--config", str(config), "--nacos", nacos_server.addr, "--group", nacos_group]

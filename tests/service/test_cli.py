@@ -49,6 +49,8 @@ def test_validate_accepts_every_sample(capsys: pytest.CaptureFixture[str]) -> No
     assert [line.split(": ok (")[1].split(",")[0] for line in out] == [
         "assistant",  # assistant.canary.yaml
         "assistant",
+        "concierge",
+        "librarian",
         "support-bot",
         "ticket-triage",
     ]
@@ -211,7 +213,7 @@ def test_the_client_commands_against_a_running_service(served: str) -> None:
     code, listed = dynagent("agents", "--url", served)
     assert (code, [a["name"] for a in listed["agents"]]) == (
         0,
-        ["assistant", "support-bot", "ticket-triage"],
+        ["assistant", "concierge", "librarian", "support-bot", "ticket-triage"],
     )
     assert {a["state"] for a in listed["agents"]} == {"serving"}
 

@@ -76,6 +76,7 @@ traces: {max_traces: 5}
         "traces": {"max_traces": 5},
         "metrics": {"public": False},
         "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},
+        "mcp_servers": {},
     }
 
 

@@ -88,7 +88,9 @@ class NacosPromptAgentBuilderFactory:
             on_health=lambda reason: registry.set_degraded(source_name, reason),
         )
         await self._nacos.start(self._prompt_changed)
-        self._applier = DocumentApplier(registry, self._build)
+        self._applier = DocumentApplier(
+            registry, self._prepared_build, rebuilds=self._template.rebuilds
+        )
         self._files = FileSource(self.directory)
         await self._files.start(self._apply)
 
@@ -133,6 +135,10 @@ class NacosPromptAgentBuilderFactory:
             if data_id == document.key:
                 logger.info("prompt {} changed: rebuilding {}", data_id, spec_document.key)
                 await self._applier.apply(spec_document)
+
+    async def _prepared_build(self, spec: AgentSpec, document: Document) -> Agent:
+        await self.builder().prepare(spec)
+        return self._build(spec, document)
 
     def _build(self, spec: AgentSpec, document: Document) -> Agent:
         ref = spec.prompt.ref

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from .._mcp_setup import mcp_servers
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
 from ..environment import service_policy
@@ -34,10 +35,11 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, feedback, openai_compat
+from . import a2a, admin, agents, feedback, mcp, openai_compat, ui
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
+from .gauges import RegistryGauges
 from .keys_watch import KeysFileWatch
 from .masking import mask_middleware
 from .metrics import Metrics
@@ -51,6 +53,7 @@ from .state import (
     DRAIN,
     FACTORIES,
     KEYS_WATCH,
+    MCP,
     METRICS,
     REGISTRY,
     SECRETS,
@@ -70,7 +73,8 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     public = request.path == "/metrics" and request.app[CONFIG].metrics.public
-    if request.path not in OPEN_PATHS and not public:
+    open_route = request.match_info.route.name in ui.OPEN_ROUTES
+    if request.path not in OPEN_PATHS and not public and not open_route:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
@@ -149,6 +153,8 @@ def create_app(
     app.add_routes(feedback.routes)
     app.add_routes(openai_compat.routes)
     app.add_routes(a2a.routes)
+    app.add_routes(mcp.routes)
+    ui.install(app, environ)
     return app
 
 
@@ -162,6 +168,7 @@ def _install_state(
     app[REGISTRY] = registry
     app[TRACES] = TraceStore(config.traces.max_traces)
     app[METRICS] = Metrics()
+    app[METRICS].registry.register(RegistryGauges(registry))
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[SECRETS] = secrets
     secrets.add(app[API_KEYS].secrets)
@@ -169,6 +176,7 @@ def _install_state(
     app[SHADOWS] = ShadowRunner(registry, app[METRICS], app[TRACES])
     app[DECISIONS] = RolloutDecisions(registry, app[FACTORIES])
     app[DECISIONS].attach()
+    app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:
         if what == "removed":
@@ -217,6 +225,8 @@ def _lifecycle(
                 (auth.keys_env, auth.admin_keys_env, auth.metrics_keys_env),
             ),
             secrets=app[SECRETS],
+            mcp=app[MCP],
+            agents=registry,
         )
         chosen = [
             *configured_factories(builder, config, specs),
@@ -241,6 +251,7 @@ def _lifecycle(
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
+            await app[MCP].aclose()
             await resources.aclose()
             logger.info("stopped")
 

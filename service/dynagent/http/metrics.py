@@ -72,12 +72,6 @@ class Metrics:
             labels,
             registry=self.registry,
         )
-        self.canary_weight = Gauge(
-            "dynagent_canary_weight",
-            "Percent of traffic each agent's canary takes (0 while it is paused).",
-            ["agent"],
-            registry=self.registry,
-        )
         self.canary_step = Gauge(
             "dynagent_canary_step",
             "The current step (from 0) of each progressive rollout.",
@@ -116,11 +110,10 @@ class Metrics:
         self.feedback_score.labels(agent, variant).inc(score)
 
     def set_canaries(self, canaries: Iterable[tuple[str, float, int | None]]) -> None:
-        """``(agent, weight now, step or None)`` of every canary: the gauges, afresh."""
-        self.canary_weight.clear()
+        """``(agent, weight now, step or None)`` of every canary: the step gauge, afresh
+        (the weight is ``gauges.py``'s ``dynagent_canary_weight``)."""
         self.canary_step.clear()
-        for agent, weight, step in canaries:
-            self.canary_weight.labels(agent).set(weight)
+        for agent, _, step in canaries:
             if step is not None:
                 self.canary_step.labels(agent).set(step)
 

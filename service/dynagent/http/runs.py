@@ -4,8 +4,9 @@ shared by our own API and the OpenAI-compatible one."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -16,8 +17,10 @@ from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import GUARDED_ERRORS, routing_key
 from ..sessions.scope import new_trace_id, session_key
+from ..tools.agent import CALL_SCOPE, CallScope
 from .drain import Drain, stopped_events
 from .pins import pinned
+from .series import SERIES
 from .shadows import ShadowCopy
 from .state import (
     DRAIN,
@@ -99,6 +102,8 @@ class _Served:
     """Chosen here so that every line logged during the run can carry it."""
     span: Any = None
     """The run's OpenTelemetry span, when a tracer is configured."""
+    nested: list[dict[str, Any]] = field(default_factory=list)
+    """Runs of the agents this run called as tools, for its trace."""
 
     def close_span(self, events: Sequence[Event], error: str | None) -> None:
         """End the run's span (once), with the model and tool spans of ``events``."""
@@ -106,6 +111,18 @@ class _Served:
         if tracer is not None and span is not None:
             object.__setattr__(self, "span", None)
             tracer.finish(span, self.agent, self.variant, events, error)
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """The caller's key scope and this trace, for the agents the run calls."""
+        who = caller(self.request)
+        token = CALL_SCOPE.set(
+            CallScope(who.agents, who.key_digest or None, self.trace_id, nested=self.nested)
+        )
+        try:
+            yield
+        finally:
+            CALL_SCOPE.reset(token)
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         app, agent = self.request.app, self.agent
@@ -116,8 +133,9 @@ class _Served:
             app[METRICS].observe_run(
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
+            app[SERIES].record(agent.name, self.variant, seconds, failed=error is not None)
         if trace_id:
-            app[TRACES].record(agent, self.variant, trace_id, events)
+            app[TRACES].record(agent, self.variant, trace_id, events, nested=self.nested)
         if error != "disconnected":
             failed = error in GUARDED_ERRORS
             app[REGISTRY].observe(agent, self.variant, ok=not failed, seconds=seconds)
@@ -149,7 +167,7 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
     shadow = await _shadow_of(served)
     seen: list[Event] = []
     try:
-        with logger.contextualize(trace_id=served.trace_id):
+        with logger.contextualize(trace_id=served.trace_id), served.scope():
             async with request.app[DRAIN].guard(served.trace_id):
                 result = await served.agent.run(
                     run.input,
@@ -201,7 +219,7 @@ async def stream_agent(
     """
     served = await _serve(request, run)
     # The run's task starts inside the first ``anext`` and keeps this log context.
-    with logger.contextualize(trace_id=served.trace_id):
+    with logger.contextualize(trace_id=served.trace_id), served.scope():
         events = served.agent.stream(
             run.input,
             session_id=run.session_id,

@@ -10,6 +10,7 @@ from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..rollout_decisions import RolloutDecisions
 from ..sources._nacos_a2a import NacosA2aRegistrar
+from ..tools.mcp import McpServers
 from .auth import ApiKeys, Caller
 from .drain import Drain
 from .keys_watch import KeysFileWatch
@@ -43,6 +44,8 @@ SHADOWS = web.AppKey("shadows", ShadowRunner)
 """Shadow runs of the canaries (``rollout.shadow``), in the background."""
 DECISIONS = web.AppKey("decisions", RolloutDecisions)
 """Writes rollout decisions (the guard's pulls, resumes) back into canary documents."""
+MCP = web.AppKey("mcp", McpServers)
+"""The MCP servers agents use and their pooled sessions."""
 
 CALLER = web.RequestKey("caller", Caller)
 """The authenticated ``Caller`` of a request."""

@@ -315,6 +315,23 @@ class NacosClient:
                 return found
             page += 1
 
+    async def list_mcp_servers(self) -> list[dict[str, Any]]:
+        """Every server of the Nacos MCP registry in the namespace (v3 admin API)."""
+        found: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            params = {
+                "pageNo": str(page),
+                "pageSize": str(self.page_size),
+                "namespaceId": self.settings.namespace or "public",
+            }
+            data = await self._get_json("/v3/admin/ai/mcp/list", params)
+            items = data.get("pageItems") or []
+            found.extend(item for item in items if isinstance(item, dict))
+            if page >= int(data.get("pagesAvailable") or 1) or not items:
+                return found
+            page += 1
+
     async def _session(self) -> aiohttp.ClientSession:
         if self._http is None or self._http.closed:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
