@@ -132,6 +132,11 @@ class TracesConfig(_Section):
     max_traces: int = Field(default=1000, ge=1)
 
 
+class CorsConfig(_Section):
+    allow_origins: list[str] = []
+    """Origins (``https://app.example.com``, or ``*``) whose browser apps may call the API."""
+
+
 class McpServerConfig(_Section):
     """A stdio MCP server the service may start; specs name it (``server: NAME``)."""
 
@@ -155,6 +160,7 @@ class ServiceConfig(_Section):
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
+    cors: CorsConfig = CorsConfig()
     metrics: MetricsConfig = MetricsConfig()
     environment: EnvironmentConfig = EnvironmentConfig()
     mcp_servers: dict[str, McpServerConfig] = {}

@@ -18,6 +18,8 @@ class SecretValues:
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         self._values: tuple[str, ...] = ()
+        self._by_first: dict[str, tuple[str, ...]] = {}
+        self._longest = 0
         self.add(values)
 
     def add(self, values: Iterable[str]) -> None:
@@ -25,6 +27,11 @@ class SecretValues:
         if fresh:
             # Longest first, so a secret that contains another is masked whole.
             self._values = tuple(sorted({*self._values, *fresh}, key=len, reverse=True))
+            by_first: dict[str, list[str]] = {}
+            for secret in self._values:
+                by_first.setdefault(secret[0], []).append(secret)
+            self._by_first = {char: tuple(group) for char, group in by_first.items()}
+            self._longest = len(self._values[0])
 
     def mask(self, text: str) -> str:
         for secret in self._values:
@@ -34,13 +41,12 @@ class SecretValues:
 
     def open_prefix(self, text: str) -> int:
         """The length of the longest end of ``text`` that is the start of a secret."""
-        longest = 0
-        for secret in self._values:
-            for size in range(min(len(secret) - 1, len(text)), longest, -1):
-                if text.endswith(secret[:size]):
-                    longest = size
-                    break
-        return longest
+        tail = text[-(self._longest - 1) :] if self._longest > 1 else ""
+        for start, char in enumerate(tail):  # leftmost first: the longest end
+            for secret in self._by_first.get(char, ()):
+                if len(secret) > len(tail) - start and secret.startswith(tail[start:]):
+                    return len(tail) - start
+        return 0
 
     def __contains__(self, value: object) -> bool:
         return value in self._values

@@ -20,7 +20,7 @@ from dynagent import AgentBuilder, ConfigError, Tool, ToolRegistry, load_spec
 from dynagent.config import ServiceConfig
 from dynagent.environment import service_policy
 from dynagent.logs import configure_logging
-from dynagent.masking import MASK, SecretValues
+from dynagent.masking import MASK, SecretValues, StreamMask
 from dynagent.models import ToolDefinition
 from tests.support import CallTools, Reply, ScriptedModelServer
 from tests.support.service import (
@@ -330,3 +330,16 @@ async def test_a_secret_split_over_streamed_deltas_is_masked_too(
 
 def user(text: str) -> dict[str, str]:
     return {"role": "user", "content": text}
+
+
+def test_a_stream_mask_catches_a_secret_however_the_text_is_cut() -> None:
+    secrets = SecretValues(["sk-abcdef-123", "sk-abXYZW"])
+    text = "key sk-abcdef-123 and sk-abXYZW, not sk-abc or sk-ab."
+    expected = f"key {MASK} and {MASK}, not sk-abc or sk-ab."
+    for first in range(len(text) + 1):
+        for second in range(first, len(text) + 1):
+            stream = StreamMask(secrets)
+            pieces = [text[:first], text[first:second], text[second:]]
+            out = [stream.feed(piece) for piece in pieces] + [stream.flush()]
+            assert "".join(out) == expected, pieces
+            assert not any("sk-abcdef-1" in part or "sk-abXYZ" in part for part in out)

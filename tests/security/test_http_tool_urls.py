@@ -136,7 +136,7 @@ def test_a_placeholder_outside_the_path_and_query_values_is_a_build_error(
         make_agent(spec_tools=[tool_spec(url)])
     assert [(issue.path, issue.message) for issue in caught.value.issues] == [
         (
-            "tools.0.url",
+            "tools[order_status].url",
             "a {placeholder} may fill only a path segment or a query value, "
             "never the scheme, host, port, user, query name or fragment",
         )
@@ -150,7 +150,7 @@ def test_a_template_whose_own_path_is_not_normal_is_a_build_error(make_agent: Ag
             make_agent(spec_tools=[tool_spec(url)])
         assert [(issue.path, issue.message) for issue in caught.value.issues] == [
             (
-                "tools.0.url",
+                "tools[order_status].url",
                 "the URL's fixed path changes once normalised ('.', '..' or an encoded dot "
                 "in it): write the path it means",
             )

@@ -102,7 +102,7 @@ async def test_an_error_no_check_foresaw_is_refused_without_its_message(
     await applier.apply(Document("bot.agent.yaml", text, "yaml", info))
     status: dict[str, Any] = registry.status("bot")
     assert (status["state"], status["last_error"]["message"]) == (
-        "failed",
+        "refused",
         "agent 'bot' public/AGENTS/bot.agent.yaml: the definition could not be built "
         "(RuntimeError); the service log has details",
     )

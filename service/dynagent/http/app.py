@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -33,10 +35,12 @@ from ..rollout_decisions import RolloutDecisions
 from ..sessions.base import SessionStore
 from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
+from ..sources._nacos_a2a import NacosA2aDirectory
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, feedback, mcp, openai_compat, ui
+from . import a2a, admin, agents, feedback, mcp, openai_compat, openai_models, responses, ui
 from .auth import ApiKeys
+from .cors import add_cors_headers, cors_middleware
 from .drain import Drain
 from .errors import error_middleware
 from .gauges import RegistryGauges
@@ -44,6 +48,7 @@ from .keys_watch import KeysFileWatch
 from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
+from .response_store import ResponseStore
 from .shadows import ShadowRunner
 from .state import (
     API_KEYS,
@@ -56,6 +61,7 @@ from .state import (
     MCP,
     METRICS,
     REGISTRY,
+    RESPONSES,
     SECRETS,
     SHADOWS,
     TRACER,
@@ -132,15 +138,17 @@ def create_app(
     (default: OpenTelemetry when the ``otel`` extra is installed and ``OTEL_*`` asks)."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[mask_middleware, error_middleware, auth_middleware],
+        middlewares=[cors_middleware, mask_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
+    app.on_response_prepare.append(add_cors_headers)
     _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
     tracer = tracer or _otel(environ)
     if tracer is not None:
         app[TRACER] = tracer
         app.on_cleanup.append(lambda _: tracer.aclose())
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
+    app.cleanup_ctx.append(_rollouts)
     if config.auth.keys_file is not None:
         app.cleanup_ctx.append(_keys_watch(environ))
     app.on_shutdown.append(_draining)
@@ -152,6 +160,8 @@ def create_app(
     app.add_routes(admin.routes)
     app.add_routes(feedback.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(openai_models.routes)
+    app.add_routes(responses.routes)
     app.add_routes(a2a.routes)
     app.add_routes(mcp.routes)
     ui.install(app, environ)
@@ -176,6 +186,7 @@ def _install_state(
     app[SHADOWS] = ShadowRunner(registry, app[METRICS], app[TRACES])
     app[DECISIONS] = RolloutDecisions(registry, app[FACTORIES])
     app[DECISIONS].attach()
+    app[RESPONSES] = ResponseStore()
     app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:
@@ -200,6 +211,15 @@ def _keys_watch(environ: Mapping[str, str]) -> Lifecycle:
     return watch
 
 
+async def _rollouts(app: web.Application) -> AsyncIterator[None]:
+    """Progressive steps and the guard's write-backs run once the agents are loaded; shadow
+    runs and pending writes end before the factories stop (cleanup runs in reverse)."""
+    app[DECISIONS].start()
+    yield
+    await app[SHADOWS].aclose()
+    await app[DECISIONS].aclose()
+
+
 def _lifecycle(
     tools: ToolRegistry | None,
     interceptors: InterceptorRegistry | None,
@@ -214,6 +234,9 @@ def _lifecycle(
         resources = Resources()
         store = _session_store(config)
         auth = config.auth
+        directory = NacosA2aDirectory(
+            config.nacos, Path(tempfile.mkdtemp(prefix="dynagent-a2a-directory-"))
+        )
         builder = AgentBuilder(
             tools=tools or ToolRegistry.default(),
             interceptors=interceptors or InterceptorRegistry.default(),
@@ -227,6 +250,7 @@ def _lifecycle(
             secrets=app[SECRETS],
             mcp=app[MCP],
             agents=registry,
+            a2a=directory.url_of,
         )
         chosen = [
             *configured_factories(builder, config, specs),
@@ -239,19 +263,17 @@ def _lifecycle(
             for factory in started:
                 app[FACTORIES][factory.name] = factory
             registrar = await a2a.start_registrar(app)
-            app[DECISIONS].start()
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield
         finally:
-            await app[SHADOWS].aclose()
-            await app[DECISIONS].aclose()
             if registrar is not None:
                 await registrar.stop()
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
             await app[MCP].aclose()
+            await directory.aclose()
             await resources.aclose()
             logger.info("stopped")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai import AsyncStream, RequestOptions
 
 from .._tracing import outgoing_headers
 from ..events import Usage
@@ -49,8 +49,13 @@ class ClientPool:
         key = (base_url, api_key)
         client = self._clients.get(key)
         if client is None:
+            # aiohttp as the transport (openai[aiohttp]): it already serves the service,
+            # and costs less per call than the default one (BENCHMARKS.md).
             client = openai.AsyncOpenAI(
-                base_url=base_url, api_key=api_key or "not-needed", max_retries=0
+                base_url=base_url,
+                api_key=api_key or "not-needed",
+                max_retries=0,
+                http_client=openai.DefaultAioHttpClient(),
             )
             self._clients[key] = client
         return client
@@ -107,7 +112,7 @@ class OpenAIModel:
             permit.succeeded()
         except openai.APIError as exc:
             raise permit.settle(_model_error(exc, self.timeout)) from exc
-        except (ValueError, KeyError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             error = ModelError(f"malformed stream from the model endpoint: {exc}")
             raise permit.settle(error) from exc
         except ModelError as exc:
@@ -123,7 +128,9 @@ class OpenAIModel:
         return _from_completion(completion, self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
-        kwargs: dict[str, Any] = self.settings.model_dump(exclude_none=True)
+        kwargs: dict[str, Any] = {**self.settings.model_dump(exclude_none=True), **request.settings}
+        if request.tool_choice is not None and request.tools:
+            kwargs["tool_choice"] = request.tool_choice
         if request.tools:
             kwargs["tools"] = [tool.to_openai() for tool in request.tools]
             kwargs["parallel_tool_calls"] = request.parallel_tool_calls
@@ -135,14 +142,20 @@ class OpenAIModel:
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
+        # The body is wire-ready JSON already, so it goes out through the client's
+        # documented ``post`` rather than ``chat.completions.create``, whose recursive
+        # parameter transform was the largest cost of a served run (BENCHMARKS.md).
+        options = _options(self.timeout)
         traced = outgoing_headers()
         if traced:
-            kwargs["extra_headers"] = traced
-        return await self.client.chat.completions.create(
-            model=self.model_name,
-            messages=list(request.messages),  # type: ignore[arg-type]
-            timeout=self.timeout,
-            **kwargs,
+            options = {**options, "headers": {**options.get("headers", {}), **traced}}
+        return await self.client.post(
+            "/chat/completions",
+            body={"model": self.model_name, "messages": list(request.messages), **kwargs},
+            cast_to=object,  # parsed JSON: see _from_completion
+            options=options,
+            stream=stream,
+            stream_cls=AsyncStream[object],
         )
 
     async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> tuple[T, Permit]:
@@ -171,7 +184,7 @@ class OpenAIModel:
             raise permit.settle(_timeout(self.timeout)) from exc
         except openai.APIError as exc:
             raise permit.settle(_model_error(exc, self.timeout)) from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             error = ModelError(f"malformed response from the model endpoint: {exc}")
             raise permit.settle(error) from exc
         except ModelError as exc:
@@ -180,6 +193,10 @@ class OpenAIModel:
         except BaseException:
             permit.release()
             raise
+
+
+def _options(timeout: float) -> RequestOptions:
+    return {"timeout": timeout, "security": {"bearer_auth": True}}
 
 
 def _delay(exc: BaseException | None, backoff: float, attempt: int) -> float:
@@ -222,27 +239,35 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 def _usage(usage: Any) -> Usage:
-    if usage is None:
+    if not usage:
         return Usage()
-    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+    return Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
 
 
-def _from_completion(completion: ChatCompletion, model: str) -> ModelResponse:
-    if not getattr(completion, "choices", None):
+def _from_completion(completion: Any, model: str) -> ModelResponse:
+    """A ``chat.completion`` body (parsed JSON, not the client's model objects: building
+    those cost more than the rest of a served run)."""
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not choices:
         raise ModelError("the model endpoint answered without choices")
-    message = completion.choices[0].message
+    message = choices[0]["message"]
     calls = tuple(
-        ToolCallRequest(call.id, call.function.name, call.function.arguments or "{}")
-        for call in message.tool_calls or ()
-        if call.type == "function"
+        ToolCallRequest(
+            call["id"], call["function"]["name"], call["function"].get("arguments") or "{}"
+        )
+        for call in message.get("tool_calls") or ()
+        if call.get("type", "function") == "function"
     )
     return ModelResponse(
-        message.content, calls, _usage(completion.usage), completion.model or model
+        message.get("content"),
+        calls,
+        _usage(completion.get("usage")),
+        completion.get("model") or model,
     )
 
 
 class _StreamAccumulator:
-    """Folds streamed chunks (text and tool-call deltas) into one response."""
+    """Folds streamed chunks (text and tool-call deltas, as parsed JSON) into one response."""
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -250,24 +275,29 @@ class _StreamAccumulator:
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
 
-    def add(self, chunk: ChatCompletionChunk) -> str:
-        if chunk.usage is not None:
-            self.usage = _usage(chunk.usage)
-        if chunk.model:
-            self.model = chunk.model
-        if not chunk.choices:
+    def add(self, chunk: Any) -> str:
+        if not isinstance(chunk, dict):
+            raise ValueError("a stream chunk that is not a JSON object")
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        if chunk.get("model"):
+            self.model = chunk["model"]
+        choices = chunk.get("choices")
+        if not choices:
             return ""
-        delta = chunk.choices[0].delta
-        for call in delta.tool_calls or ():
-            slot = self.calls.setdefault(call.index, ["", "", ""])
-            if call.id:
-                slot[0] = call.id
-            if call.function is not None:
-                slot[1] += call.function.name or ""
-                slot[2] += call.function.arguments or ""
-        if delta.content:
-            self.text.append(delta.content)
-            return delta.content
+        delta = choices[0].get("delta") or {}
+        for call in delta.get("tool_calls") or ():
+            slot = self.calls.setdefault(call["index"], ["", "", ""])
+            if call.get("id"):
+                slot[0] = call["id"]
+            function = call.get("function")
+            if function is not None:
+                slot[1] += function.get("name") or ""
+                slot[2] += function.get("arguments") or ""
+        content = delta.get("content")
+        if content:
+            self.text.append(content)
+            return str(content)
         return ""
 
     def response(self) -> ModelResponse:
