@@ -302,6 +302,8 @@ class AgentRegistry:
         """The same canary revision with a new rollout block (a pause, a resume, a weight)."""
         if pulled is None and old.pulled is not None and not old.pulled.recorded:
             pulled = old.pulled  # this replica's own pull, still being written back
+        elif pulled is not None and old.pulled is not None and old.pulled.reason == pulled.reason:
+            pulled = replace(old.pulled, recorded=True)  # its write-back: keep the exact time
         resumed = old.pulled is not None and pulled is None
         if resumed:  # judged afresh: the failures that paused it are history
             self._stats[(entry.name, "canary")] = VariantStats(policy.guard.window)

@@ -17,8 +17,17 @@ from .state import METRICS, REGISTRY, TRACES, caller
 routes = web.RouteTableDef()
 
 
+def _one_of(schema: dict[str, Any]) -> None:
+    """The document says what the validator checks: exactly one of score and thumbs."""
+    properties = schema["properties"]
+    properties["score"] = {"type": "number", "minimum": 0, "maximum": 1}
+    properties["thumbs"] = {"enum": ["up", "down"]}
+    properties["comment"] = {"type": "string", "maxLength": 2000}
+    schema["oneOf"] = [{"required": ["score"]}, {"required": ["thumbs"]}]
+
+
 class FeedbackRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of)
 
     score: float | None = Field(default=None, ge=0, le=1)
     """0 (bad) to 1 (good)."""
@@ -63,7 +72,7 @@ async def feedback(request: web.Request) -> web.Response:
         raise Conflict(f"run {trace_id!r} has been rated already")
     agent, revision, variant = trace["agent"], trace["revision"], trace["variant"]
     counted = request.app[REGISTRY].rate(agent, revision, variant, body.value)
-    trace["feedback"] = {"score": body.value, "comment": body.comment}
+    request.app[TRACES].rate(trace_id, {"score": body.value, "comment": body.comment})
     if counted:
         request.app[METRICS].observe_feedback(agent, variant, body.value)
     answer = FeedbackResponse(
