@@ -62,11 +62,11 @@ load_run_info() {
 
 ensure_nginx() {
   command -v nginx >/dev/null && return
-  [[ "$(id -u)" -eq 0 ]] || die "nginx is not installed; run: sudo apt-get install -y nginx-light"
+  [[ "$(id -u)" -eq 0 ]] || die "nginx is not installed; run: sudo apt-get install -y nginx"
   log "installing Debian's nginx"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y nginx-light >&2 ||
-    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y nginx-light >&2; } ||
-    die "apt-get could not install nginx; run: apt-get update && apt-get install -y nginx-light"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y nginx >&2 ||
+    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y nginx >&2; } ||
+    die "apt-get could not install nginx; run: apt-get update && apt-get install -y nginx"
 }
 
 replica_port() { echo $((FLEET_REPLICA_PORT + $1 - 1)); }
