@@ -71,7 +71,7 @@ class AgentBuilder:
         if self.mcp is None:
             return
         targets = [
-            self._mcp_target(entry, f"tools[{tool_entry_name(entry)}]")
+            self._mcp_target(entry, _entry_path(entry))
             for entry in spec.tools
             if isinstance(entry, McpToolSpec)
         ]
@@ -180,7 +180,7 @@ class AgentBuilder:
         for interceptor in interceptors:
             tools.update((tool.name, tool) for tool in interceptor.tools)
         for entry in spec.tools:
-            path = f"tools[{tool_entry_name(entry)}]"
+            path = _entry_path(entry)
             if self.offline and isinstance(entry, McpToolSpec | AgentToolSpec):
                 continue
             if isinstance(entry, McpToolSpec):
@@ -199,12 +199,13 @@ class AgentBuilder:
                 "MCP tools are not available here",
                 issues=[FieldIssue(path, "this builder has no MCP servers (McpServers)")],
             )
-        url = self._url(entry.url, f"{path}.url") if entry.url is not None else ""
+        # The URL may carry a key in its query: expanded as a credential (masked).
+        url = "" if entry.url is None else self.expand_env(entry.url, f"{path}.url", secret=True)
         headers = {
             name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
             for name, value in entry.headers.items()
         }
-        return self.mcp.target(entry, url, headers)
+        return self.mcp.target(entry, url, headers, path)
 
     def _mcp_tools(self, spec: AgentSpec, entry: McpToolSpec, path: str) -> list[Tool]:
         target = self._mcp_target(entry, path)
@@ -270,6 +271,11 @@ class AgentBuilder:
             if shadow_safe is not None:
                 tool = replace(tool, shadow_safe=shadow_safe)
         return tool
+
+
+def _entry_path(entry: ToolSpec) -> str:
+    """Where an entry's problems are reported: ``tools[name]``, its own entry."""
+    return f"tools[{tool_entry_name(entry)}]"
 
 
 def _add_tools(tools: dict[str, Tool], offered: list[Tool], path: str) -> None:
