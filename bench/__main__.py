@@ -6,7 +6,8 @@ frameworks; service throughput against the floor; swapping versions under
 load; hot reload from files; real tools (an MCP round trip against the SDK client, an
 agent called as a tool against ``Agent.run``); then, with a real Nacos started by
 ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
-1,000 agents loaded from it. Prints the tables and writes the same figures
+1,000 agents loaded from it; then a fleet (``scripts/fleet.sh``: three replicas behind
+nginx on Nacos and Redis). Prints the tables and writes the same figures
 to ``bench/results/bench.json``.
 
     .venv/bin/python -m bench            # full run (several minutes)
@@ -29,7 +30,7 @@ from typing import Any
 
 from loguru import logger
 
-from bench import overhead, reload_files, reload_nacos, scale, swap, throughput, tools
+from bench import fleet, overhead, reload_files, reload_nacos, scale, swap, throughput, tools
 from bench._nacos import PORT, nacos
 from bench._process import Child
 
@@ -144,6 +145,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             except Exception as exc:  # no Java, ports taken …: keep the other figures
                 logger.exception("the Nacos parts failed")
                 run.data["nacos_error"] = f"{type(exc).__name__}: {exc}"
+            await run.part("fleet", lambda: fleet.measure(model_url, quick=quick), fleet.table)
         run.data["model_server_report"] = await model.stop()
     run.data["bars"] = bars(run.data)
     run.data["seconds"]["total"] = round(time.perf_counter() - run.started, 1)
@@ -226,6 +228,16 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             "only it",
             figures["only_one_rebuilt"],
         )
+    if "guard_pull_to_last_replica" in data.get("fleet", {}):
+        p99 = data["fleet"]["guard_pull_to_last_replica"]["ms"].get("p99")
+        bar(
+            "guard pull -> last replica stops, p99 ms",
+            p99,
+            "<= 2000",
+            p99 is not None and p99 <= 2000,
+        )
+        cpu = data["fleet"]["scaling"]["replicas"]["3"]["cpu_ratio_to_one_replica"]
+        bar("CPU per request, 3 replicas / 1", cpu, "<= 1.25", cpu <= 1.25)
     if "failed" in data.get("swap", {}):
         figures = data["swap"]
         bar("swap under load: failed requests", figures["failed"], "0", figures["failed"] == 0)

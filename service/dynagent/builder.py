@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from .agent import Agent, SourceInfo
@@ -251,11 +251,12 @@ class AgentBuilder:
                 for name, value in entry.headers.items()
             }
             try:
-                return http_tool(entry, headers, self.resources)
+                made = http_tool(entry, headers, self.resources)
             except ValueError as exc:
                 raise ConfigError(
                     "invalid HTTP tool URL", issues=[FieldIssue(f"{path}.url", str(exc))]
                 ) from None
+            return replace(made, shadow_safe=entry.shadow_safe)
         name = entry if isinstance(entry, str) else entry.name
         tool = self.tools.get(name)
         if tool is None:
@@ -266,6 +267,9 @@ class AgentBuilder:
             )
         if not isinstance(entry, str):
             tool = tool.with_options(timeout=entry.timeout, on_error=entry.on_error)
+            shadow_safe = getattr(entry, "shadow_safe", None)
+            if shadow_safe is not None:
+                tool = replace(tool, shadow_safe=shadow_safe)
         return tool
 
 

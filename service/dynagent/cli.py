@@ -170,6 +170,18 @@ def rollback(args: argparse.Namespace) -> int:
     return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollback", body))
 
 
+def rollout(args: argparse.Namespace) -> int:
+    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollout/{args.action}"))
+
+
+def _rollout_parser(commands: Any) -> None:
+    steer = commands.add_parser("rollout", help="steer an agent's canary rollout")
+    steer.add_argument("action", choices=["resume"], help="resume: put a paused canary back")
+    steer.add_argument("name")
+    _client_options(steer)
+    steer.set_defaults(func=rollout)
+
+
 def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("DYNAGENT_URL", DEFAULT_URL))
     parser.add_argument(
@@ -232,6 +244,8 @@ def parser() -> argparse.ArgumentParser:
     back.add_argument("--to", metavar="REVISION", help="default: the previous stable revision")
     _client_options(back)
     back.set_defaults(func=rollback)
+
+    _rollout_parser(commands)
     return root
 
 

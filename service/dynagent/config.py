@@ -75,8 +75,17 @@ class A2aConfig(_Section):
 
 
 class SessionsConfig(_Section):
-    store: Literal["sqlite", "memory"] = "sqlite"
+    store: Literal["sqlite", "memory", "redis"] = "sqlite"
+    """``sqlite`` for one machine; ``redis`` when replicas share conversations."""
     path: Path = Path("var/sessions.db")
+    url: str = "redis://127.0.0.1:6379/0"
+    """The Redis server of ``store: redis`` (``redis://`` or ``rediss://``; a password
+    belongs in ``${VAR}``, never in the file)."""
+    key_prefix: str = "dynagent:session:"
+    lock_ttl: float = Field(default=15.0, gt=0, le=600)
+    """Seconds a crashed replica's hold on a session outlives it (``store: redis``)."""
+    history_bytes: int = Field(default=0, ge=0)
+    """``store: redis``: oldest turns are dropped past this many bytes (0: keep all)."""
 
 
 class AuthConfig(_Section):
@@ -163,6 +172,8 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "DYNAGENT_PORT": ("listen", "port"),
     "DYNAGENT_AGENTS_DIR": ("factories", "default", "directory"),
     "DYNAGENT_SESSIONS_PATH": ("sessions", "path"),
+    "DYNAGENT_SESSIONS_STORE": ("sessions", "store"),
+    "DYNAGENT_SESSIONS_URL": ("sessions", "url"),
     "DYNAGENT_LOG_LEVEL": ("logging", "level"),
     "DYNAGENT_LOG_JSON": ("logging", "json"),
     "DYNAGENT_KEYS_FILE": ("auth", "keys_file"),

@@ -225,3 +225,15 @@ class ToolFailed(RunError):
     """A tool configured with ``on_error: fail`` raised."""
 
     kind: ErrorKind = "tool_error"
+
+
+class SessionConflict(RunError):
+    """A run lost its session's lock to another run (it outlived the lock's TTL)."""
+
+    kind: ErrorKind = "conflict"
+
+
+class SessionStoreUnavailable(RunError):
+    """The shared session store (Redis) could not be reached."""
+
+    kind: ErrorKind = "unavailable"

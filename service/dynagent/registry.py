@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC
 from typing import Any
 
 from loguru import logger
@@ -58,11 +59,20 @@ class Canary:
     policy: RolloutPolicy
     loaded_at: float
     pulled: Pulled | None = None
-    """Set when the guard took it out of traffic; cleared only by a new revision."""
+    """Set while it is out of traffic: by this replica's guard, or by ``rollout.paused``."""
+    step_since: float = 0.0
+    """Progressive rollouts: when the current step began (``rollout.step_at``, else when
+    this replica saw the step first)."""
+    step_ok: int = 0
+    """Successful canary requests counted before the current step began."""
 
     @property
     def serving(self) -> bool:
         return self.pulled is None
+
+    def healthy(self, stats: VariantStats | None) -> int:
+        """Successful requests in the current step."""
+        return 0 if stats is None else max(0, stats.requests - stats.errors - self.step_ok)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +116,11 @@ class AgentEntry:
             "factory": agent.factory if agent else None,
             "loaded_at": self.loaded_at or None,
             "last_error": self.last_error.as_dict() if self.last_error else None,
-            "canary": self._canary_status(),
+            "canary": self._canary_status(stats.get("canary")),
             "traffic": {variant: figures.summary() for variant, figures in stats.items()},
         }
 
-    def _canary_status(self) -> dict[str, Any] | None:
+    def _canary_status(self, stats: VariantStats | None) -> dict[str, Any] | None:
         canary = self.canary
         if canary is None:
             return None
@@ -124,11 +134,36 @@ class AgentEntry:
             else {
                 "reason": canary.pulled.reason,
                 "at": canary.pulled.at,
+                "by": canary.pulled.by,
+                "recorded": canary.pulled.recorded,
             },
             "source": canary.agent.source.status_dict(),
             "loaded_at": canary.loaded_at,
             "guard": canary.policy.guard.model_dump(),
+            "steps": _steps_status(canary, stats),
         }
+
+
+def _steps_status(canary: Canary, stats: VariantStats | None) -> dict[str, Any] | None:
+    """Where a progressive rollout stands: the step, since when, its healthy requests."""
+    policy = canary.policy
+    if policy.step is None or policy.step_after is None:
+        return None
+    return {
+        "weights": list(policy.steps),
+        "step": policy.step,
+        "since": canary.step_since,
+        "healthy_requests": canary.healthy(stats),
+        "after": policy.step_after.model_dump(),
+        "auto_promote": policy.auto_promote,
+    }
+
+
+def _step_start(policy: RolloutPolicy, now: float) -> float:
+    at = policy.step_at
+    if at is None:
+        return now
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
 @dataclass
@@ -147,7 +182,9 @@ class AgentRegistry:
     """Removed name → ``removed at T: why``, until the name is defined again."""
     listeners: list[Callable[[str, str], None]] = field(default_factory=list)
     """Told ``(agent, what)`` on every change, what being ``swapped``, ``refused``,
-    ``removed``, ``canary`` (started or rebuilt), ``canary_removed`` or ``canary_pulled``."""
+    ``removed``, ``canary`` (started or rebuilt), ``canary_removed``, ``canary_pulled`` (by
+    this replica's guard), ``canary_paused`` (by its document), ``canary_resumed`` or
+    ``canary_weight`` (a new weight, e.g. a step)."""
 
     # -- reading -----------------------------------------------------------------
 
@@ -237,14 +274,18 @@ class AgentRegistry:
         return True
 
     def put_canary(self, agent: Agent, policy: RolloutPolicy) -> None:
-        """Start (or rebuild) the canary of ``agent.name``; a new revision clears a pull."""
+        """Start (or rebuild) the canary of ``agent.name``. Its ``rollout.paused`` decides
+        whether it serves: a new revision clears this replica's own pull, and so does an
+        edit that removes a recorded pause (a resume)."""
         current = self._entries.get(agent.name) or AgentEntry(agent.name)
         old = current.canary
+        pulled = Pulled.of(policy.paused, agent.revision)
         if old is not None and old.agent.revision == agent.revision:
-            self._set(replace(current, canary=replace(old, policy=policy), last_error=None))
+            self._update_canary(current, old, policy, pulled)
             return
         now = time.time()
-        self._set(replace(current, canary=Canary(agent, policy, now), last_error=None))
+        canary = Canary(agent, policy, now, pulled, _step_start(policy, now))
+        self._set(replace(current, canary=canary, last_error=None))
         self._remember(agent, "canary", now)
         self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
         self._tell(agent.name, "canary")
@@ -254,6 +295,52 @@ class AgentRegistry:
             agent.revision,
             policy.weight,
         )
+
+    def _update_canary(
+        self, entry: AgentEntry, old: Canary, policy: RolloutPolicy, pulled: Pulled | None
+    ) -> None:
+        """The same canary revision with a new rollout block (a pause, a resume, a weight)."""
+        if pulled is None and old.pulled is not None and not old.pulled.recorded:
+            pulled = old.pulled  # this replica's own pull, still being written back
+        elif pulled is not None and old.pulled is not None and old.pulled.reason == pulled.reason:
+            pulled = replace(old.pulled, recorded=True)  # its write-back: keep the exact time
+        resumed = old.pulled is not None and pulled is None
+        if resumed:  # judged afresh: the failures that paused it are history
+            self._stats[(entry.name, "canary")] = VariantStats(policy.guard.window)
+        canary = replace(old, policy=policy, pulled=pulled)
+        if resumed or (policy.weight, policy.step_at) != (old.policy.weight, old.policy.step_at):
+            stats = self._stats.get((entry.name, "canary"))
+            ok = stats.requests - stats.errors if stats else 0
+            canary = replace(canary, step_since=_step_start(policy, time.time()), step_ok=ok)
+        self._set(replace(entry, canary=canary, last_error=None))
+        if policy.weight != old.policy.weight:
+            self._tell(entry.name, "canary_weight")
+            logger.info("agent {} canary now at {:g}% of traffic", entry.name, policy.weight)
+        if resumed:
+            self._tell(entry.name, "canary_resumed")
+            logger.info("agent {} canary {} back in traffic", entry.name, old.agent.revision)
+        elif old.pulled is None and pulled is not None:
+            self._tell(entry.name, "canary_paused")
+            logger.warning(
+                "agent {} canary {} paused by {}: {}",
+                entry.name,
+                old.agent.revision,
+                pulled.by,
+                pulled.reason,
+            )
+
+    def canary_stats(self, name: str) -> VariantStats | None:
+        return self._stats.get((name, "canary"))
+
+    def resume_canary(self, name: str) -> None:
+        """Lift a pull that lives only in this replica (one never recorded in the document)."""
+        entry = self._entries.get(name)
+        canary = entry.canary if entry else None
+        if entry is None or canary is None or canary.pulled is None or canary.pulled.recorded:
+            return
+        self._set(replace(entry, canary=replace(canary, pulled=None)))
+        self._stats[(name, "canary")] = VariantStats(canary.policy.guard.window)
+        self._tell(name, "canary_resumed")
 
     def remove_canary(self, name: str) -> None:
         current = self._entries.get(name)
@@ -308,6 +395,25 @@ class AgentRegistry:
         stats.record(ok, seconds)
         if variant == "canary" and entry.canary is not None and entry.canary.serving:
             self._guard(entry, entry.canary)
+
+    def rate(self, name: str, revision: str, variant: Variant, score: float) -> bool:
+        """Count a feedback score for a run of ``revision``; False when that revision no
+        longer serves as ``variant`` (the figures are of the versions serving now)."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return False
+        canary = entry.canary
+        serving = canary.agent if variant == "canary" and canary else entry.stable
+        if serving is None or serving.revision != revision:
+            return False
+        stats = self._stats.get((name, variant))
+        if stats is None:
+            window = canary.policy.guard.window if canary else 200
+            stats = self._stats[(name, variant)] = VariantStats(window)
+        stats.rate(score)
+        if variant == "canary" and canary is not None and canary.serving:
+            self._guard(entry, canary)
+        return True
 
     def _guard(self, entry: AgentEntry, canary: Canary) -> None:
         stable = self._stats.get((entry.name, "stable")) or VariantStats()

@@ -144,6 +144,8 @@ class ToolRef(_Strict):
     timeout: float | None = Field(default=None, gt=0, le=600)
     on_error: ErrorPolicy | None = None
     """``report`` hands ``TOOL_ERROR: …`` to the model; ``fail`` ends the run."""
+    shadow_safe: bool | None = None
+    """Override whether the tool runs in shadow traffic (default: as registered)."""
 
 
 class HttpToolSpec(_Strict):
@@ -165,6 +167,8 @@ class HttpToolSpec(_Strict):
     """Allow loopback and private addresses (off: protects against SSRF)."""
     timeout: float = Field(default=10, gt=0, le=120)
     on_error: ErrorPolicy = "report"
+    shadow_safe: bool = False
+    """Call it in shadow traffic too (only for calls without side effects, e.g. a GET)."""
 
     @field_validator("parameters")
     @classmethod

@@ -1,4 +1,5 @@
-"""Sessions: a conversation continued over runs, in memory and in SQLite, under concurrency."""
+"""Sessions: a conversation continued over runs, in memory, in SQLite and in a real Redis,
+under concurrency."""
 
 from __future__ import annotations
 
@@ -12,16 +13,25 @@ import pytest
 from dynagent import ModelError, Tool
 from dynagent.sessions import MemorySessionStore, SqliteSessionStore
 from dynagent.sessions.base import SessionStore
+from dynagent.sessions.redis import RedisSessionStore
 from tests.support import SYSTEM_PROMPT, AgentFactory, CallTools, Fail, Reply, ScriptedModelServer
+from tests.support.redis import RedisServer, redis_server
+
+__all__ = ["redis_server"]  # the fixture, for the "redis" store
 
 SYSTEM = {"role": "system", "content": SYSTEM_PROMPT}
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    sessions: SessionStore = (
-        MemorySessionStore() if request.param == "memory" else SqliteSessionStore(tmp_path / "s.db")
-    )
+    sessions: SessionStore
+    if request.param == "memory":
+        sessions = MemorySessionStore()
+    elif request.param == "sqlite":
+        sessions = SqliteSessionStore(tmp_path / "s.db")
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        sessions = RedisSessionStore(server.url)
     yield sessions
     await sessions.aclose()
 

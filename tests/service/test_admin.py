@@ -200,7 +200,10 @@ async def test_rollback_to_an_unknown_revision_is_not_found(service: RunningServ
 
 async def test_only_admin_keys_may_promote_or_roll_back(service: RunningService) -> None:
     forbidden = {
-        "error": {"type": "forbidden", "message": "promote and rollback need an admin API key"}
+        "error": {
+            "type": "forbidden",
+            "message": "promote, rollback and resume need an admin API key",
+        }
     }
     for action in ("promote", "rollback"):
         assert await post(service, action, headers=USER) == (403, forbidden)

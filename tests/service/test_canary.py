@@ -251,7 +251,10 @@ async def test_a_canary_lives_and_ends_with_its_file(agents_dir: Path, state_dir
                 "max_latency_ratio": 3.0,
                 "latency_floor_ms": 50.0,
                 "window": 200,
+                "min_feedback_score": None,
+                "min_feedback": 10,
             },
+            "steps": None,
         }
         assert (status["revision"], status["source"]["location"], status["last_error"]) == (
             revision_of(STABLE),
@@ -265,6 +268,8 @@ async def test_a_canary_lives_and_ends_with_its_file(agents_dir: Path, state_dir
                 "recent_error_rate": 0.0,
                 "p50_ms": None,
                 "p95_ms": None,
+                "ratings": 0,
+                "recent_mean_score": None,
             }
         }
         assert await serving_revisions(service) == (revision_of(STABLE), canary_revision(first))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from loguru import logger
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -78,6 +80,10 @@ def first_canary_keys(count: int, weight: float, start: int = 0) -> tuple[list[s
     raise AssertionError("no such keys")
 
 
+def recorded(canary: Canary) -> bool:
+    return canary.pulled is not None and canary.pulled.recorded
+
+
 def canary_of(registry: AgentRegistry) -> Canary:
     canary = registry.entry("bot").canary
     assert canary is not None
@@ -113,15 +119,15 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
         assert {b["error"]["type"] for s, _, b in answers if s != 200} == {"model_error"}
 
         status = service.registry.status("bot")
-        pulled = status["canary"]["pulled"]
-        assert before <= pulled["at"] <= after
+        pulled_at = status["canary"]["pulled"]["at"]
+        assert before <= pulled_at <= after
         reason = "error rate 100% over the last 5 requests exceeds 20%"
         assert without_times(status["canary"]) == {
             "revision": canary_revision(canary),
             "weight": 50.0,
             "sticky_key": "auto",
             "state": "pulled",
-            "pulled": {"reason": reason},
+            "pulled": {"reason": reason, "by": "guard", "recorded": False},
             "source": {"kind": "file", "location": str(canary_path)},
             "guard": {
                 "max_error_rate": 0.2,
@@ -129,7 +135,10 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
                 "max_latency_ratio": 3.0,
                 "latency_floor_ms": 50.0,
                 "window": 200,
+                "min_feedback_score": None,
+                "min_feedback": 10,
             },
+            "steps": None,
         }
         assert (
             f"guard pulled canary {canary_revision(canary)} of agent bot out of traffic: "
@@ -146,15 +155,38 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
             "canary": {"requests": 5, "errors": 5, "recent_error_rate": 1.0},
         }
 
-        # Republishing the same revision (only the weight changed) does not bring it back.
-        reweighted = canary_document(canary, weight=60, guard=guard)
+        # The pull is written into the canary's file, which the service then reads back.
+        await service.registry.wait_for(lambda r: recorded(canary_of(r)))
+        on_disk = yaml.safe_load(canary_path.read_text())
+        paused = on_disk["rollout"]["paused"]
+        at = datetime.fromisoformat(paused["at"]) if isinstance(paused["at"], str) else paused["at"]
+        assert abs(at.timestamp() - pulled_at) < 0.001
+        assert on_disk == canary_document(
+            canary,
+            weight=50,
+            guard=guard,
+            paused={
+                "reason": reason,
+                "at": paused["at"],
+                "by": "guard",
+                "revision": canary_revision(canary),
+            },
+        )
+        assert service.registry.status("bot")["canary"]["pulled"]["recorded"] is True
+
+        # Republishing the same revision with the pause kept (the weight changed) stays pulled.
+        reweighted = canary_document(canary, weight=60, guard=guard, paused=paused)
         write_agent(agents_dir, reweighted, filename=canary_filename("bot"))
         await service.registry.wait_for(lambda r: canary_of(r).policy.weight == 60)
         assert service.registry.status("bot")["canary"]["state"] == "pulled"
         assert (await call(service, keys[-1]))[:2] == (200, "stable")
 
         # A new revision does: serving again, its figures start from zero.
-        fixed = {**reweighted, "model": {**canary["model"], "name": "gpt-canary-2"}}
+        fixed = {
+            **canary,
+            "model": {**canary["model"], "name": "gpt-canary-2"},
+            "rollout": {"weight": 60, "guard": guard},
+        }
         fixed_keys, _ = first_canary_keys(3, 60, start=1000)
         model_server.script("gpt-canary-2", [Reply("canary answer")] * 3)
         write_agent(agents_dir, fixed, filename=canary_filename("bot"))
@@ -267,4 +299,36 @@ def status_traffic(service: RunningService) -> dict[str, Any]:
         for key in ("p50_ms", "p95_ms"):
             value = figures.pop(key)
             assert value is None or value >= 0
+        assert (figures.pop("ratings"), figures.pop("recent_mean_score")) == (0, None)
     return traffic
+
+
+async def test_a_paused_canary_stays_paused_after_a_restart_until_resumed(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    stable, canary = documents(model_server, weight=100)
+    paused = {"reason": "too many errors", "at": "2026-01-02T03:04:05+00:00", "by": "guard"}
+    write_agent(agents_dir, stable)
+    canary_path = write_agent(
+        agents_dir,
+        canary_document(canary, weight=100, paused=paused),
+        filename=canary_filename("bot"),
+    )
+    model_server.script(DEFAULT_MODEL, [Reply("stable answer")])
+    model_server.script(CANARY_MODEL, [Reply("canary answer")])
+    async with running_service(service_config(agents_dir, state_dir)) as service:
+        status = service.registry.status("bot")["canary"]
+        assert (status["state"], status["pulled"]) == (
+            "pulled",
+            {"reason": "too many errors", "at": 1767323045.0, "by": "guard", "recorded": True},
+        )
+        assert (await call(service, "anyone"))[:2] == (200, "stable")
+
+        response = await service.client.post("/v1/agents/bot/rollout/resume")
+        assert response.status == 200, await response.text()
+        assert (await response.json())["canary"]["state"] == "serving"
+        assert yaml.safe_load(canary_path.read_text()) == canary_document(canary, weight=100)
+        assert (await call(service, "anyone"))[:2] == (200, "canary")
+
+        again = await service.client.post("/v1/agents/bot/rollout/resume")
+        assert (again.status, (await again.json())["error"]["type"]) == (409, "conflict")

@@ -58,7 +58,14 @@ traces: {max_traces: 5}
             "prompt_group": "PROMPTS",
         },
         "a2a": {"register": False, "url": ""},
-        "sessions": {"store": "sqlite", "path": base / "state/sessions.db"},
+        "sessions": {
+            "store": "sqlite",
+            "path": base / "state/sessions.db",
+            "url": "redis://127.0.0.1:6379/0",
+            "key_prefix": "dynagent:session:",
+            "lock_ttl": 15.0,
+            "history_bytes": 0,
+        },
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",
             "admin_keys_env": "DYNAGENT_ADMIN_KEYS",
@@ -133,9 +140,9 @@ def issues(text: str, tmp_path: Path, environ: dict[str, str] | None = None) -> 
 
 
 def test_a_bad_value_names_its_field(tmp_path: Path) -> None:
-    assert issues("listen: {port: 70000}\nsessions: {store: redis}\n", tmp_path) == [
+    assert issues("listen: {port: 70000}\nsessions: {store: postgres}\n", tmp_path) == [
         FieldIssue("listen.port", "Input should be less than or equal to 65535"),
-        FieldIssue("sessions.store", "Input should be 'sqlite' or 'memory'"),
+        FieldIssue("sessions.store", "Input should be 'sqlite', 'memory' or 'redis'"),
     ]
 
 

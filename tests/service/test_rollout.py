@@ -91,6 +91,8 @@ def test_variant_figures_cover_a_bounded_window_and_keep_totals() -> None:
         "recent_error_rate": 0.1,
         "p50_ms": 160.0,  # of the nine successes still in the window: 0.12 … 0.20 s
         "p95_ms": 200.0,
+        "ratings": 0,
+        "recent_mean_score": None,
     }
     assert VariantStats().summary() == {
         "requests": 0,
@@ -98,6 +100,8 @@ def test_variant_figures_cover_a_bounded_window_and_keep_totals() -> None:
         "recent_error_rate": 0.0,
         "p50_ms": None,
         "p95_ms": None,
+        "ratings": 0,
+        "recent_mean_score": None,
     }
 
 
@@ -141,7 +145,16 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
             "max_latency_ratio": 3.0,
             "latency_floor_ms": 50.0,
             "window": 200,
+            "min_feedback_score": None,
+            "min_feedback": 10,
         },
+        "steps": (),
+        "step_after": None,
+        "step_at": None,
+        "auto_promote": False,
+        "paused": None,
+        "shadow": 0.0,
+        "pin_sessions": False,
     }
 
 
@@ -229,6 +242,7 @@ def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None
         ("bot", "swapped"),
         ("bot", "canary"),
         ("bot", "canary_pulled"),
+        ("bot", "canary_weight"),
         ("bot", "canary"),
     ]
 

@@ -124,6 +124,8 @@ class ScriptedModelServer:
     def __init__(self) -> None:
         self.requests: list[Body] = []
         """Every chat completions body received, in arrival order."""
+        self.traceparents: list[str | None] = []
+        """The W3C ``traceparent`` header of each of those requests (None: none sent)."""
         self.errors: list[str] = []
         """Requests the scripts did not foresee or refused; the fixture fails the test on any."""
         self._scripts: dict[str, _Script] = {}
@@ -215,6 +217,7 @@ class ScriptedModelServer:
             self.requests.append(body if isinstance(body, dict) else {"body": body})
             return self._refuse(400, f"request #{len(self.requests)}: {problem}")
         self.requests.append(body)
+        self.traceparents.append(request.headers.get("traceparent"))
         number = len(self.requests)
         async with self._arrived:
             self._arrived.notify_all()

@@ -45,6 +45,17 @@ class AgentBuilderFactory(Protocol):
         this factory's source, over ``current`` when given; the watcher then applies it."""
         ...
 
+    async def read(self, name: str, variant: Variant, current: SourceInfo | None) -> str | None:
+        """The text of the document defining ``name``'s variant now (None: there is none)."""
+        ...
+
+    async def replace(
+        self, name: str, variant: Variant, current: SourceInfo | None, text: str, expected: str
+    ) -> bool:
+        """Write ``text`` over the document only if it still is ``expected`` (compare-and-set:
+        on the md5 in Nacos, under a lock file in a folder); False when it changed."""
+        ...
+
 
 def document_name(name: str, variant: Variant, current: SourceInfo | None, suffix: str) -> str:
     """The file name or dataId to write: the current one, else ``{name}.{suffix}`` /

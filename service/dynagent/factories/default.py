@@ -74,10 +74,22 @@ class DefaultAgentBuilderFactory:
     async def write(
         self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None
     ) -> None:
+        target = document_name(name, variant, current, "yaml")
+        self._files(name).write(target, render_spec(spec, target))
+
+    async def read(self, name: str, variant: Variant, current: SourceInfo | None) -> str | None:
+        return self._files(name).read(document_name(name, variant, current, "yaml"))
+
+    async def replace(
+        self, name: str, variant: Variant, current: SourceInfo | None, text: str, expected: str
+    ) -> bool:
+        target = document_name(name, variant, current, "yaml")
+        return self._files(name).replace_if(target, text, expected)
+
+    def _files(self, name: str) -> FileSource:
         if self._source is None:
             raise Conflict(f"agent {name!r} is defined in code; there is no file to write")
-        target = document_name(name, variant, current, "yaml")
-        self._source.write(target, render_spec(spec, target))
+        return self._source
 
     async def stop(self) -> None:
         if self._source is not None:

@@ -16,7 +16,7 @@ from ..config import NacosConfig
 from ..registry import AgentRegistry
 from ..sources._nacos_client import NacosClient
 from ..sources.base import Document
-from ..sources.nacos import NacosSource, Snapshot
+from ..sources.nacos import NacosSource, Snapshot, content_md5
 from ..spec import AgentSpec
 from .base import DocumentApplier, document_name, render_spec
 
@@ -77,6 +77,20 @@ class NacosAgentBuilderFactory:
         else:
             kind = "json" if data_id.endswith(".json") else "yaml"
             await self.source.client.publish(data_id, self.settings.group, text, kind)
+
+    async def read(self, name: str, variant: Variant, current: SourceInfo | None) -> str | None:
+        assert self.source is not None
+        data_id = document_name(name, variant, current, "agent.yaml")
+        return await self.source.client.get(data_id, self.settings.group)
+
+    async def replace(
+        self, name: str, variant: Variant, current: SourceInfo | None, text: str, expected: str
+    ) -> bool:
+        assert self.source is not None
+        data_id = document_name(name, variant, current, "agent.yaml")
+        kind = "json" if data_id.endswith(".json") else "yaml"
+        md5 = content_md5(expected)
+        return await self.source.client.publish_if(data_id, self.settings.group, text, kind, md5)
 
     async def stop(self) -> None:
         if self.source is not None:

@@ -107,6 +107,17 @@ class NacosPromptAgentBuilderFactory:
         target = document_name(name, variant, current, "yaml")
         self._files.write(target, render_spec(spec, target))
 
+    async def read(self, name: str, variant: Variant, current: SourceInfo | None) -> str | None:
+        assert self._files is not None
+        return self._files.read(document_name(name, variant, current, "yaml"))
+
+    async def replace(
+        self, name: str, variant: Variant, current: SourceInfo | None, text: str, expected: str
+    ) -> bool:
+        assert self._files is not None
+        target = document_name(name, variant, current, "yaml")
+        return self._files.replace_if(target, text, expected)
+
     async def stop(self) -> None:
         if self._files is not None:
             await self._files.stop()

@@ -120,6 +120,15 @@ class SpringAiAlibabaAgentBuilderFactory:
             f"pieces in group {layout.GROUP_PREFIX}{name} instead"
         )
 
+    async def read(self, name: str, variant: Variant, current: SourceInfo | None) -> str | None:
+        return None  # no canary documents in this layout: nothing for rollouts to edit
+
+    async def replace(
+        self, name: str, variant: Variant, current: SourceInfo | None, text: str, expected: str
+    ) -> bool:
+        await self.write(name, variant, None, current)  # refuses, saying where to edit
+        return False
+
     # -- sources -----------------------------------------------------------------
 
     def _source(self, group: str, *, watch: bool) -> NacosSource:

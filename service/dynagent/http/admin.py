@@ -17,7 +17,7 @@ from ..exceptions import Conflict, Forbidden, NotFound
 from ..registry import AgentRegistry
 from .bodies import read_body
 from .schemas import RollbackRequest
-from .state import FACTORIES, REGISTRY, caller
+from .state import DECISIONS, FACTORIES, REGISTRY, caller
 
 routes = web.RouteTableDef()
 APPLY_TIMEOUT = 15.0
@@ -28,7 +28,7 @@ def _admin(request: web.Request, name: str) -> None:
     who = caller(request)
     who.check_agent(name)
     if not who.admin:
-        raise Forbidden("promote and rollback need an admin API key")
+        raise Forbidden("promote, rollback and resume need an admin API key")
 
 
 @routes.get("/v1/agents/{name}/revisions")
@@ -88,6 +88,32 @@ async def rollback(request: web.Request) -> web.Response:
     async with _refused_as("rollback"):
         await factory.write(name, "stable", target.agent.spec, entry.stable.source)
     await _until(registry, name, target.agent.spec.revision)
+    return web.json_response(registry.status(name))
+
+
+@routes.post("/v1/agents/{name}/rollout/resume")
+async def resume(request: web.Request) -> web.Response:
+    """Put a paused canary back into traffic: removes ``rollout.paused`` from its document."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    registry = request.app[REGISTRY]
+    canary = registry.entry(name).canary
+    if canary is None:
+        raise Conflict(f"agent {name!r} has no canary to resume")
+    if canary.serving:
+        raise Conflict(f"the canary of agent {name!r} is not paused")
+    await request.app[DECISIONS].resume(name)
+
+    def serving(r: AgentRegistry) -> bool:
+        current = r.entry(name).canary if name in r else None
+        return current is None or current.serving or current.agent is not canary.agent
+
+    try:
+        await registry.wait_for(serving, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the resume of {name!r}'s canary was written but is not served yet"
+        ) from None
     return web.json_response(registry.status(name))
 
 

@@ -21,6 +21,7 @@ from .._mcp_setup import mcp_servers
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
 from ..environment import service_policy
+from ..exceptions import ConfigError
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
@@ -30,13 +31,14 @@ from ..interceptors.registry import InterceptorRegistry
 from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..resources import Resources
+from ..rollout_decisions import RolloutDecisions
 from ..sessions.base import SessionStore
 from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..sources._nacos_a2a import NacosA2aDirectory
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, mcp, openai_compat, openai_models, responses, ui
+from . import a2a, admin, agents, feedback, mcp, openai_compat, openai_models, responses, ui
 from .auth import ApiKeys
 from .cors import add_cors_headers, cors_middleware
 from .drain import Drain
@@ -47,10 +49,12 @@ from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
 from .response_store import ResponseStore
+from .shadows import ShadowRunner
 from .state import (
     API_KEYS,
     CALLER,
     CONFIG,
+    DECISIONS,
     DRAIN,
     FACTORIES,
     KEYS_WATCH,
@@ -59,9 +63,12 @@ from .state import (
     REGISTRY,
     RESPONSES,
     SECRETS,
+    SHADOWS,
+    TRACER,
     TRACES,
 )
 from .traces import TraceStore
+from .tracing import RunTracer
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 
@@ -98,7 +105,13 @@ async def metrics(request: web.Request) -> web.Response:
     some agents sees theirs only, without the totals."""
     who = request.get(CALLER)
     agents = None if who is None else who.metrics_scope()
-    request.app[METRICS].agents.set(len(request.app[REGISTRY]))
+    registry = request.app[REGISTRY]
+    request.app[METRICS].agents.set(len(registry))
+    request.app[METRICS].set_canaries(
+        (e.name, e.canary.policy.weight if e.canary.serving else 0.0, e.canary.policy.step)
+        for e in registry
+        if e.canary is not None
+    )
     body = request.app[METRICS].exposition(agents)
     return web.Response(body=body, content_type="text/plain")
 
@@ -116,11 +129,13 @@ def create_app(
     factories: Sequence[FactoryMaker] = (),
     environ: Mapping[str, str] | None = None,
     secrets: SecretValues | None = None,
+    tracer: RunTracer | None = None,
 ) -> web.Application:
     """The service as an aiohttp app; agents load when the app starts.
 
     ``secrets``: the set the log sink masks (``dynagent serve`` passes its own), filled
-    with API keys and credentials from the environment as they become known."""
+    with API keys and credentials from the environment as they become known. ``tracer``
+    (default: OpenTelemetry when the ``otel`` extra is installed and ``OTEL_*`` asks)."""
     environ = os.environ if environ is None else environ
     app = web.Application(
         middlewares=[cors_middleware, mask_middleware, error_middleware, auth_middleware],
@@ -128,7 +143,12 @@ def create_app(
     )
     app.on_response_prepare.append(add_cors_headers)
     _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
+    tracer = tracer or _otel(environ)
+    if tracer is not None:
+        app[TRACER] = tracer
+        app.on_cleanup.append(lambda _: tracer.aclose())
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
+    app.cleanup_ctx.append(_rollouts)
     if config.auth.keys_file is not None:
         app.cleanup_ctx.append(_keys_watch(environ))
     app.on_shutdown.append(_draining)
@@ -138,6 +158,7 @@ def create_app(
     app.router.add_get("/openapi.json", openapi)
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
+    app.add_routes(feedback.routes)
     app.add_routes(openai_compat.routes)
     app.add_routes(openai_models.routes)
     app.add_routes(responses.routes)
@@ -162,6 +183,9 @@ def _install_state(
     app[SECRETS] = secrets
     secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
+    app[SHADOWS] = ShadowRunner(registry, app[METRICS], app[TRACES])
+    app[DECISIONS] = RolloutDecisions(registry, app[FACTORIES])
+    app[DECISIONS].attach()
     app[RESPONSES] = ResponseStore()
     app[MCP] = mcp_servers(config)
 
@@ -185,6 +209,15 @@ def _keys_watch(environ: Mapping[str, str]) -> Lifecycle:
             yield
 
     return watch
+
+
+async def _rollouts(app: web.Application) -> AsyncIterator[None]:
+    """Progressive steps and the guard's write-backs run once the agents are loaded; shadow
+    runs and pending writes end before the factories stop (cleanup runs in reverse)."""
+    app[DECISIONS].start()
+    yield
+    await app[SHADOWS].aclose()
+    await app[DECISIONS].aclose()
 
 
 def _lifecycle(
@@ -276,6 +309,14 @@ async def _draining(app: web.Application) -> None:
     app[DRAIN].begin(seconds)
 
 
+def _otel(environ: Mapping[str, str]) -> RunTracer | None:
+    try:
+        from .otel import OtelTracer  # the optional ``otel`` extra
+    except ImportError:
+        return None
+    return OtelTracer.from_environ(environ)
+
+
 def configured_factories(
     builder: AgentBuilder, config: ServiceConfig, specs: Sequence[AgentSpec] = ()
 ) -> list[AgentBuilderFactory]:
@@ -296,6 +337,20 @@ def configured_factories(
 
 
 def _session_store(config: ServiceConfig) -> SessionStore:
-    if config.sessions.store == "memory":
+    settings = config.sessions
+    if settings.store == "memory":
         return MemorySessionStore()
-    return SqliteSessionStore(config.sessions.path)
+    if settings.store == "redis":
+        try:
+            from ..sessions.redis import RedisSessionStore  # the optional ``redis`` extra
+        except ImportError:
+            raise ConfigError(
+                "sessions.store: redis needs the redis package: pip install 'dynagent[redis]'"
+            ) from None
+        return RedisSessionStore(
+            settings.url,
+            key_prefix=settings.key_prefix,
+            lock_ttl=settings.lock_ttl,
+            history_bytes=settings.history_bytes,
+        )
+    return SqliteSessionStore(settings.path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
@@ -47,12 +47,36 @@ class Metrics:
             registry=self.registry,
         )
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
+        self._rollout_metrics(labels)
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
             (self.latency, labels),
             (self.tokens, (*labels, "kind")),
             (self.reloads, ("agent", "result")),
+            (self.feedback, labels),
+            (self.feedback_score, labels),
+        )
+
+    def _rollout_metrics(self, labels: tuple[str, str]) -> None:
+        """Feedback per variant, and where each canary stands."""
+        self.feedback = Counter(
+            "dynagent_feedback",
+            "Feedback ratings of runs.",
+            labels,
+            registry=self.registry,
+        )
+        self.feedback_score = Counter(
+            "dynagent_feedback_score",
+            "Sum of the feedback scores (0-1) of runs: divide by dynagent_feedback_total.",
+            labels,
+            registry=self.registry,
+        )
+        self.canary_step = Gauge(
+            "dynagent_canary_step",
+            "The current step (from 0) of each progressive rollout.",
+            ["agent"],
+            registry=self.registry,
         )
 
     def forget(self, agent: str) -> None:
@@ -80,6 +104,18 @@ class Metrics:
         if usage is not None:
             self.tokens.labels(agent, variant, "input").inc(usage.input_tokens)
             self.tokens.labels(agent, variant, "output").inc(usage.output_tokens)
+
+    def observe_feedback(self, agent: str, variant: str, score: float) -> None:
+        self.feedback.labels(agent, variant).inc()
+        self.feedback_score.labels(agent, variant).inc(score)
+
+    def set_canaries(self, canaries: Iterable[tuple[str, float, int | None]]) -> None:
+        """``(agent, weight now, step or None)`` of every canary: the step gauge, afresh
+        (the weight is ``gauges.py``'s ``dynagent_canary_weight``)."""
+        self.canary_step.clear()
+        for agent, _, step in canaries:
+            if step is not None:
+                self.canary_step.labels(agent).set(step)
 
     def exposition(self, agents: frozenset[str] | None = None) -> bytes:
         """The text format; with ``agents``, only their series (no totals over all)."""

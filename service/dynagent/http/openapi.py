@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .feedback import FeedbackRequest, FeedbackResponse
 from .openai_schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -43,6 +44,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     ModelObject,
     OpenAIError,
     RollbackRequest,
+    FeedbackRequest,
+    FeedbackResponse,
     ErrorResponse,
     AgentStatus,
     AgentList,
@@ -143,7 +146,13 @@ def _run(summary: str, result: type[BaseModel], body: type[BaseModel]) -> dict[s
 
 
 def _paths() -> dict[str, Any]:
-    return {**_service_paths(), **_agent_paths(), **_openai_paths(), **_page_paths()}
+    return {
+        **_service_paths(),
+        **_agent_paths(),
+        **_trace_paths(),
+        **_openai_paths(),
+        **_page_paths(),
+    }
 
 
 def _service_paths() -> dict[str, Any]:
@@ -195,12 +204,37 @@ def _agent_paths() -> dict[str, Any]:
                 requestBody=_body(RollbackRequest, required=False),
             )
         },
+        "/v1/agents/{name}/rollout/resume": {
+            "post": _op(
+                "Put a paused canary back into traffic (admin key)",
+                _ok(AgentStatus),
+                *admin,
+                parameters=[_NAME],
+            )
+        },
+    }
+
+
+def _trace_paths() -> dict[str, Any]:
+    agent = ("401", "403", "404")
+    return {
         "/v1/traces/{trace_id}": {
             "get": _op(
                 "The events of a recent run",
                 _ok(Trace),
                 *agent,
                 parameters=[_path("trace_id")],
+            )
+        },
+        "/v1/traces/{trace_id}/feedback": {
+            "post": _op(
+                "Rate a recent run (score 0-1 or thumbs up/down)",
+                _ok(FeedbackResponse),
+                *agent,
+                "409",
+                *_BODY_ERRORS,
+                parameters=[_path("trace_id")],
+                requestBody=_body(FeedbackRequest),
             )
         },
         "/v1/mcp/servers": {

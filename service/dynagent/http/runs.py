@@ -15,27 +15,26 @@ from loguru import logger
 from ..agent import Agent, AgentInput, RunResult, Variant
 from ..events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, RunFailed, ServiceStopping
-from ..rollout import routing_key
+from ..rollout import GUARDED_ERRORS, routing_key
 from ..run_options import RunOptions
 from ..sessions.scope import new_trace_id, session_key
 from ..tools.agent import CALL_SCOPE, CallScope
 from .drain import Drain, stopped_events
+from .pins import pinned
 from .series import SERIES
+from .shadows import ShadowCopy
 from .state import (
     DRAIN,
     METRICS,
     REGISTRY,
     REVISION_HEADER,
+    SHADOWS,
     TRACE_HEADER,
+    TRACER,
     TRACES,
     VARIANT_HEADER,
     caller,
 )
-
-GUARDED_ERRORS = frozenset(
-    {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
-)
-"""Run errors that count against a version (the canary guard); caller mistakes do not."""
 
 CANARY_KEY_HEADER = "X-Canary-Key"
 
@@ -77,7 +76,7 @@ def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, st
     return {REVISION_HEADER: agent.revision, VARIANT_HEADER: variant, TRACE_HEADER: trace_id}
 
 
-def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
+async def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
     who = caller(request)
     who.check_agent(run.name)
     registry = request.app[REGISTRY]
@@ -88,7 +87,11 @@ def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
         header=request.headers.get(CANARY_KEY_HEADER),
         api_key=who.key_digest,
     )
-    return registry.route(run.name, key=key, pin=run.pin)
+    chosen = registry.route(run.name, key=key, pin=run.pin)
+    scoped = _session_key(request, run)
+    if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
+        return await pinned(registry, run.name, scoped, chosen)
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +105,17 @@ class _Served:
     started: float
     trace_id: str
     """Chosen here so that every line logged during the run can carry it."""
+    span: Any = None
+    """The run's OpenTelemetry span, when a tracer is configured."""
     nested: list[dict[str, Any]] = field(default_factory=list)
     """Runs of the agents this run called as tools, for its trace."""
+
+    def close_span(self, events: Sequence[Event], error: str | None) -> None:
+        """End the run's span (once), with the model and tool spans of ``events``."""
+        tracer, span = self.request.app.get(TRACER), self.span
+        if tracer is not None and span is not None:
+            object.__setattr__(self, "span", None)
+            tracer.finish(span, self.agent, self.variant, events, error)
 
     @contextmanager
     def scope(self) -> Iterator[None]:
@@ -119,6 +131,7 @@ class _Served:
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         app, agent = self.request.app, self.agent
+        self.close_span(events, error)
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
         seconds = time.perf_counter() - self.started
         if agent.name in app[REGISTRY]:  # a removed agent's series are gone for good
@@ -139,9 +152,11 @@ class _Served:
             log.info("{} ok in {:.0f} ms", where, seconds * 1000)
 
 
-def _serve(request: web.Request, run: RunRequest) -> _Served:
-    agent, variant = select(request, run)
-    return _Served(request, run, agent, variant, time.perf_counter(), new_trace_id())
+async def _serve(request: web.Request, run: RunRequest) -> _Served:
+    agent, variant = await select(request, run)
+    tracer = request.app.get(TRACER)
+    span = tracer.start(run.name, request.headers) if tracer is not None else None
+    return _Served(request, run, agent, variant, time.perf_counter(), new_trace_id(), span)
 
 
 def _session_key(request: web.Request, run: RunRequest) -> str | None:
@@ -153,7 +168,8 @@ def _session_key(request: web.Request, run: RunRequest) -> str | None:
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
-    served = _serve(request, run)
+    served = await _serve(request, run)
+    shadow = await _shadow_of(served)
     seen: list[Event] = []
     try:
         with logger.contextualize(trace_id=served.trace_id), served.scope():
@@ -177,8 +193,27 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
         exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         raise
+    except BaseException as exc:  # refused before it ran (e.g. a missing prompt variable)
+        served.close_span(seen, getattr(exc, "kind", type(exc).__name__))
+        raise
     served.finish(result.trace_id, result.events)
+    if shadow is not None:
+        request.app[SHADOWS].start(shadow)
     return served.agent, result
+
+
+async def _shadow_of(served: _Served) -> ShadowCopy | None:
+    """The canary to copy this request to (``rollout.shadow``) and the conversation before
+    it, read now: by the time the shadow starts, the stable's turn is in the session."""
+    if served.variant != "stable" or served.run.pin is not None:
+        return None
+    canary = served.request.app[SHADOWS].wanted(served.run.name)
+    if canary is None:
+        return None
+    run, store = served.run, served.agent.sessions
+    scoped = _session_key(served.request, run)
+    history = await store.load(scoped) if store is not None and scoped else []
+    return ShadowCopy(canary, run.input, run.session_id, run.variables, history)
 
 
 async def stream_agent(
@@ -191,7 +226,7 @@ async def stream_agent(
     before then raises ``RunFailed`` with the run's own error kind, so the caller
     answers with its real status instead of a stream that carries the error.
     """
-    served = _serve(request, run)
+    served = await _serve(request, run)
     # The run's task starts inside the first ``anext`` and keeps this log context.
     with logger.contextualize(trace_id=served.trace_id), served.scope():
         events = served.agent.stream(
@@ -203,7 +238,11 @@ async def stream_agent(
             options=run.options,
             session_key=_session_key(request, run),
         )
-        first = await anext(events)
+        try:
+            first = await anext(events)
+        except BaseException as exc:  # refused before it started: only the span to close
+            served.close_span((), getattr(exc, "kind", type(exc).__name__))
+            raise
     recorded = _recorded(served, first, events, request.app[DRAIN])
     if hold:
         recorded = await _held(recorded, served)

@@ -8,6 +8,7 @@ from ..config import ServiceConfig
 from ..factories.base import AgentBuilderFactory
 from ..masking import SecretValues
 from ..registry import AgentRegistry
+from ..rollout_decisions import RolloutDecisions
 from ..sources._nacos_a2a import NacosA2aRegistrar
 from ..tools.mcp import McpServers
 from .auth import ApiKeys, Caller
@@ -15,7 +16,9 @@ from .drain import Drain
 from .keys_watch import KeysFileWatch
 from .metrics import Metrics
 from .response_store import ResponseStore
+from .shadows import ShadowRunner
 from .traces import TraceStore
+from .tracing import RunTracer
 
 VARIANT_HEADER = "X-Agent-Variant"
 REVISION_HEADER = "X-Agent-Revision"
@@ -38,6 +41,12 @@ FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 A2A_REGISTRAR = web.AppKey("a2a_registrar", NacosA2aRegistrar)
 """Present when ``a2a.register`` is on."""
 """The running factories by name (``default``, ``nacos``, ``nacos-prompt``)."""
+TRACER = web.AppKey("tracer", RunTracer)
+"""OpenTelemetry for runs; set only when the ``otel`` extra is installed and configured."""
+SHADOWS = web.AppKey("shadows", ShadowRunner)
+"""Shadow runs of the canaries (``rollout.shadow``), in the background."""
+DECISIONS = web.AppKey("decisions", RolloutDecisions)
+"""Writes rollout decisions (the guard's pulls, resumes) back into canary documents."""
 MCP = web.AppKey("mcp", McpServers)
 """The MCP servers agents use and their pooled sessions."""
 

@@ -48,6 +48,8 @@ class TraceStore:
     def __init__(self, max_traces: int = 1000) -> None:
         self.max_traces = max_traces
         self._traces: OrderedDict[str, _Recorded] = OrderedDict()
+        self._feedback: dict[str, dict[str, Any]] = {}
+        """The rating of a kept trace (``POST /v1/traces/{trace_id}/feedback``)."""
 
     def record(
         self,
@@ -70,11 +72,22 @@ class TraceStore:
         )
         self._traces.move_to_end(trace_id)
         while len(self._traces) > self.max_traces:
-            self._traces.popitem(last=False)
+            gone, _ = self._traces.popitem(last=False)
+            self._feedback.pop(gone, None)
 
     def get(self, trace_id: str) -> dict[str, Any] | None:
         recorded = self._traces.get(trace_id)
-        return recorded.as_dict(trace_id) if recorded is not None else None
+        if recorded is None:
+            return None
+        trace = recorded.as_dict(trace_id)
+        if trace_id in self._feedback:
+            trace["feedback"] = self._feedback[trace_id]
+        return trace
+
+    def rate(self, trace_id: str, feedback: dict[str, Any]) -> None:
+        """Keep the rating of a kept trace (shown with it)."""
+        if trace_id in self._traces:
+            self._feedback[trace_id] = feedback
 
     def recent(self) -> Iterator[dict[str, Any]]:
         """Every kept trace, newest first."""

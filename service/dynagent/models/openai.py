@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import openai
 from openai import AsyncStream, RequestOptions
 
+from .._tracing import outgoing_headers
 from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
@@ -144,11 +145,15 @@ class OpenAIModel:
         # The body is wire-ready JSON already, so it goes out through the client's
         # documented ``post`` rather than ``chat.completions.create``, whose recursive
         # parameter transform was the largest cost of a served run (BENCHMARKS.md).
+        options = _options(self.timeout)
+        traced = outgoing_headers()
+        if traced:
+            options = {**options, "headers": {**options.get("headers", {}), **traced}}
         return await self.client.post(
             "/chat/completions",
             body={"model": self.model_name, "messages": list(request.messages), **kwargs},
             cast_to=object,  # parsed JSON: see _from_completion
-            options=_options(self.timeout),
+            options=options,
             stream=stream,
             stream_cls=AsyncStream[object],
         )

@@ -22,6 +22,11 @@ class SessionStore(Protocol):
         """Held for a whole run, so two runs on one session never interleave."""
         ...
 
+    async def pin(self, key: str, value: str) -> str:
+        """Remember ``value`` under ``key`` unless a value is already there; the one that is
+        (``rollout.pin_sessions``: the variant a session started on, shared by replicas)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

@@ -14,6 +14,7 @@ class MemorySessionStore:
     def __init__(self) -> None:
         self._sessions: dict[str, list[Message]] = {}
         self._locks = SessionLocks()
+        self._pins: dict[str, str] = {}
 
     async def load(self, session_id: str) -> list[Message]:
         return copy.deepcopy(self._sessions.get(session_id, []))
@@ -23,6 +24,9 @@ class MemorySessionStore:
 
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(session_id)
+
+    async def pin(self, key: str, value: str) -> str:
+        return self._pins.setdefault(key, value)
 
     async def aclose(self) -> None:
         return None

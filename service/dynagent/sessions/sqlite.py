@@ -27,6 +27,13 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (session_id, seq)
 )
 """
+_PINS = """
+CREATE TABLE IF NOT EXISTS pins (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created_at REAL NOT NULL
+)
+"""
 
 
 class SqliteSessionStore:
@@ -38,6 +45,7 @@ class SqliteSessionStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)
+        self._db.execute(_PINS)
         self._mutex = threading.Lock()
         self._locks = SessionLocks()
 
@@ -50,6 +58,17 @@ class SqliteSessionStore:
 
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(session_id)
+
+    async def pin(self, key: str, value: str) -> str:
+        return await asyncio.to_thread(self._pin, key, value)
+
+    def _pin(self, key: str, value: str) -> str:
+        with self._mutex:
+            self._db.execute(
+                "INSERT OR IGNORE INTO pins VALUES (?, ?, ?)", (key, value, time.time())
+            )
+            (found,) = self._db.execute("SELECT value FROM pins WHERE key = ?", (key,)).fetchone()
+        return str(found)
 
     async def aclose(self) -> None:
         with self._mutex:

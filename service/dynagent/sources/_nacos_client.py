@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
 from v2.nacos.common.constants import Constants
+from v2.nacos.common.nacos_exception import NacosException
 from v2.nacos.config.model.config_request import ConfigQueryRequest
 from v2.nacos.config.model.config_response import ConfigQueryResponse
 from v2.nacos.transport.grpc_util import GrpcUtils
@@ -233,6 +234,19 @@ class NacosClient:
             raise NacosUnavailable(f"publishing {group}/{data_id} failed: {exc}") from None
         if not ok:
             raise NacosError(f"Nacos refused to publish {group}/{data_id}")
+
+    async def publish_if(self, data_id: str, group: str, content: str, kind: str, md5: str) -> bool:
+        """Publish only if the config's md5 on the server is still ``md5`` (Nacos's
+        compare-and-set); False when it changed meanwhile."""
+        param = ConfigParam(data_id=data_id, group=group, content=content, type=kind, cas_md5=md5)
+        try:
+            return bool(await self._require().publish_config(param))
+        except NacosException as exc:
+            if "cas" in str(exc).lower():  # "Cas publish fail, server md5 may have changed."
+                return False
+            raise NacosUnavailable(f"publishing {group}/{data_id} failed: {exc}") from None
+        except Exception as exc:
+            raise NacosUnavailable(f"publishing {group}/{data_id} failed: {exc}") from None
 
     async def remove(self, data_id: str, group: str) -> None:
         try:

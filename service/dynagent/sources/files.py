@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import hashlib
+import tempfile
 from pathlib import Path
 
 from loguru import logger
@@ -22,6 +25,7 @@ from ..spec import AgentSpec, format_of, load_spec
 from .base import Document, OnChange, is_canary_key
 
 SUFFIXES = (".yaml", ".yml", ".json")
+
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -36,6 +40,13 @@ def load_agent_file(path: Path) -> AgentSpec:
         spec, _ = load_canary(text, fmt=fmt, source=str(path), name=name)
         return spec
     return load_spec(text, fmt=fmt, source=str(path))
+
+
+def _lock_path(directory: Path) -> Path:
+    """The lock file every process on this machine takes for a compare-and-set write into
+    ``directory``: in the temp dir, so that the agents folder holds agent files only."""
+    digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"dynagent-folder-{digest}.lock"
 
 
 def is_agent_file(path: Path) -> bool:
@@ -106,6 +117,29 @@ class FileSource:
             temporary.replace(path)
         except OSError as exc:
             raise Conflict(f"cannot write agent file {filename}: {exc.strerror}") from None
+        return path
+
+    def read(self, filename: str) -> str | None:
+        """The text of ``filename`` in the folder now, or None when there is none."""
+        try:
+            return self._path(filename).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def replace_if(self, filename: str, text: str, expected: str) -> bool:
+        """Replace ``filename`` with ``text`` only if it still reads ``expected``
+        (compare-and-set: every process on this machine takes the folder's lock file)."""
+        with _lock_path(self.directory).open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.read(filename) != expected:
+                return False
+            self.write(filename, text)
+            return True
+
+    def _path(self, filename: str) -> Path:
+        path = self.directory / filename
+        if path.parent != self.directory or not is_agent_file(path):
+            raise Conflict(f"{filename!r} is not an agent file in the agents folder")
         return path
 
     async def stop(self) -> None:

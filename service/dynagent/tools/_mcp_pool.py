@@ -29,6 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
+from .._tracing import outgoing_headers
 from ..exceptions import DynagentError
 
 Transport = Literal["streamable_http", "sse", "stdio", "nacos"]
@@ -232,7 +233,11 @@ class McpConnection:
         client = await self._connected(seconds)
         self.calls += 1
         try:
-            return await client.call_tool(name, dict(arguments), read_timeout_seconds=seconds)
+            # W3C trace context in params._meta (the OpenTelemetry MCP conventions)
+            traced: Any = outgoing_headers() or None
+            return await client.call_tool(
+                name, dict(arguments), read_timeout_seconds=seconds, meta=traced
+            )
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise McpToolError(exc.message) from None

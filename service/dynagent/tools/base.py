@@ -25,6 +25,9 @@ class Tool:
     on_error: Literal["report", "fail"] = "report"
     """``report``: the model sees ``TOOL_ERROR: …`` and may recover; ``fail``: the run ends."""
     validator: jsonschema.Draft202012Validator | None = field(default=None, repr=False)
+    shadow_safe: bool = False
+    """Runs in shadow traffic too (``rollout.shadow``): it has no effect outside the run
+    (reads only). Others get a placeholder result there and never execute."""
 
     def __post_init__(self) -> None:
         if self.validator is None:

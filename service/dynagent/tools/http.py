@@ -11,6 +11,7 @@ from urllib.parse import quote, unquote, urlsplit
 import aiohttp
 from yarl import URL
 
+from .._tracing import outgoing_headers
 from ..models.base import ToolDefinition
 from ..resources import Resources, is_public_address
 from ..spec import HttpToolSpec
@@ -137,7 +138,7 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
             raise PermissionError(f"address {host} is private or loopback")
         rest = {k: v for k, v in arguments.items() if k not in used}
         options: dict[str, Any] = {
-            "headers": dict(headers),
+            "headers": {**headers, **outgoing_headers()},
             "timeout": aiohttp.ClientTimeout(total=spec.timeout),
             "allow_redirects": False,
         }

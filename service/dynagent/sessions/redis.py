@@ -1,0 +1,240 @@
+"""Sessions in Redis: one conversation shared by every replica behind a load balancer.
+
+Keys of session ``S`` (``S`` is the key the store is given; scoping by caller and
+agent is composed above this layer), all in one cluster hash slot:
+
+``{prefix}{S}:turns``
+    a list with one element per run: the JSON array of the messages it added, so
+    the history budget drops whole turns and never splits a tool call from its result
+``{prefix}{S}:bytes``
+    the size of those elements, for the budget
+``{prefix}{S}:lock``
+    ``"{token}:{nonce}"`` of the replica running the session now, with a TTL that the
+    holder renews; a crashed replica's lock simply expires
+``{prefix}{S}:fence`` / ``:written``
+    the newest fencing token handed out, and the newest that wrote: a holder whose lock
+    expired and was taken over can no longer append (``SessionConflict``)
+
+Every write is one Lua script, atomic on the server; the client retries on a dropped
+connection (a Redis restart), and the scripts are idempotent for that retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..exceptions import SessionConflict, SessionStoreUnavailable
+from ..models.base import Message
+from .base import SessionLocks
+
+PIN_SECONDS = 30 * 24 * 3600
+"""How long a session's variant is remembered (a canary rarely lives longer)."""
+RETRIES = 12
+"""Attempts per command while Redis is unreachable (~6 s with the backoff: a restart)."""
+
+_ACQUIRE = """
+local held = redis.call('GET', KEYS[1])
+if held then
+  local token, nonce = string.match(held, '^(%d+):(.*)$')
+  if nonce == ARGV[2] then return tonumber(token) end
+  return 0
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], token .. ':' .. ARGV[2], 'PX', ARGV[1])
+return token
+"""
+"""KEYS lock, fence; ARGV ttl_ms, nonce → the new token, or 0 while another holds it.
+A retried call (the reply was lost) finds its own nonce and gets its token back."""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_APPEND = """
+local token = tonumber(ARGV[1])
+local written = tonumber(redis.call('GET', KEYS[3]) or '0')
+if written == token then return 0 end
+local held = redis.call('GET', KEYS[4])
+if written > token or (held and held ~= ARGV[2]) then return -1 end
+redis.call('RPUSH', KEYS[1], ARGV[3])
+local total = redis.call('INCRBY', KEYS[2], string.len(ARGV[3]))
+redis.call('SET', KEYS[3], token)
+local budget = tonumber(ARGV[4])
+local dropped = 0
+while budget > 0 and total > budget and redis.call('LLEN', KEYS[1]) > 1 do
+  local oldest = redis.call('LPOP', KEYS[1])
+  total = redis.call('DECRBY', KEYS[2], string.len(oldest))
+  dropped = dropped + 1
+end
+return dropped + 1
+"""
+"""KEYS turns, bytes, written, lock; ARGV token, lock value, turn, budget → 1 + turns
+dropped; 0 when this token already wrote (a retry); -1 when fenced off."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    token: int
+    value: str
+
+
+class RedisSessionStore:
+    """Sessions on a Redis server (``redis://`` or ``rediss://`` URL)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = "dynagent:session:",
+        lock_ttl: float = 15.0,
+        history_bytes: int = 0,
+    ) -> None:
+        retry = Retry(ExponentialBackoff(cap=1.0, base=0.02), RETRIES)
+        self._redis: Redis = Redis.from_url(
+            url,
+            retry=retry,
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
+            socket_connect_timeout=2.0,
+            socket_timeout=5.0,
+            health_check_interval=30,
+        )
+        self.key_prefix = key_prefix
+        self.lock_ttl = lock_ttl
+        """Seconds a holder's lock outlives its last renewal (renewed every third of it)."""
+        self.history_bytes = history_bytes
+        """Oldest turns are dropped past this many bytes of history (0: no budget); the
+        newest turn is always kept."""
+        self._locks = SessionLocks()
+        self._acquire = self._redis.register_script(_ACQUIRE)
+        self._renew = self._redis.register_script(_RENEW)
+        self._release = self._redis.register_script(_RELEASE)
+        self._append = self._redis.register_script(_APPEND)
+        self._holds: dict[str, _Hold] = {}
+
+    def _key(self, session_id: str, what: str) -> str:
+        return f"{self.key_prefix}{{{session_id}}}:{what}"
+
+    async def load(self, session_id: str) -> list[Message]:
+        try:
+            turns = await self._redis.lrange(self._key(session_id, "turns"), 0, -1)
+        except RedisError as exc:
+            raise _unavailable("reading", exc) from None
+        messages: list[Message] = []
+        for turn in turns:
+            messages.extend(json.loads(turn))
+        return messages
+
+    async def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        hold = self._holds.get(session_id)
+        if hold is None:  # outside a run's lock (tools, imports): take it for this write
+            async with self.lock(session_id):
+                await self.append(session_id, messages)
+            return
+        keys = [self._key(session_id, k) for k in ("turns", "bytes", "written", "lock")]
+        turn = json.dumps(list(messages), ensure_ascii=False)
+        try:
+            result = await self._append(
+                keys=keys, args=[hold.token, hold.value, turn, self.history_bytes]
+            )
+        except RedisError as exc:
+            raise _unavailable("saving", exc) from None
+        if int(result) < 0:
+            raise SessionConflict(
+                f"session {session_id!r} was taken over by another run after this one's lock "
+                f"expired (lock_ttl {self.lock_ttl:g} s); this turn was not saved: retry it"
+            )
+
+    def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        return self._hold(session_id)
+
+    @asynccontextmanager
+    async def _hold(self, session_id: str) -> AsyncIterator[None]:
+        async with self._locks.hold(session_id):  # one waiter per replica polls Redis
+            hold = await self._take(session_id)
+            self._holds[session_id] = hold
+            renewing = asyncio.create_task(self._keep(session_id, hold))
+            try:
+                yield
+            finally:
+                renewing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewing
+                del self._holds[session_id]
+                with contextlib.suppress(RedisError):
+                    await self._release(keys=[self._key(session_id, "lock")], args=[hold.value])
+
+    async def _take(self, session_id: str) -> _Hold:
+        """Wait for the session's lock (bounded by the run's own timeout)."""
+        nonce = uuid.uuid4().hex
+        keys = [self._key(session_id, "lock"), self._key(session_id, "fence")]
+        pause = 0.005
+        while True:
+            try:
+                token = int(await self._acquire(keys=keys, args=[self._ttl_ms, nonce]))
+            except RedisError as exc:
+                raise _unavailable("locking", exc) from None
+            if token > 0:
+                return _Hold(token, f"{token}:{nonce}")
+            await asyncio.sleep(pause)  # another replica runs this session: poll, backing off
+            pause = min(pause * 2, 0.1)
+
+    async def _keep(self, session_id: str, hold: _Hold) -> None:
+        """Renew the lock while the run goes on; losing it is caught by the fence at append."""
+        key = self._key(session_id, "lock")
+        while True:
+            await asyncio.sleep(self.lock_ttl / 3)
+            with contextlib.suppress(RedisError):
+                if not await self._renew(keys=[key], args=[hold.value, self._ttl_ms]):
+                    return
+
+    @property
+    def _ttl_ms(self) -> int:
+        return max(1, int(self.lock_ttl * 1000))
+
+    async def pin(self, key: str, value: str) -> str:
+        name = f"{self.key_prefix}pin:{key}"
+        try:
+            await self._redis.set(name, value, nx=True, ex=PIN_SECONDS)
+            found = await self._redis.get(name)
+        except RedisError as exc:
+            raise _unavailable("pinning", exc) from None
+        if found is None:
+            return value
+        return found.decode() if isinstance(found, bytes) else str(found)
+
+    async def ping(self) -> None:
+        """Raise ``SessionStoreUnavailable`` unless Redis answers."""
+        try:
+            await self._redis.ping()
+        except RedisError as exc:
+            raise _unavailable("reaching", exc) from None
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+
+def _unavailable(doing: str, error: RedisError) -> SessionStoreUnavailable:
+    return SessionStoreUnavailable(
+        f"{doing} the session in Redis failed ({type(error).__name__}); retry later"
+    )

@@ -1,0 +1,104 @@
+"""Shadow traffic (``rollout.shadow``): a copy of stable requests runs on the canary in the
+background. The caller gets the stable answer without waiting; the shadow is recorded for the
+canary; a tool that is not ``shadow_safe`` is never executed (the model sees a placeholder),
+and the shadow never writes the session."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from dynagent import Tool, ToolRegistry
+from dynagent.http.state import SHADOWS
+from dynagent.shadow import PLACEHOLDER
+from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer, Slow
+from tests.support.canary import canary_document, canary_filename
+from tests.support.service import agent_document, running_service, service_config, write_agent
+
+CANARY_MODEL = "gpt-canary"
+
+
+def tools(sent: list[str], looked_up: list[str]) -> ToolRegistry:
+    async def send_email(to: str) -> str:
+        """Send an e-mail."""
+        sent.append(to)
+        return "sent"
+
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        looked_up.append(key)
+        return key.upper()
+
+    safe = dataclasses.replace(Tool.from_function(lookup), shadow_safe=True)
+    return ToolRegistry.default({"send_email": Tool.from_function(send_email), "lookup": safe})
+
+
+def shadow_requests(text: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "dynagent_requests_total" and sample.labels["endpoint"] == "shadow":
+                return sample.value
+    return 0.0
+
+
+async def test_a_shadow_runs_on_the_canary_without_its_unsafe_tools_and_the_caller_never_waits(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    sent: list[str] = []
+    looked_up: list[str] = []
+    stable = agent_document("bot", model_server, system="Stable.", tools=["send_email", "lookup"])
+    candidate = agent_document(
+        "bot",
+        model_server,
+        system="Canary.",
+        model={"name": CANARY_MODEL},
+        tools=["send_email", "lookup"],
+    )
+    write_agent(agents_dir, stable)
+    write_agent(
+        agents_dir,
+        canary_document(candidate, weight=0, shadow=100),
+        filename=canary_filename("bot"),
+    )
+    model_server.script(DEFAULT_MODEL, [Reply("first"), Reply("second")])
+    model_server.script(
+        CANARY_MODEL,
+        [
+            Slow(0.3, CallTools([("send_email", {"to": "a@b.c"}), ("lookup", {"key": "k"})])),
+            Reply("canary says"),
+            Reply("canary again"),
+        ],
+    )
+    options: dict[str, Any] = {"tools": tools(sent, looked_up)}
+    async with running_service(service_config(agents_dir, state_dir), **options) as service:
+        runner = service.app[SHADOWS]
+        response = await service.client.post(
+            "/v1/agents/bot/invoke", json={"input": "hello", "session_id": "s"}
+        )
+        body = await response.json()
+        assert (response.status, body["variant"], body["output"]) == (200, "stable", "first")
+        assert (runner.started, runner.running) == (1, 1)  # answered; the shadow (0.3 s) runs on
+        await runner.idle()
+        # the canary's second call saw a placeholder for the unsafe tool, the real safe one
+        tool_messages = [m for m in model_server.requests[2]["messages"] if m["role"] == "tool"]
+        assert [m["content"] for m in tool_messages] == [PLACEHOLDER, "K"]
+        assert (sent, looked_up) == ([], ["k"])
+        metrics = await (await service.client.get("/metrics")).text()
+        assert shadow_requests(metrics) == 1
+        assert service.registry.status("bot")["traffic"]["canary"]["requests"] == 1
+
+        # the session holds the stable's turn only; the next shadow sees that history
+        second = await service.client.post(
+            "/v1/agents/bot/invoke", json={"input": "again", "session_id": "s"}
+        )
+        assert (await second.json())["output"] == "second"
+        await runner.idle()
+    shadow_context = model_server.requests[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in shadow_context[1:]] == [
+        ("user", "hello"),
+        ("assistant", "first"),
+        ("user", "again"),
+    ]
