@@ -7,13 +7,13 @@ started with. Nothing here is ever patched in place.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._redaction import RedactingEmitter
 from ._run_loop import AgentInput, execute_run, render_system
 from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
@@ -154,10 +154,22 @@ class Agent:
             session_id,
             system=render_system(self, merged),
         )
-        ctx.emit = lambda event: emit(_redacted(event, ctx) if ctx.redactors else event)
+        ctx.emit = RedactingEmitter(ctx, emit)
         return ctx
 
     async def _guarded(
+        self, input: AgentInput, ctx: RunContext, variant: Variant, *, stream: bool
+    ) -> tuple[JsonValue, Usage, int]:
+        """The run, returning (or raising) only once every event has been delivered."""
+        try:
+            result = await self._timed(input, ctx, variant, stream=stream)
+        except RunError:
+            await _flushed(ctx)
+            raise
+        await _flushed(ctx)
+        return result
+
+    async def _timed(
         self, input: AgentInput, ctx: RunContext, variant: Variant, *, stream: bool
     ) -> tuple[JsonValue, Usage, int]:
         started = time.perf_counter()
@@ -214,36 +226,14 @@ class Agent:
         return error
 
 
+async def _flushed(ctx: RunContext) -> None:
+    if isinstance(ctx.emit, RedactingEmitter):
+        await ctx.emit.flush()
+
+
 def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
 def _input_summary(input: AgentInput) -> JsonValue:
     return input if isinstance(input, str) else [dict(m) for m in input]
-
-
-_TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
-
-
-def _redacted(event: Event, ctx: RunContext) -> Event:
-    changes: dict[str, Any] = {}
-    for name in _TEXT_FIELDS:
-        value = getattr(event, name, None)
-        if value is not None:
-            changes[name] = _redact_value(value, ctx.redact)
-    return dataclasses.replace(event, **changes) if changes else event
-
-
-def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
-    """Mask the strings (and numbers) inside a JSON value, keeping its structure:
-    masking its serialized text could turn ``12345678`` into unparseable ``[PHONE]``."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [_redact_value(item, redact) for item in value]
-    if isinstance(value, dict):
-        return {key: _redact_value(item, redact) for key, item in value.items()}
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        masked = redact(str(value))
-        return value if masked == str(value) else masked
-    return value

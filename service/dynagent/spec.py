@@ -34,6 +34,7 @@ from ._documents import (
     check_yaml_events,
     yaml_problem,
 )
+from ._schemas import check_patterns
 from .exceptions import ConfigError, FieldIssue
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -273,6 +274,7 @@ def _check_json_schema(value: dict[str, Any]) -> None:
         jsonschema.Draft202012Validator.check_schema(value)
     except jsonschema.SchemaError as exc:
         raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    check_patterns(value)
 
 
 _UNION_TAGS = {"tool-name", "tool-ref", "tool-http"}

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
 
+from .. import _regex
 from ..models.base import ToolDefinition
 from ..resources import Resources, is_public_address
 from ..spec import HttpToolSpec
 from .base import Tool
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = _regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_RESPONSE_CHARS = 16_000
 
 
@@ -33,8 +33,8 @@ def host_allowed(host: str, allow_hosts: list[str]) -> bool:
 def fill_url(template: str, arguments: Mapping[str, Any]) -> tuple[str, set[str]]:
     used: set[str] = set()
 
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
+    def replace(match: _regex.Match) -> str:
+        name = match.group(1) or ""
         if name not in arguments:
             raise ValueError(f"missing argument {name!r} for the URL")
         used.add(name)
