@@ -28,7 +28,7 @@ from typing import Any
 
 from loguru import logger
 
-from bench import overhead, reload_files, reload_nacos, scale, swap, throughput
+from bench import hostile_text, overhead, reload_files, reload_nacos, scale, swap, throughput
 from bench._nacos import PORT, nacos
 from bench._process import Child
 
@@ -134,6 +134,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         await run.part(
             "reload_files", lambda: _reload_files(10 if quick else 50), reload_files.table
         )
+        await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
         if not args.no_nacos:
             try:
                 await _nacos_parts(run, model_url, quick=quick, port=args.nacos_port)
@@ -150,6 +151,10 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
 async def _reload_files(edits: int) -> dict[str, Any]:
     latencies, refused = await reload_files.measure(edits, atomic=True, within=5.0)
     return reload_files.report(latencies, refused, atomic=True)
+
+
+async def _hostile_text(quick: bool) -> dict[str, Any]:
+    return await asyncio.to_thread(hostile_text.measure, 1 if quick else 5)
 
 
 async def _nacos_parts(run: Run, model_url: str, *, quick: bool, port: int) -> None:
@@ -217,6 +222,14 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             figures["rebuilt"],
             "only it",
             figures["only_one_rebuilt"],
+        )
+    if "loop" in data.get("hostile_text", {}):
+        hold = data["hostile_text"]["loop"]["max_loop_hold_ms"]
+        bar(
+            "hostile 1 MB text: event-loop hold ms",
+            hold,
+            f"<= {hostile_text.LOOP_BAR_MS:.0f}",
+            hold <= hostile_text.LOOP_BAR_MS,
         )
     if "failed" in data.get("swap", {}):
         figures = data["swap"]

@@ -35,10 +35,9 @@ class PiiConfig(BaseModel):
 
 def redact(text: str, mask: str = "[{kind}]") -> str:
     """``text`` with every e-mail address, ID and phone number replaced by ``mask``."""
-    text = _EMAIL.sub(lambda _: mask.replace("{kind}", "EMAIL"), text)
-    text = _ID.sub(lambda _: mask.replace("{kind}", "ID"), text)
-    phone = mask.replace("{kind}", "PHONE")
-    return _PHONE.sub(lambda m: (m.group(1) or "") + phone, text)
+    text = _EMAIL.replace(text, mask.replace("{kind}", "EMAIL"))
+    text = _ID.replace(text, mask.replace("{kind}", "ID"))
+    return _PHONE.replace(text, mask.replace("{kind}", "PHONE"), keep=1)
 
 
 class PiiRedaction(Interceptor):
