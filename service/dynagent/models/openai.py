@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletionChunk
 
 from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
+from ._answers import chunk_delta, from_completion, malformed, usage_of
 from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 from .breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
 
@@ -106,7 +107,7 @@ class OpenAIModel:
             permit.succeeded()
         except openai.APIError as exc:
             raise permit.settle(_model_error(exc, self.timeout)) from exc
-        except (ValueError, KeyError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             error = ModelError(f"malformed stream from the model endpoint: {exc}")
             raise permit.settle(error) from exc
         except ModelError as exc:
@@ -119,7 +120,7 @@ class OpenAIModel:
 
     async def _complete(self, request: ModelRequest) -> ModelResponse:
         completion = await self._create(request, stream=False)
-        return _from_completion(completion, self.model_name)
+        return from_completion(completion, self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
         kwargs: dict[str, Any] = self.settings.model_dump(exclude_none=True)
@@ -167,7 +168,7 @@ class OpenAIModel:
             raise permit.settle(_timeout(self.timeout)) from exc
         except openai.APIError as exc:
             raise permit.settle(_model_error(exc, self.timeout)) from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             error = ModelError(f"malformed response from the model endpoint: {exc}")
             raise permit.settle(error) from exc
         except ModelError as exc:
@@ -217,26 +218,6 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage()
-    return Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0)
-
-
-def _from_completion(completion: ChatCompletion, model: str) -> ModelResponse:
-    if not getattr(completion, "choices", None):
-        raise ModelError("the model endpoint answered without choices")
-    message = completion.choices[0].message
-    calls = tuple(
-        ToolCallRequest(call.id, call.function.name, call.function.arguments or "{}")
-        for call in message.tool_calls or ()
-        if call.type == "function"
-    )
-    return ModelResponse(
-        message.content, calls, _usage(completion.usage), completion.model or model
-    )
-
-
 class _StreamAccumulator:
     """Folds streamed chunks (text and tool-call deltas) into one response."""
 
@@ -245,28 +226,33 @@ class _StreamAccumulator:
         self.text: list[str] = []
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
+        self.choices = 0
+        """Chunks that carried a choice: a stream without one holds no answer at all."""
 
     def add(self, chunk: ChatCompletionChunk) -> str:
+        delta = chunk_delta(chunk)
         if chunk.usage is not None:
-            self.usage = _usage(chunk.usage)
-        if chunk.model:
+            self.usage = usage_of(chunk.usage)
+        if isinstance(chunk.model, str) and chunk.model:
             self.model = chunk.model
-        if not chunk.choices:
+        if delta is None:
             return ""
-        delta = chunk.choices[0].delta
+        self.choices += 1
         for call in delta.tool_calls or ():
-            slot = self.calls.setdefault(call.index, ["", "", ""])
+            slot = self.calls.setdefault(int(call.index), ["", "", ""])
             if call.id:
-                slot[0] = call.id
+                slot[0] = str(call.id)
             if call.function is not None:
-                slot[1] += call.function.name or ""
-                slot[2] += call.function.arguments or ""
+                slot[1] += str(call.function.name or "")
+                slot[2] += str(call.function.arguments or "")
         if delta.content:
             self.text.append(delta.content)
             return delta.content
         return ""
 
     def response(self) -> ModelResponse:
+        if not self.choices:
+            raise malformed("the stream held no answer (not a chat completions stream?)")
         calls = tuple(
             ToolCallRequest(call_id or f"call_{index}", name, args or "{}")
             for index, (call_id, name, args) in sorted(self.calls.items())
