@@ -132,9 +132,7 @@ async def test_malformed_answers_open_the_breaker_and_the_guard_pulls_the_canary
     model_server.script(DEFAULT_MODEL, [Reply("stable answer")])
     async with serve(stable) as service:
         service.write_agent(canary, filename="bot.canary.yaml")
-        await service.registry.wait_for(
-            lambda registry: registry.entry("bot").canary is not None
-        )
+        await service.registry.wait_for(lambda registry: registry.entry("bot").canary is not None)
         failed = [await _invoke(service, stream) for _ in range(3)]
         pinned = await _invoke(service, False, **{"X-Agent-Variant": "canary"})
         unpinned = await _invoke(service, False)
