@@ -101,6 +101,10 @@ class NacosClient:
         before = set(SDK_LOGGER.handlers)
         service = NacosConfigService(builder.build())  # adds a file handler to SDK_LOGGER
         self._log_handlers += [h for h in SDK_LOGGER.handlers if h not in before]
+        # Its lines go to the service's one masking log instead (dynagent.logs), not to
+        # an unmasked file of their own.
+        self._release_log_handlers()
+        SDK_LOGGER.propagate = True
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
                 await service.grpc_client_proxy.start()

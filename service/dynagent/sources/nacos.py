@@ -21,6 +21,7 @@ from pathlib import Path
 from loguru import logger
 
 from ..agent import SourceInfo
+from ..logs import state_changed
 from ..spec import format_of
 from ._nacos_client import NacosClient, NacosError
 from .base import Document, OnChange
@@ -242,6 +243,7 @@ class NacosSource:
     def _set_degraded(self, reason: str | None) -> None:
         if reason == self.degraded:
             return
+        state_changed()  # the SDK's repeated connection errors may show once for this state
         if reason is None:
             logger.info("Nacos source {} is reachable again", self.location)
         elif self.degraded is None:
