@@ -205,3 +205,10 @@ class ToolFailed(RunError):
     """A tool configured with ``on_error: fail`` raised."""
 
     kind: ErrorKind = "tool_error"
+
+
+class StartupError(DynagentError):
+    """The service cannot start: its port is taken, or its session database cannot be
+    opened. ``dynagent serve`` reports it in one line and exits 2; never an HTTP answer."""
+
+    kind: ErrorKind = "unavailable"

@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+from loguru import logger
+
+from ..exceptions import StartupError
 from ..models.base import Message
 from .base import SessionLocks
 
@@ -29,15 +32,61 @@ CREATE TABLE IF NOT EXISTS messages (
 """
 
 
+def _connect(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        (verdict,) = db.execute("PRAGMA quick_check(1)").fetchone()
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+        db.execute(_SCHEMA)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_database(path: Path) -> sqlite3.Connection:
+    """The session database at ``path``, by this rule (issue 11):
+
+    - a file that is not a readable SQLite database (truncated, corrupt, something else)
+      is moved aside to ``<name>.corrupt-<unix time>`` with an ERROR naming both paths,
+      and a new empty database is started: the service serves, the old sessions are
+      kept for inspection;
+    - a path that cannot be opened at all (a directory, no permission) is a
+      ``StartupError``: ``dynagent serve`` says so in one line and exits 2.
+    """
+    if str(path) != ":memory:":
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        try:
+            return _connect(str(path))
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            path.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+            logger.error(
+                "session database {} is not readable ({}): moved aside to {}; "
+                "starting with no sessions",
+                path,
+                exc,
+                aside,
+            )
+            return _connect(str(path))
+    except sqlite3.OperationalError as exc:
+        raise StartupError(
+            f"cannot open the session database {path} ({exc}): check sessions.path"
+        ) from None
+
+
 class SqliteSessionStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        self._db = open_database(self.path)
         self._mutex = threading.Lock()
         self._locks = SessionLocks()
 
