@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._templates import MissingVariable, expand_env
 from .exceptions import ConfigError, FieldIssue
+from .sessions.base import DEFAULT_HISTORY_BYTES
 from .spec import issues_from
 
 
@@ -60,6 +61,8 @@ class FactoriesConfig(_Section):
 class SessionsConfig(_Section):
     store: Literal["sqlite", "memory"] = "sqlite"
     path: Path = Path("var/sessions.db")
+    max_history_bytes: int = Field(default=DEFAULT_HISTORY_BYTES, ge=1024)
+    """A session keeps (and a run is given) its newest whole turns within this many bytes."""
 
 
 class AuthConfig(_Section):
@@ -77,8 +80,14 @@ class LoggingConfig(_Section):
     """One JSON object per line (for log shippers) instead of text."""
 
 
+DEFAULT_TRACE_BYTES = 256 * 1024 * 1024
+"""``traces.max_bytes``: about 256 MB of recent traces (one 1 MB request keeps ~2 MB)."""
+
+
 class TracesConfig(_Section):
     max_traces: int = Field(default=1000, ge=1)
+    max_bytes: int = Field(default=DEFAULT_TRACE_BYTES, ge=1024)
+    """The trace store's size bound; the oldest traces go first."""
 
 
 class ServiceConfig(_Section):

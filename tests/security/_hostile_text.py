@@ -8,13 +8,17 @@ fails the test instead of hanging it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import resource
 import sys
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from dynagent import AgentBuilder, ToolRegistry, load_spec
 from dynagent.exceptions import OutputValidationError
+from dynagent.interceptors import InterceptorRegistry
 from dynagent.interceptors.pii import redact
 from tests.support import AgentFactory, Reply, ScriptedModelServer
 
@@ -57,11 +61,46 @@ CASES: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
 }
 
 
+NESTED_ARRAYS = {
+    "name": "nested",
+    "model": {"provider": "test"},
+    "prompt": {"system": "x"},
+    "output": {
+        "schema": {
+            "type": "array",
+            "minItems": 1000,
+            "items": {
+                "type": "array",
+                "minItems": 1000,
+                "items": {"type": "array", "minItems": 1000, "items": {"type": "integer"}},
+            },
+        },
+        "retries": 0,
+    },
+}
+"""Under 250 bytes as JSON: three nested arrays, each asking for 1,000 items."""
+
+
+async def _offline_answer() -> None:
+    """The offline ``test`` model answering an agent with ``NESTED_ARRAYS``' schema."""
+    builder = AgentBuilder(tools=ToolRegistry.default(), interceptors=InterceptorRegistry.default())
+    agent = builder.build(load_spec(NESTED_ARRAYS))
+    with contextlib.suppress(OutputValidationError):  # the capped answer fails its schema
+        await agent.run("go")
+
+
+MEMORY_CASES: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+    "offline-nested-arrays": _offline_answer,
+}
+
+
 def main() -> None:
     case = sys.argv[1]
     started = time.perf_counter()
-    asyncio.run(CASES[case]())
-    print(json.dumps({"case": case, "seconds": round(time.perf_counter() - started, 3)}))
+    asyncio.run({**CASES, **MEMORY_CASES}[case]())
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    seconds = round(time.perf_counter() - started, 3)
+    print(json.dumps({"case": case, "seconds": seconds, "peak_rss_mb": round(peak_mb)}))
 
 
 if __name__ == "__main__":

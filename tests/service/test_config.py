@@ -55,14 +55,18 @@ traces: {max_traces: 5}
             "poll_seconds": 2.0,
             "prompt_group": "PROMPTS",
         },
-        "sessions": {"store": "sqlite", "path": base / "state/sessions.db"},
+        "sessions": {
+            "store": "sqlite",
+            "path": base / "state/sessions.db",
+            "max_history_bytes": 4 * 1024 * 1024,
+        },
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",
             "admin_keys_env": "DYNAGENT_ADMIN_KEYS",
             "keys_file": Path("/run/secrets/keys.yaml"),
         },
         "logging": {"level": "DEBUG", "json": True},
-        "traces": {"max_traces": 5},
+        "traces": {"max_traces": 5, "max_bytes": 256 * 1024 * 1024},
     }
 
 

@@ -108,7 +108,7 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[CONFIG] = config
     app[FACTORIES] = {}
     app[REGISTRY] = registry
-    app[TRACES] = TraceStore(config.traces.max_traces)
+    app[TRACES] = TraceStore(config.traces.max_traces, max_bytes=config.traces.max_bytes)
     app[METRICS] = Metrics()
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
     app[DRAIN] = Drain()
@@ -197,6 +197,7 @@ def configured_factories(
 
 
 def _session_store(config: ServiceConfig) -> SessionStore:
+    budget = config.sessions.max_history_bytes
     if config.sessions.store == "memory":
-        return MemorySessionStore()
-    return SqliteSessionStore(config.sessions.path)
+        return MemorySessionStore(budget)
+    return SqliteSessionStore(config.sessions.path, budget)

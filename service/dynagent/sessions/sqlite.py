@@ -19,7 +19,7 @@ from loguru import logger
 
 from ..exceptions import StartupError
 from ..models.base import Message
-from .base import SessionLocks
+from .base import DEFAULT_HISTORY_BYTES, SessionLocks, first_kept
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -84,8 +84,10 @@ def open_database(path: Path) -> sqlite3.Connection:
 
 
 class SqliteSessionStore:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, max_history_bytes: int = DEFAULT_HISTORY_BYTES) -> None:
         self.path = Path(path)
+        self.max_history_bytes = max_history_bytes
+        """The budget of ``first_kept``: older turns are neither loaded nor kept."""
         self._db = open_database(self.path)
         self._mutex = threading.Lock()
         self._locks = SessionLocks()
@@ -104,10 +106,26 @@ class SqliteSessionStore:
         with self._mutex:
             self._db.close()
 
+    def _first_kept(self, session_id: str) -> int | None:
+        # Sizes and roles only, newest first, read until the budget is spent.
+        rows = self._db.execute(
+            "SELECT seq, length(CAST(message AS BLOB)), json_extract(message, '$.role') "
+            "FROM messages WHERE session_id = ? ORDER BY seq DESC",
+            (session_id,),
+        )
+        try:
+            return first_kept(rows, self.max_history_bytes)
+        finally:
+            rows.close()
+
     def _load(self, session_id: str) -> list[Message]:
         with self._mutex:
+            cut = self._first_kept(session_id)
+            if cut is None:
+                return []
             rows = self._db.execute(
-                "SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+                "SELECT message FROM messages WHERE session_id = ? AND seq >= ? ORDER BY seq",
+                (session_id, cut),
             ).fetchall()
         return [json.loads(row[0]) for row in rows]
 
@@ -123,6 +141,11 @@ class SqliteSessionStore:
                 self._db.executemany(
                     "INSERT INTO messages VALUES (?, ?, ?, ?)",
                     [(session_id, last + 1 + i, text, now) for i, text in enumerate(encoded)],
+                )
+                cut = self._first_kept(session_id)
+                self._db.execute(
+                    "DELETE FROM messages WHERE session_id = ? AND seq < ?",
+                    (session_id, last + 1 + len(encoded) if cut is None else cut),
                 )
                 self._db.execute("COMMIT")
             except BaseException:
