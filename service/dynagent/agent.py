@@ -26,6 +26,7 @@ from .tools.base import Tool
 __all__ = ["Agent", "AgentInput", "RunResult", "SourceInfo", "Variant"]
 
 Variant = Literal["stable", "canary"]
+_YIELD_EVERY = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +129,14 @@ class Agent:
         task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
+            delivered = 0
             while (event := await queue.get()) is not None:
                 yield event
+                delivered += 1
+                if delivered % _YIELD_EVERY == 0:
+                    # A full queue is drained without a pause otherwise: thousands of
+                    # deltas of a long answer held the event loop (issue 11).
+                    await asyncio.sleep(0)
             if not task.cancelled() and isinstance(task.exception(), RunError):
                 return
             await task
