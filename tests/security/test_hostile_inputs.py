@@ -141,6 +141,7 @@ async def _poll_healthz(session: aiohttp.ClientSession, url: str, worst: list[fl
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.timeout(600)  # ~2 minutes alone: 120 requests of ~1 MB, streamed ones included
 async def test_hostile_inputs_on_every_endpoint_cost_bounded_server_cpu(
     served: ServedProcess,
 ) -> None:
