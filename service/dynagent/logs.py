@@ -144,6 +144,11 @@ def route_stdlib_logging(level: str) -> None:
     root.setLevel(level.upper())
 
 
+def stdlib_routed() -> bool:
+    """Whether stdlib records reach the masking sink (``dynagent serve`` set it up)."""
+    return any(isinstance(h, StdlibBridge) for h in logging.getLogger().handlers)
+
+
 def state_changed() -> None:
     """A connection's state changed (a source is reachable again, or lost): warnings
     held back as repeats may each show once more."""

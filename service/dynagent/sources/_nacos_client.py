@@ -24,6 +24,7 @@ from v2.nacos.common.constants import Constants
 
 from ..config import NacosConfig
 from ..exceptions import DynagentError, ErrorKind
+from ..logs import stdlib_routed
 
 Listener = Callable[[str, str, str, str], Awaitable[None]]
 """``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
@@ -101,10 +102,11 @@ class NacosClient:
         before = set(SDK_LOGGER.handlers)
         service = NacosConfigService(builder.build())  # adds a file handler to SDK_LOGGER
         self._log_handlers += [h for h in SDK_LOGGER.handlers if h not in before]
-        # Its lines go to the service's one masking log instead (dynagent.logs), not to
-        # an unmasked file of their own.
-        self._release_log_handlers()
-        SDK_LOGGER.propagate = True
+        if stdlib_routed():
+            # Its lines go to the service's one masking log instead (dynagent.logs), not
+            # to an unmasked file of their own.
+            self._release_log_handlers()
+            SDK_LOGGER.propagate = True
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
                 await service.grpc_client_proxy.start()
