@@ -5,9 +5,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CODE   := service tests bench
 
-.PHONY: setup run test lint typecheck pytest nacos-start nacos-stop bench clean
+.PHONY: setup browser run test lint typecheck pytest nacos-start nacos-stop bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed browser
+
+## Debian's Chromium for the operations page tests (apt-get install when missing).
+browser:
+	scripts/browser.sh
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -3,7 +3,8 @@
 One scripted OpenAI-compatible model server (its own process, loopback) serves
 every figure. In order: runtime overhead against the raw loop and the peer
 frameworks; service throughput against the floor; swapping versions under
-load; hot reload from files; then, with a real Nacos started by
+load; hot reload from files; real tools (an MCP round trip against the SDK client, an
+agent called as a tool against ``Agent.run``); then, with a real Nacos started by
 ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
 1,000 agents loaded from it. Prints the tables and writes the same figures
 to ``bench/results/bench.json``.
@@ -28,7 +29,7 @@ from typing import Any
 
 from loguru import logger
 
-from bench import hostile_text, overhead, reload_files, reload_nacos, scale, swap, throughput
+from bench import hostile_text, overhead, reload_files, reload_nacos, scale, swap, throughput, tools
 from bench._nacos import PORT, nacos
 from bench._process import Child
 
@@ -134,6 +135,9 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         await run.part(
             "reload_files", lambda: _reload_files(10 if quick else 50), reload_files.table
         )
+        await run.part(
+            "tools", lambda: tools.measure(model_url, 200 if quick else 800), tools.table
+        )
         await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
         if not args.no_nacos:
             try:
@@ -205,6 +209,10 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
         for name, verdict in scenario["bars"].items():
             limit = f"<= {verdict.get('bar')}"
             bar(f"overhead {key.upper()} {name}", verdict.get("value"), limit, verdict["met"])
+    for key, label in (("mcp", "MCP tool round trip"), ("agent_tool", "agent as tool")):
+        part = data.get("tools", {}).get(key)
+        if part is not None:
+            bar(f"{label} / baseline, wall", part["ratio"], f"<= {part['bar']}", part["met"])
     if "steady" in data.get("reload_nacos", {}):
         steady = data["reload_nacos"]["steady"]
         bar("Nacos reload p50 ms", steady["p50_ms"], "<= 500", steady["p50_ms"] <= 500)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import json
 import sys
@@ -67,7 +68,12 @@ async def _loop_hold(text: str) -> dict[str, float]:
     ctx = RunContext("bench", "bench", "r", {})
     ctx.redactors.append(redact)
     delivered: list[Event] = []
-    emitter = RedactingEmitter(ctx, delivered.append)
+
+    def shown(event: Event) -> Event:
+        assert isinstance(event, RunStarted) and isinstance(event.input, str)
+        return dataclasses.replace(event, input=redact(event.input))
+
+    emitter = RedactingEmitter(delivered.append, shown)
     gaps: list[float] = []
     stop = asyncio.Event()
 

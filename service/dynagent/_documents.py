@@ -83,8 +83,30 @@ def yaml_problem(text: str, error: yaml.YAMLError) -> str:
             if depth > MAX_DEPTH:
                 return f"the document nests deeper than {MAX_DEPTH} levels"
     except yaml.YAMLError as detailed:
-        return str(detailed)
-    return str(error)
+        return located(text, detailed)
+    return located(text, error)
+
+
+def located(text: str, error: yaml.YAMLError) -> str:
+    """``line L, column C: problem (context): "the offending line"``, on one line,
+    counted from 1 as editors count; PyYAML's own text spans several lines."""
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
+        return " ".join(str(error).split())
+    mark = error.problem_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    problem = error.problem or "invalid YAML"
+    context = error.context_mark
+    if error.context and context is not None and context.line != mark.line:
+        problem += f" ({error.context} at line {context.line + 1}, column {context.column + 1})"
+    elif error.context:
+        problem += f" ({error.context})"
+    lines = text.splitlines()
+    # At the end of the text (an unclosed bracket or quote) the opening line is the one to show.
+    line = mark.line if mark.line < len(lines) or context is None else context.line
+    shown = lines[line].strip() if line < len(lines) else ""
+    if len(shown) > 120:
+        shown = shown[:117] + "..."
+    return f"{where}: {problem}: {shown!r}" if shown else f"{where}: {problem}"
 
 
 def check_values(value: Any) -> None:

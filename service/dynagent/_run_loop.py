@@ -88,13 +88,14 @@ async def execute_run(
 ) -> tuple[JsonValue, Usage, int]:
     """Run the loop; returns (output, usage, model calls)."""
     new_messages = _input_messages(input)
-    if agent.sessions is None or ctx.session_id is None:
+    key = ctx.session_key or ctx.session_id
+    if agent.sessions is None or key is None:
         return await _Loop(agent, ctx, stream).run(_system(agent, ctx), [], new_messages)
-    async with agent.sessions.lock(ctx.session_id):
-        history = await agent.sessions.load(ctx.session_id)
+    async with agent.sessions.lock(key):
+        history = await agent.sessions.load(key)
         loop = _Loop(agent, ctx, stream)
         result = await loop.run(_system(agent, ctx), history, new_messages)
-        await agent.sessions.append(ctx.session_id, loop.produced)
+        await agent.sessions.append(key, loop.produced)
         return result
 
 
@@ -274,7 +275,10 @@ class _Loop:
         if problem is not None:
             return _error(f"invalid arguments: {problem}")
         try:
-            output = await asyncio.wait_for(tool.function(arguments), tool.timeout)
+            # asyncio.timeout, not wait_for: no extra task per call (and the tool keeps the
+            # run's context, e.g. the caller scope agent tools read).
+            async with asyncio.timeout(tool.timeout):
+                output = await tool.function(arguments)
         except TimeoutError:
             raise TimeoutError(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
         return ToolOutcome(output)

@@ -7,19 +7,23 @@ started with. Nothing here is ever patched in place.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, get_args
 
+from ._health import SourceHealth
 from ._redaction import RedactingEmitter
 from ._run_loop import AgentInput, execute_run, render_system
-from .events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
+from .events import ErrorEvent, Event, JsonValue, ModelDelta, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
+from .masking import SecretValues, StreamMask
 from .models.base import Model
 from .sessions.base import SessionStore
+from .sessions.scope import new_trace_id
 from .spec import AgentSpec
 from .tools.base import Tool
 
@@ -38,9 +42,20 @@ class SourceInfo:
     """A file path, or ``namespace/group/dataId`` for Nacos."""
     details: Mapping[str, str] = field(default_factory=dict)
     """Extra facts: md5, prompt key and version, …"""
+    health: SourceHealth | None = field(default=None, compare=False, repr=False)
+    """The source's live health (Nacos): read at status time, not part of the definition."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, **self.details}
+
+    def status_dict(self) -> dict[str, Any]:
+        """``as_dict()`` plus, for a server source, ``state`` (live, snapshot or
+        disconnected) and ``since`` when it entered that state."""
+        facts = self.as_dict()
+        if self.health is not None:
+            facts["state"] = self.health.state_of(self.details.get("from") == "snapshot")
+            facts["since"] = self.health.since
+        return facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +87,8 @@ class Agent:
     source: SourceInfo = SourceInfo("code")
     factory: str = "default"
     built_at: float = field(default_factory=time.time)
+    secrets: SecretValues | None = None
+    """Values masked in every event (credentials from the environment, API keys)."""
 
     @property
     def name(self) -> str:
@@ -86,8 +103,11 @@ class Agent:
         trace_id: str | None = None,
         variant: Variant = "stable",
         on_event: Callable[[Event], None] | None = None,
+        session_key: str | None = None,
     ) -> RunResult:
-        """Run to the final answer; raises a ``RunError`` that carries the partial trace."""
+        """Run to the final answer; raises a ``RunError`` that carries the partial trace.
+
+        ``session_key``: store the session under this key rather than ``session_id``."""
         events: list[Event] = []
 
         def emit(event: Event) -> None:
@@ -96,6 +116,7 @@ class Agent:
                 on_event(event)
 
         ctx = self._context(trace_id, session_id, variables, emit)
+        ctx.session_key = session_key
         try:
             output, usage, steps = await self._guarded(input, ctx, variant, stream=False)
         except RunError as exc:
@@ -121,11 +142,13 @@ class Agent:
         variables: Mapping[str, str] | None = None,
         trace_id: str | None = None,
         variant: Variant = "stable",
+        session_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Yield the run's events as they happen; a failed run ends with ``error`` and
         ``run_finished`` events rather than an exception."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        ctx = self._context(trace_id, session_id, variables, queue.put_nowait)
+        ctx = self._context(trace_id, session_id, variables, queue.put_nowait, streamed=True)
+        ctx.session_key = session_key
         task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
@@ -151,18 +174,33 @@ class Agent:
         session_id: str | None,
         variables: Mapping[str, str] | None,
         emit: Callable[[Event], None],
+        *,
+        streamed: bool = False,
     ) -> RunContext:
         merged = {**self.spec.prompt.variables, **(variables or {})}
         ctx = RunContext(
-            trace_id or uuid.uuid4().hex,
+            trace_id or new_trace_id(),
             self.name,
             self.revision,
             merged,
             session_id,
             system=render_system(self, merged),
         )
-        ctx.emit = RedactingEmitter(ctx, emit)
+        # Masked inline, or on a worker thread when an event carries a long text.
+        shown = RedactingEmitter(emit, lambda event: self._shown(event, ctx))
+        if streamed and self.secrets:  # only streamed runs have deltas
+            ctx.emit = _DeltaGate(StreamMask(self.secrets), shown)
+        else:
+            ctx.emit = shown
         return ctx
+
+    def _shown(self, event: Event, ctx: RunContext) -> Event:
+        """The event as traces, streams and logs may see it."""
+        if ctx.redactors:
+            event = _redacted(event, ctx)
+        if self.secrets:
+            event = _masked(event, self.secrets.mask)
+        return event
 
     async def _guarded(
         self, input: AgentInput, ctx: RunContext, variant: Variant, *, stream: bool
@@ -233,9 +271,32 @@ class Agent:
         return error
 
 
+@dataclass(slots=True)
+class _DeltaGate:
+    """Streamed text through a ``StreamMask``: a secret split over two deltas is masked;
+    what a delta held back goes out before the next event of any other kind."""
+
+    mask: StreamMask
+    emit: Callable[[Event], None]
+    held: ModelDelta | None = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ModelDelta):
+            text = self.mask.feed(event.text)
+            self.held = event
+            if text:
+                self.emit(dataclasses.replace(event, text=text))
+            return
+        rest = self.mask.flush()
+        if rest and self.held is not None:
+            self.emit(dataclasses.replace(self.held, text=rest))
+        self.emit(event)
+
+
 async def _flushed(ctx: RunContext) -> None:
-    if isinstance(ctx.emit, RedactingEmitter):
-        await ctx.emit.flush()
+    emitter = ctx.emit.emit if isinstance(ctx.emit, _DeltaGate) else ctx.emit
+    if isinstance(emitter, RedactingEmitter):
+        await emitter.flush()
 
 
 def _ms_since(started: float) -> float:
@@ -244,3 +305,54 @@ def _ms_since(started: float) -> float:
 
 def _input_summary(input: AgentInput) -> JsonValue:
     return input if isinstance(input, str) else [dict(m) for m in input]
+
+
+_TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
+
+
+def _redacted(event: Event, ctx: RunContext) -> Event:
+    changes: dict[str, Any] = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name, None)
+        if value is not None:
+            changes[name] = _redact_value(value, ctx.redact)
+    return dataclasses.replace(event, **changes) if changes else event
+
+
+def _masked(event: Event, mask: Callable[[str], str]) -> Event:
+    """Every text of ``event`` masked, its model name and error message included."""
+    changes: dict[str, Any] = {}
+    for name in _TEXT_OF[type(event)]:
+        value = getattr(event, name)
+        if isinstance(value, str | list | dict):
+            masked = _redact_value(value, mask)
+            if masked != value:
+                changes[name] = masked
+    return dataclasses.replace(event, **changes) if changes else event
+
+
+_NOT_TEXT = frozenset(
+    {"trace_id", "step", "at", "type", "usage", "duration_ms", "is_error", "messages"}
+)
+_TEXT_OF: Mapping[type, tuple[str, ...]] = MappingProxyType(
+    {
+        kind: tuple(f.name for f in dataclasses.fields(kind) if f.name not in _NOT_TEXT)
+        for kind in get_args(Event)
+    }
+)
+"""The fields of each event type that may hold text (not ids, times or counts)."""
+
+
+def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
+    """Mask the strings (and numbers) inside a JSON value, keeping its structure:
+    masking its serialized text could turn ``12345678`` into unparseable ``[PHONE]``."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_value(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {key: _redact_value(item, redact) for key, item in value.items()}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        masked = redact(str(value))
+        return value if masked == str(value) else masked
+    return value

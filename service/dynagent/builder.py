@@ -6,16 +6,18 @@ names code), ``${VAR}`` from the environment, and the model endpoint.
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ._templates import MissingVariable, expand_env
 from .agent import Agent, SourceInfo
+from .environment import EnvironmentPolicy, expand
 from .exceptions import ConfigError, FieldIssue
 from .interceptors.base import Interceptor, InterceptorChain
 from .interceptors.registry import InterceptorRegistry
+from .masking import SecretValues
 from .models.base import Model
 from .models.breaker import BreakerPolicy
 from .models.fallback import FallbackModel
@@ -23,9 +25,13 @@ from .models.openai import OpenAIModel
 from .models.test import TestModel
 from .resources import Resources
 from .sessions.base import SessionStore
-from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolRef
+from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolSpec, tool_entry_name
+from .spec_tools import AgentToolSpec, McpToolSpec
+from .tools._mcp_pool import McpTarget
+from .tools.agent import AgentDirectory, agent_tool
 from .tools.base import Tool
 from .tools.http import http_tool
+from .tools.mcp import McpServers, fingerprint, mcp_tools
 from .tools.registry import ToolRegistry
 
 
@@ -39,6 +45,33 @@ class AgentBuilder:
     sessions: SessionStore | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     factory: str = "default"
+    environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+    """Which ``${VAR}`` definitions may read (the service config's ``environment``)."""
+    secrets: SecretValues = field(default_factory=SecretValues)
+    """Credentials taken from the environment join these; built agents mask them."""
+    mcp: McpServers | None = None
+    """MCP servers for ``type: mcp`` entries (the service always has them)."""
+    agents: AgentDirectory | None = None
+    """Where ``type: agent`` entries find their agent at call time (the registry)."""
+    offline: bool = False
+    """Check MCP and agent tool entries by their shape only, reaching no server
+    (``dynagent validate`` / ``publish``): their tools are left out of the agent."""
+
+    @property
+    def rebuilds(self) -> list[Callable[[frozenset[str]], None]] | None:
+        """Where factories listen for agents to build again: MCP servers they use changed."""
+        return self.mcp.listeners if self.mcp is not None else None
+
+    async def prepare(self, spec: AgentSpec) -> None:
+        """Open the MCP sessions ``spec`` needs before ``build`` (which cannot wait)."""
+        if self.mcp is None:
+            return
+        targets = [
+            self._mcp_target(entry, f"tools[{tool_entry_name(entry)}]")
+            for entry in spec.tools
+            if isinstance(entry, McpToolSpec)
+        ]
+        await self.mcp.prepare(spec.name, targets)
 
     def build(
         self,
@@ -57,33 +90,40 @@ class AgentBuilder:
             interceptors = tuple(
                 self.interceptors.create(ref, i) for i, ref in enumerate(spec.interceptors)
             )
+            tools, remote = self._tools(spec, interceptors)
+            revision = revision or spec.revision
+            if remote:  # what the servers offer is part of what serves
+                mixed = f"{revision}:{fingerprint(remote)}".encode()
+                revision = hashlib.sha256(mixed).hexdigest()[:12]
             return Agent(
                 spec=spec,
                 model=self._model(spec),
-                tools=self._tools(spec, interceptors),
+                tools=tools,
                 chain=InterceptorChain(interceptors),
                 system_prompt=system_prompt if system_prompt is not None else spec.prompt.system,
-                revision=revision or spec.revision,
+                revision=revision,
                 sessions=self.sessions,
                 source=source,
                 factory=self.factory,
+                secrets=self.secrets,
             )
         except ConfigError as exc:
             raise ConfigError(
                 exc.reason, source=source.location, agent=spec.name, issues=exc.issues
             ) from None
 
-    def _env(self, text: str, path: str) -> str:
-        try:
-            return expand_env(text, self.environ)
-        except MissingVariable as exc:
-            raise ConfigError(
-                "missing environment variable",
-                issues=[FieldIssue(path, f"environment variable {exc.name} is not set")],
-            ) from None
+    def expand_env(self, text: str, path: str, *, secret: bool = False) -> str:
+        """``${VAR}`` filled in for the definition's field at ``path``: the one expansion
+        every field goes through (model, HTTP and MCP tool headers, …). Only names the
+        service allows; ``secret`` (a credential) masks the values from then on.
+        Raises ``ConfigError`` naming the field and the variable."""
+        return expand(text, path, self.environ, self.environment, self.secrets, secret=secret)
+
+    _env = expand_env
+    """The name code written before ``expand_env`` calls (headers are found by their path)."""
 
     def _url(self, text: str, path: str) -> str:
-        url = self._env(text, path)
+        url = self.expand_env(text, path)
         try:
             parts = urlsplit(url)
             valid = parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -109,11 +149,11 @@ class AgentBuilder:
         if provider == "auto":
             configured = self.environ.get("OPENAI_BASE_URL") or self.environ.get("OPENAI_API_KEY")
             provider = "openai" if configured else "test"
-        name = self._env(model.name, f"{path}.name")
+        name = self.expand_env(model.name, f"{path}.name")
         if provider == "test":
             return TestModel(name)
         base_url = self._url(model.base_url, f"{path}.base_url")
-        api_key = self._env(model.api_key, f"{path}.api_key")
+        api_key = self.expand_env(model.api_key, f"{path}.api_key", secret=True)
         pool = self.resources.model_clients
         breaker = model.circuit_breaker
         return OpenAIModel(
@@ -127,22 +167,67 @@ class AgentBuilder:
             breaker_policy=BreakerPolicy(breaker.failures, breaker.cooldown),
         )
 
-    def _tools(self, spec: AgentSpec, interceptors: tuple[Interceptor, ...]) -> dict[str, Tool]:
+    def _tools(
+        self, spec: AgentSpec, interceptors: tuple[Interceptor, ...]
+    ) -> tuple[dict[str, Tool], list[Tool]]:
+        """The agent's tools by name, and those of them its MCP servers offer."""
         tools: dict[str, Tool] = {}
+        remote: list[Tool] = []
         for interceptor in interceptors:
             tools.update((tool.name, tool) for tool in interceptor.tools)
-        for index, entry in enumerate(spec.tools):
-            tool = self._tool(entry, f"tools.{index}")
-            tools[tool.name] = tool
-        return tools
+        for entry in spec.tools:
+            path = f"tools[{tool_entry_name(entry)}]"
+            if self.offline and isinstance(entry, McpToolSpec | AgentToolSpec):
+                continue
+            if isinstance(entry, McpToolSpec):
+                offered = self._mcp_tools(spec, entry, path)
+                remote.extend(offered)
+            elif isinstance(entry, AgentToolSpec):
+                offered = [self._agent_tool(spec, entry, path)]
+            else:
+                offered = [self._tool(entry, path)]
+            _add_tools(tools, offered, path)
+        return tools, remote
 
-    def _tool(self, entry: str | ToolRef | HttpToolSpec, path: str) -> Tool:
+    def _mcp_target(self, entry: McpToolSpec, path: str) -> McpTarget:
+        if self.mcp is None:
+            raise ConfigError(
+                "MCP tools are not available here",
+                issues=[FieldIssue(path, "this builder has no MCP servers (McpServers)")],
+            )
+        url = self._url(entry.url, f"{path}.url") if entry.url is not None else ""
+        headers = {
+            name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
+            for name, value in entry.headers.items()
+        }
+        return self.mcp.target(entry, url, headers)
+
+    def _mcp_tools(self, spec: AgentSpec, entry: McpToolSpec, path: str) -> list[Tool]:
+        target = self._mcp_target(entry, path)
+        assert self.mcp is not None
+        self.mcp.pool.use(spec.name, [target])  # a refused build is retried when it connects
+        return mcp_tools(self.mcp, entry, target, path)
+
+    def _agent_tool(self, spec: AgentSpec, entry: AgentToolSpec, path: str) -> Tool:
+        if self.agents is None:
+            raise ConfigError(
+                "agent tools are not available here",
+                issues=[FieldIssue(path, "this builder has no agent registry to call through")],
+            )
+        return agent_tool(entry, spec, self.agents, path)
+
+    def _tool(self, entry: ToolSpec, path: str) -> Tool:
         if isinstance(entry, HttpToolSpec):
             headers = {
-                name: self._env(value, f"{path}.headers.{name}")
+                name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
                 for name, value in entry.headers.items()
             }
-            return http_tool(entry, headers, self.resources)
+            try:
+                return http_tool(entry, headers, self.resources)
+            except ValueError as exc:
+                raise ConfigError(
+                    "invalid HTTP tool URL", issues=[FieldIssue(f"{path}.url", str(exc))]
+                ) from None
         name = entry if isinstance(entry, str) else entry.name
         tool = self.tools.get(name)
         if tool is None:
@@ -151,6 +236,18 @@ class AgentBuilder:
                 "unknown tool",
                 issues=[FieldIssue(path, f"no tool named {name!r} is registered; known: {known}")],
             )
-        if isinstance(entry, ToolRef):
+        if not isinstance(entry, str):
             tool = tool.with_options(timeout=entry.timeout, on_error=entry.on_error)
         return tool
+
+
+def _add_tools(tools: dict[str, Tool], offered: list[Tool], path: str) -> None:
+    """Add ``offered``; a name an earlier entry (or interceptor) offers is a build error
+    rather than one tool silently replacing another (MCP tools are named by servers)."""
+    for tool in offered:
+        if tool.name in tools:
+            raise ConfigError(
+                "tool name offered twice",
+                issues=[FieldIssue(path, f"{tool.name!r} is already a tool of this agent")],
+            )
+        tools[tool.name] = tool

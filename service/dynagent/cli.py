@@ -71,7 +71,7 @@ def serve(args: argparse.Namespace) -> int:
         logger.warning("auth is OFF: any caller can use every agent (set {})", config.auth.keys_env)
     # Bound before the app starts: a port in use is one line, before any source loads.
     listening = _listen_socket(config.listen.host, config.listen.port)
-    app = create_app(config)
+    app = create_app(config, secrets=mask)
     web.run_app(
         app,
         sock=listening,
@@ -106,7 +106,7 @@ def _listen_socket(host: str, port: int) -> socket.socket:
 
 def validate(args: argparse.Namespace) -> int:
     failed = 0
-    builder = AgentBuilder()
+    builder = AgentBuilder(offline=True)
     for path in args.files:
         try:
             spec = load_agent_file(path)
@@ -140,6 +140,13 @@ def _nacos_config(args: argparse.Namespace) -> ServiceConfig:
     if args.group is not None:
         config.nacos.group = args.group
     return config
+
+
+def mcp_list(args: argparse.Namespace) -> int:
+    from .cli_mcp import list_servers
+
+    config = _nacos_config(args)
+    return asyncio.run(list_servers(config.nacos, args.agents, args.json))
 
 
 def schema(args: argparse.Namespace) -> int:
@@ -217,6 +224,14 @@ def parser() -> argparse.ArgumentParser:
     check.set_defaults(func=validate)
 
     commands.add_parser("schema", help="print the AgentSpec JSON Schema").set_defaults(func=schema)
+
+    mcp = commands.add_parser("mcp", help="MCP servers").add_subparsers(dest="mcp", required=True)
+    servers = mcp.add_parser("list", help="the Nacos MCP registry's servers and their agents")
+    servers.add_argument("--config", type=Path, help="service config (YAML) for Nacos settings")
+    servers.add_argument("--agents", type=Path, help="also count the agent files in this folder")
+    servers.add_argument("--json", action="store_true", help="print JSON")
+    _nacos_options(servers)
+    servers.set_defaults(func=mcp_list)
 
     listing = commands.add_parser("agents", help="list the agents of a running service")
     _client_options(listing)

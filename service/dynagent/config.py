@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import _regex
 from ._templates import MissingVariable, expand_env
 from .exceptions import ConfigError, FieldIssue
 from .sessions.base import DEFAULT_HISTORY_BYTES
@@ -43,9 +44,12 @@ class NacosConfig(_Section):
     password: str = ""
     snapshot_dir: Path = Path("var/nacos-snapshot")
     """Dynagent's own last-good copy of every document, used when Nacos is down at start."""
-    poll_seconds: float = Field(default=2.0, gt=0, le=300)
-    """How often the group is listed to find new agents and catch up after outages
-    (changes to known agents are pushed at once)."""
+    poll_seconds: float = Field(default=30.0, gt=0, le=300)
+    """How often the group is listed, as a safety net: new, changed and deleted dataIds
+    are pushed (fuzzy watch). On a server without fuzzy watch the list runs at least
+    every 2 s, since it is then the only way to find new agents."""
+    delete_grace_seconds: float = Field(default=0.0, ge=0, le=3600)
+    """How long an agent whose config was deleted keeps serving (0: removed at once)."""
     prompt_group: str = "PROMPTS"
     """Group of plain-config prompts, for servers without the prompt registry."""
 
@@ -56,6 +60,19 @@ class FactoriesConfig(_Section):
     """Serve every agent in ``nacos.group`` (full-agent factory)."""
     nacos_prompt: DefaultFactoryConfig | None = None
     """Local specs whose ``prompt.ref`` points into Nacos (prompt-only factory)."""
+    spring_ai_alibaba: bool = False
+    """Serve every Spring AI Alibaba agent of the namespace (groups ``ai-agent-*``)."""
+
+
+class A2aConfig(_Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    register_: bool = Field(default=False, alias="register")
+    """Release every agent's A2A card to the Nacos A2A registry (``nacos.server_addr``)
+    and register its endpoint; updated on every new revision, deregistered on shutdown."""
+    url: str = Field(default="", pattern=r"^(https?://[^/?#]+(/[^?#]*)?)?$")
+    """The service's address as callers reach it (``https://agents.internal``); the
+    endpoint registered for agent X is ``{url}/a2a/X``. Required with ``register``."""
 
 
 class SessionsConfig(_Section):
@@ -70,14 +87,42 @@ class AuthConfig(_Section):
     """Environment variable holding comma-separated API keys (access to every agent)."""
     admin_keys_env: str = "DYNAGENT_ADMIN_KEYS"
     """Environment variable holding comma-separated admin keys (may also promote and roll back)."""
+    metrics_keys_env: str = "DYNAGENT_METRICS_KEYS"
+    """Environment variable holding comma-separated keys that may read ``/metrics`` only."""
     keys_file: Path | None = None
-    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool}]``."""
+    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool}]``,
+    watched: a change applies within a second."""
 
 
 class LoggingConfig(_Section):
     level: str = "INFO"
     json_lines: bool = Field(default=False, alias="json")
     """One JSON object per line (for log shippers) instead of text."""
+
+
+_VARIABLE_PATTERN = _regex.compile(r"^[A-Za-z0-9_*?]{1,128}$")
+
+
+class EnvironmentConfig(_Section):
+    allow: list[str] = Field(
+        default_factory=lambda: ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"],
+        max_length=200,
+    )
+    """Environment variables definitions may read as ``${VAR}``: names or glob patterns.
+    The service's own secrets (API keys, the Nacos login) are never readable."""
+
+    @field_validator("allow")
+    @classmethod
+    def _names(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if _VARIABLE_PATTERN.search(pattern) is None:
+                raise ValueError(f"{pattern!r} is not a variable name or a * / ? pattern")
+        return patterns
+
+
+class MetricsConfig(_Section):
+    public: bool = False
+    """Serve ``/metrics`` to anyone; off: it needs an admin or a metrics key."""
 
 
 DEFAULT_TRACE_BYTES = 256 * 1024 * 1024
@@ -90,16 +135,33 @@ class TracesConfig(_Section):
     """The trace store's size bound; the oldest traces go first."""
 
 
+class McpServerConfig(_Section):
+    """A stdio MCP server the service may start; specs name it (``server: NAME``)."""
+
+    command: str = Field(min_length=1)
+    """The program; ``python`` is the interpreter running Dynagent (it has the mcp SDK)."""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    """Extra environment of the server process (``${VAR}`` allowed)."""
+    cwd: Path | None = None
+    """Working directory; relative to this file; default: this file's folder."""
+
+
 class ServiceConfig(_Section):
     listen: ListenConfig = ListenConfig()
     insecure: bool = False
     """Allow listening on a non-loopback address with auth off."""
     factories: FactoriesConfig = FactoriesConfig()
     nacos: NacosConfig = NacosConfig()
+    a2a: A2aConfig = A2aConfig()
     sessions: SessionsConfig = SessionsConfig()
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    environment: EnvironmentConfig = EnvironmentConfig()
+    mcp_servers: dict[str, McpServerConfig] = {}
+    """stdio MCP servers by name: only here, never in a definition."""
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
@@ -164,6 +226,16 @@ def _relative_to(base: Path, data: dict[str, Any]) -> None:
             node[keys[-1]] = str(base / value)
 
 
+def _mcp_cwd(base: Path, data: dict[str, Any]) -> None:
+    """stdio MCP servers run in the config file's folder unless told otherwise."""
+    servers = data.get("mcp_servers")
+    for server in servers.values() if isinstance(servers, dict) else ():
+        if isinstance(server, dict):
+            cwd = server.get("cwd")
+            if cwd is None or (isinstance(cwd, str) and not Path(cwd).is_absolute()):
+                server["cwd"] = str(base / (cwd or "."))
+
+
 def _override(data: dict[str, Any], keys: tuple[str, ...], value: str) -> None:
     node = data
     for key in keys[:-1]:
@@ -191,6 +263,7 @@ def load_config(
             raise ConfigError("the service config must be a mapping", source=source)
         data = _expand(loaded, environ, "", source)
         _relative_to(path.parent, data)
+        _mcp_cwd(path.parent, data)
     for name, keys in ENV_OVERRIDES.items():
         if environ.get(name):
             _override(data, keys, environ[name])
@@ -198,5 +271,5 @@ def load_config(
         return ServiceConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(
-            "invalid service config", source=source, issues=issues_from(exc)
+            "invalid service config", source=source, issues=issues_from(exc, ServiceConfig, data)
         ) from None

@@ -91,9 +91,15 @@ class NotFound(DynagentError):
 
 
 class AgentNotFound(NotFound):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, removed: str = "") -> None:
         self.name = name
-        super().__init__(f"no agent named {name!r}; GET /v1/agents lists the agents served")
+        self.removed = removed
+        """Why and when the agent went away (``removed at T: deleted in …``), if it did."""
+        if removed:
+            message = f"agent {name!r} was {removed}; GET /v1/agents lists the agents served"
+        else:
+            message = f"no agent named {name!r}; GET /v1/agents lists the agents served"
+        super().__init__(message)
 
 
 class Conflict(DynagentError):

@@ -13,46 +13,36 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from loguru import logger
 
 from . import _regex
+from .masking import MASK, SecretValues
 
 if TYPE_CHECKING:
     from loguru import Record
+
+__all__ = ["MASK", "SecretMask", "StdlibBridge", "configure_logging", "state_changed"]
 
 TEXT_FORMAT = (
     "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | "
     "{extra[trace_id]} | {message}"
 )
-MASK = "***"
 _DIGITS = _regex.compile(r"\d+")
 REPEAT_WINDOW = 300.0
 """Seconds a repeated stdlib warning stays held back before it is shown again."""
 
 
-class SecretMask:
-    """Replaces known secret values (API keys, passwords) in every log record."""
-
-    def __init__(self) -> None:
-        self._secrets: set[str] = set()
-
-    def add(self, secrets: Iterable[str]) -> None:
-        # Short values would mask ordinary words; real keys are long.
-        self._secrets.update(s for s in secrets if s and len(s) >= 6)
-
-    def text(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, MASK)
-        return text
+class SecretMask(SecretValues):
+    """Replaces known secret values (API keys, passwords) in every log record; the
+    service hands the same set to the app, which adds what it learns later."""
 
     def __call__(self, record: Record) -> None:
         record["extra"].setdefault("trace_id", "-")
-        if self._secrets:
-            record["message"] = self.text(record["message"])
+        if len(self):
+            record["message"] = self.mask(record["message"])
 
 
 class MaskedStream:
@@ -64,7 +54,7 @@ class MaskedStream:
         self._stream = stream
 
     def write(self, text: str) -> None:
-        self._stream.write(self._mask.text(text))
+        self._stream.write(self._mask.mask(text))
 
     def flush(self) -> None:
         self._stream.flush()

@@ -19,7 +19,7 @@ from .spec import format_of
 def _documents(directory: Path) -> list[tuple[str, str, str]]:
     """(dataId, text, type) for every agent file. Each is checked as the service would build
     it (tools and interceptors included); raises ``ConfigError`` on the first bad one."""
-    builder = AgentBuilder()
+    builder = AgentBuilder(offline=True)
     found: list[tuple[str, str, str]] = []
     for path in sorted(directory.iterdir()):
         if not (path.is_file() and is_agent_file(path)):

@@ -20,9 +20,13 @@ from loguru import logger
 from .agent import Agent, Variant
 from .exceptions import AgentNotFound, ConfigError, DynagentError, ErrorKind, NotFound
 from .rollout import Pulled, RolloutPolicy, VariantStats, guard_verdict, picks_canary
+from .spec import AgentSpec
 
 HISTORY = 20
 """Revisions kept per agent for the status and for rollback."""
+
+TOMBSTONES = 1000
+"""Removed names remembered, so that their 404 can say when and why they went."""
 
 
 class AgentUnavailable(DynagentError):
@@ -95,10 +99,10 @@ class AgentEntry:
         stats = stats or {}
         return {
             "name": self.name,
-            "state": "serving" if agent else "failed",
+            "state": "serving" if agent else "refused",
             "revision": agent.revision if agent else None,
             "description": agent.spec.description if agent else "",
-            "source": agent.source.as_dict() if agent else None,
+            "source": agent.source.status_dict() if agent else None,
             "factory": agent.factory if agent else None,
             "loaded_at": self.loaded_at or None,
             "last_error": self.last_error.as_dict() if self.last_error else None,
@@ -121,7 +125,7 @@ class AgentEntry:
                 "reason": canary.pulled.reason,
                 "at": canary.pulled.at,
             },
-            "source": canary.agent.source.as_dict(),
+            "source": canary.agent.source.status_dict(),
             "loaded_at": canary.loaded_at,
             "guard": canary.policy.guard.model_dump(),
         }
@@ -139,6 +143,8 @@ class AgentRegistry:
     """True once every source has delivered its first full load."""
     degraded: dict[str, str] = field(default_factory=dict)
     """Sources serving from a fallback (e.g. a snapshot), and why."""
+    tombstones: dict[str, str] = field(default_factory=dict)
+    """Removed name → ``removed at T: why``, until the name is defined again."""
     listeners: list[Callable[[str, str], None]] = field(default_factory=list)
     """Told ``(agent, what)`` on every change, what being ``swapped``, ``refused``,
     ``removed``, ``canary`` (started or rebuilt), ``canary_removed`` or ``canary_pulled``."""
@@ -176,15 +182,23 @@ class AgentRegistry:
             return canary.agent, "canary"
         return self.get(name), "stable"
 
+    def spec_of(self, name: str) -> AgentSpec | None:
+        """The definition serving ``name`` as stable, if any (agent tools look here)."""
+        entry = self._entries.get(name)
+        return entry.stable.spec if entry is not None and entry.stable is not None else None
+
     def entry(self, name: str) -> AgentEntry:
         entry = self._entries.get(name)
         if entry is None:
-            raise AgentNotFound(name)
+            raise AgentNotFound(name, self.tombstones.get(name, ""))
         return entry
 
     def status(self, name: str) -> dict[str, Any]:
         entry = self.entry(name)
-        stats = {v: s for (n, v), s in self._stats.items() if n == name}
+        # Looked up, not searched: a list of 1,000 agents must not scan every agent's stats.
+        variants: tuple[Variant, ...] = ("stable", "canary")
+        found = ((v, self._stats.get((name, v))) for v in variants)
+        stats: dict[Variant, VariantStats] = {v: s for v, s in found if s is not None}
         status = entry.status(stats)
         status["revisions"] = [r.as_dict() for r in reversed(self.history(name))]
         return status
@@ -261,9 +275,16 @@ class AgentRegistry:
         serving = current.stable.revision if current.stable else "nothing"
         logger.error("agent {}: {} — still serving {}", name, error, serving)
 
-    def remove(self, name: str) -> None:
-        """Stop routing to ``name``; runs already holding it finish normally."""
+    def remove(self, name: str, reason: str = "") -> None:
+        """Stop routing to ``name``; runs already holding it finish normally. A ``reason``
+        (``deleted in Nacos (GROUP/a.agent.yaml)``) is kept for the name's 404."""
         if self._entries.pop(name, None) is not None:
+            if reason:
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                self.tombstones.pop(name, None)
+                self.tombstones[name] = f"removed at {stamp}: {reason}"
+                while len(self.tombstones) > TOMBSTONES:
+                    del self.tombstones[next(iter(self.tombstones))]
             self._history.pop(name, None)
             self._stats.pop((name, "stable"), None)
             self._stats.pop((name, "canary"), None)
@@ -330,6 +351,7 @@ class AgentRegistry:
 
     def _set(self, entry: AgentEntry) -> None:
         self._entries[entry.name] = entry
+        self.tombstones.pop(entry.name, None)
         self._bump()
 
     def _bump(self) -> None:

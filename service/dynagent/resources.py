@@ -43,10 +43,42 @@ class PublicOnlyResolver(AbstractResolver):
 
 
 def is_public_address(host: str) -> bool:
+    """Whether ``host`` (an IP literal) is a public unicast address. An IPv6 address that
+    carries an IPv4 one (mapped, compatible, translated, 6to4, NAT64, Teredo) is judged
+    by the IPv4 inside it: routers and relays deliver to that address."""
     try:
         address = ipaddress.ip_address(host.split("%", maxsplit=1)[0])
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = embedded_ipv4(address)
+        if embedded:
+            return all(_public(inner) for inner in embedded)
+    return _public(address)
+
+
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address carries (both ends of a Teredo address)."""
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in _IPV4_TRANSLATED or any(address in net for net in _NAT64):
+        return (low32,)
+    if address in _IPV4_COMPATIBLE and int(address) > 1:  # not :: or ::1
+        return (low32,)
+    return ()
+
+
+def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return address.is_global and not address.is_multicast
 
 

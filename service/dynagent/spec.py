@@ -34,8 +34,10 @@ from ._documents import (
     check_yaml_events,
     yaml_problem,
 )
+from ._issues import describe
 from ._schemas import check_patterns
 from .exceptions import ConfigError, FieldIssue
+from .spec_tools import AgentToolSpec, McpToolSpec
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 """Agent and tool names: lowercase letters, digits and dashes (tools may use ``_``)."""
@@ -165,17 +167,22 @@ class HttpToolSpec(_Strict):
         return value
 
 
+_TOOL_KINDS = {"http": "tool-http", "mcp": "tool-mcp", "agent": "tool-agent"}
+
+
 def _tool_kind(value: Any) -> str:
     if isinstance(value, str):
         return "tool-name"
     kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return "tool-http" if kind == "http" else "tool-ref"
+    return _TOOL_KINDS.get(kind, "tool-ref") if isinstance(kind, str) else "tool-ref"
 
 
 ToolEntry = Annotated[
     Annotated[str, Tag("tool-name"), Field(pattern=TOOL_NAME_PATTERN)]
     | Annotated[ToolRef, Tag("tool-ref")]
-    | Annotated[HttpToolSpec, Tag("tool-http")],
+    | Annotated[HttpToolSpec, Tag("tool-http")]
+    | Annotated[McpToolSpec, Tag("tool-mcp")]
+    | Annotated[AgentToolSpec, Tag("tool-agent")],
     Discriminator(_tool_kind),
 ]
 
@@ -224,6 +231,8 @@ class Limits(_Strict):
     """Model calls per run."""
     timeout: float = Field(default=60, gt=0, le=3600)
     """Seconds per run."""
+    max_depth: int = Field(default=3, ge=1, le=10)
+    """How many agents deep a chain of agent tools may reach, this agent included."""
 
 
 class AgentSpec(_Strict):
@@ -260,7 +269,11 @@ class AgentSpec(_Strict):
         return spec_revision(self.model_dump(mode="json", by_alias=True))
 
 
-def tool_entry_name(entry: str | ToolRef | HttpToolSpec) -> str:
+ToolSpec = str | ToolRef | HttpToolSpec | McpToolSpec | AgentToolSpec
+"""One entry of ``tools``, as parsed."""
+
+
+def tool_entry_name(entry: ToolSpec) -> str:
     return entry if isinstance(entry, str) else entry.name
 
 
@@ -277,7 +290,7 @@ def _check_json_schema(value: dict[str, Any]) -> None:
     check_patterns(value)
 
 
-_UNION_TAGS = {"tool-name", "tool-ref", "tool-http"}
+_UNION_TAGS = {"tool-name", "tool-ref", "tool-http", "tool-mcp", "tool-agent"}
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -286,12 +299,18 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts).replace("schema_", "schema")
 
 
-def issues_from(error: ValidationError) -> list[FieldIssue]:
-    """Field-path issues from a pydantic error, in document terms."""
-    found = []
-    for item in error.errors(include_url=False):
-        found.append(FieldIssue(_path(tuple(item["loc"])), item["msg"]))
-    return found
+def issues_from(
+    error: ValidationError, model: type[BaseModel] | None = None, data: Any = None
+) -> list[FieldIssue]:
+    """Field-path issues from a pydantic error. For a document an author wrote (``model``
+    and its ``data`` given), in the author's terms (``_issues``): list entries by name
+    or position from 1, unknown fields with the field likely meant."""
+    if model is not None:
+        return describe(error, model, data, skip=lambda part: part in _UNION_TAGS)
+    return [
+        FieldIssue(_path(tuple(item["loc"])), item["msg"])
+        for item in error.errors(include_url=False)
+    ]
 
 
 def parse_document(text: str, fmt: Format = "yaml") -> Any:
@@ -330,7 +349,10 @@ def load_spec(
         return AgentSpec.model_validate(dict(data))
     except ValidationError as exc:
         raise ConfigError(
-            "invalid agent definition", source=source, agent=agent, issues=issues_from(exc)
+            "invalid agent definition",
+            source=source,
+            agent=agent,
+            issues=issues_from(exc, AgentSpec, data),
         ) from None
 
 

@@ -119,7 +119,9 @@ CODE_TAGS = [
 def test_yaml_tags_that_name_python_never_run(tag: str, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     text = HEAD + f"description: {tag.format(marker=marker)}\n"
-    with pytest.raises(ConfigError, match=r"^not valid YAML: could not determine a constructor"):
+    with pytest.raises(
+        ConfigError, match=r"^not valid YAML: line 4, column 14: could not determine a constructor"
+    ):
         load_spec(text)
     assert not marker.exists()
 
@@ -130,15 +132,15 @@ IMPORT_PATHS = ["os.system", "subprocess:run", "builtins.eval", "os/system", "__
 @pytest.mark.parametrize("name", IMPORT_PATHS)
 def test_tools_and_interceptors_cannot_name_code(name: str) -> None:
     for field, entry in (
-        ("tools.0", name),
-        ("tools.0.name", {"name": name}),
-        ("interceptors.0.name", name),
-        ("interceptors.0.name", {name: {}}),
+        ("tools[#1]", name),
+        ("tools[#1].name", {"name": name}),
+        ("interceptors[#1].name", name),
+        ("interceptors[#1].name", {name: {}}),
     ):
         document: dict[str, Any] = {
             "name": "bot",
             "prompt": {"system": "x"},
-            field.split(".")[0]: [entry],
+            field.split("[")[0]: [entry],
         }
         with pytest.raises(ConfigError) as refused:
             load_spec(document)
@@ -185,5 +187,6 @@ async def test_a_broken_edit_that_also_renames_is_refused_on_the_agent_it_serves
     assert [(e.name, e.stable is not None) for e in registry] == [("bot", True)]
     assert registry.status("bot")["last_error"]["message"] == (
         "agent 'bot' /agents/bot.yaml: invalid agent definition "
-        "(rollout: Extra inputs are not permitted)"
+        "(rollout: unknown field 'rollout'; known fields: description, interceptors, limits, "
+        "model, name, output, parallel_tool_calls, prompt, tools)"
     )

@@ -2,7 +2,7 @@
 
 The server starts once per test session, and only when a test here asks for
 it: ``scripts/nacos.sh start --clean`` on port 18848 (or
-``$DYNAGENT_TEST_NACOS_PORT``), console off, data in the session's tmp dir. It is
+``$DYNAGENT_TEST_NACOS_PORT``), console on port + 5, data in the session's tmp dir. It is
 always stopped at the end of the session. Every test gets groups of its own, so
 tests never see each other's configs, and every Nacos client a fresh SDK cache.
 """
@@ -19,6 +19,9 @@ import pytest
 from dynagent.config import NacosConfig
 from tests.support.nacos import START_TIMEOUT, NacosAdmin, NacosServer, claimed_port
 
+CONSOLE_OFFSET = 5
+"""Console port = HTTP port + 5: inside the 10-port stride ``claimed_port`` gives each session."""
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The first test to ask for the server waits for its start, which on a fresh machine
@@ -33,7 +36,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def nacos_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NacosServer]:
     """The session's Nacos server; stopped at the end even when its start failed half-way."""
     with claimed_port() as port:
-        server = NacosServer(port, tmp_path_factory.mktemp("nacos") / "home")
+        # The console too (about 0.3 s more), for the test that drives it as ops do.
+        server = NacosServer(port, tmp_path_factory.mktemp("nacos") / "home", port + CONSOLE_OFFSET)
         try:
             seconds = server.start(clean=True)
             print(f"\nNacos on {server.addr} started in {seconds:.1f} s")

@@ -92,7 +92,7 @@ async def test_a_published_agent_is_served_and_a_prompt_change_reaches_the_next_
             "agent": "bot",
             "revision": revision_of(second),
             "factory": "nacos",
-            "source": source,
+            "source": nacos_source(group, "bot.agent.yaml", yaml_text(second), state=None),
         }
 
 

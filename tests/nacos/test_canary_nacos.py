@@ -17,7 +17,13 @@ from dynagent.rollout import picks_canary
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.agents import model_fields
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision
-from tests.support.nacos import NacosAdmin, nacos_service_config, nacos_source, yaml_text
+from tests.support.nacos import (
+    NacosAdmin,
+    nacos_service_config,
+    nacos_source,
+    without_since,
+    yaml_text,
+)
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -60,7 +66,7 @@ async def test_promote_and_rollback_rewrite_the_dataids_with_requests_in_flight(
     async with running_service(config, environ={}) as service:
         await service.wait_serving("bot", revision_of(V1))
         await service.registry.wait_for(lambda r: r.entry("bot").canary is not None)
-        assert service.registry.status("bot")["canary"]["source"] == nacos_source(
+        assert without_since(service.registry.status("bot")["canary"]["source"]) == nacos_source(
             group, "bot.canary.yaml", yaml_text(CANARY)
         )
         url = f"{service.url}/v1/agents/bot/invoke"

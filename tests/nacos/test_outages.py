@@ -12,16 +12,22 @@ import pytest
 from loguru import logger
 
 from dynagent.config import NacosConfig
+from dynagent.sources._nacos_client import CONNECT_TIMEOUT
 from tests.support.nacos import (
     NacosAdmin,
     NacosServer,
+    claimed_port,
     invoke,
     nacos_service_config,
     nacos_source,
     status_of,
+    without_since,
     yaml_text,
 )
 from tests.support.service import RunningService, agent_document, revision_of, running_service
+
+DOWN_PORT = 38858
+"""Where a port with no Nacos behind it is looked for."""
 
 
 @pytest.fixture
@@ -63,8 +69,15 @@ async def test_serving_survives_an_outage_and_a_restart_while_nacos_is_down(
 
     async with running_service(config) as service:
         await service.wait_serving("bot", revision_of(good))
+        stopped_at = time.time()
         await restartable_nacos.astop()
         await service.registry.wait_for(lambda r: source_name in r.degraded, within=10)
+        # Each agent says it is cut off from Nacos, and since when.
+        source = (await status_of(service, "bot", keep_since=True))["source"]
+        assert source["since"] >= stopped_at
+        assert without_since(source) == nacos_source(
+            group, "bot.agent.yaml", yaml_text(good), state="disconnected"
+        )
 
         code, body = await invoke(service, "bot", "still there?")
         assert (code, body["revision"], body["output"]) == (
@@ -100,7 +113,7 @@ async def test_serving_survives_an_outage_and_a_restart_while_nacos_is_down(
         ) in log_lines
         status = await status_of(service, "bot")
         assert status["source"] == {
-            **nacos_source(group, "bot.agent.yaml", yaml_text(good)),
+            **nacos_source(group, "bot.agent.yaml", yaml_text(good), state="snapshot"),
             "from": "snapshot",
         }
         code, body = await invoke(service, "bot")
@@ -130,3 +143,23 @@ async def test_serving_survives_an_outage_and_a_restart_while_nacos_is_down(
         }
         code, ready = await readyz(service)
         assert (code, ready) == (200, {"status": "ready", "agents": 1, "degraded": {}})
+
+
+async def test_with_nacos_down_the_sources_wait_for_it_side_by_side(
+    nacos_settings: NacosConfig, agents_dir: Path, state_dir: Path
+) -> None:
+    # Nothing listens on the port: two Nacos factories (full agents, prompt-only) each wait
+    # CONNECT_TIMEOUT (5 s) for it. One after another that kept the port closed 10 s.
+    with claimed_port({}, start=DOWN_PORT) as port:
+        down = nacos_settings.model_copy(update={"server_addr": f"127.0.0.1:{port}"})
+        config = nacos_service_config(
+            down, agents_dir, state_dir, factories={"nacos_prompt": {"directory": str(agents_dir)}}
+        )
+        started = time.monotonic()
+        async with running_service(config) as service:
+            took = time.monotonic() - started
+            assert set(service.registry.degraded) == {
+                f"nacos:public/{down.prompt_group}",
+                f"nacos:public/{down.group}",
+            }
+    assert CONNECT_TIMEOUT <= took < 2 * CONNECT_TIMEOUT, took

@@ -138,7 +138,7 @@ async def test_a_missing_prompt_is_a_clear_error_until_it_is_published(
     async with running_service(config) as service:
         assert await status_of(service, "helper") == {
             "name": "helper",
-            "state": "failed",
+            "state": "refused",
             "revision": None,
             "description": "",
             "source": None,

@@ -9,18 +9,21 @@ import pytest
 
 from dynagent import AgentBuilder, ConfigError, SourceInfo, load_spec
 from dynagent._templates import MissingVariable, expand_env
+from dynagent.environment import EnvironmentPolicy
 from dynagent.exceptions import FieldIssue
 from dynagent.interceptors import ContextEditing, PiiRedaction, ToolCallLimit
 from dynagent.models import OpenAIModel
 
 BASE: dict[str, Any] = {"name": "helper", "prompt": {"system": "x"}}
 ENDPOINT = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}
+ANY_NAME = EnvironmentPolicy(allow=("*",))
+"""Names are not what these tests are about (tests/security/test_environment_allow.py)."""
 
 
 def build_error(
     document: Mapping[str, Any], environ: Mapping[str, str] | None = None
 ) -> ConfigError:
-    builder = AgentBuilder(environ=environ or {})
+    builder = AgentBuilder(environ=environ or {}, environment=ANY_NAME)
     with pytest.raises(ConfigError) as caught:
         builder.build(
             load_spec({**BASE, **document}), source=SourceInfo("file", "agents/helper.yaml")
@@ -38,10 +41,10 @@ def test_an_unknown_tool_names_its_index_and_the_known_tools() -> None:
     )
     assert error.issues == (
         FieldIssue(
-            "tools.1", "no tool named 'rm_rf' is registered; known: calculator, current_time"
+            "tools[rm_rf]", "no tool named 'rm_rf' is registered; known: calculator, current_time"
         ),
     )
-    assert str(error).startswith("agent 'helper' agents/helper.yaml: unknown tool (tools.1: ")
+    assert str(error).startswith("agent 'helper' agents/helper.yaml: unknown tool (tools[rm_rf]: ")
 
 
 def test_a_missing_environment_variable_names_the_field_and_the_variable() -> None:
@@ -69,7 +72,7 @@ def test_a_missing_variable_in_the_fallback_or_a_header_is_named_too() -> None:
         FieldIssue("model.fallback.base_url", "environment variable FB_URL is not set"),
     )
     assert header.issues == (
-        FieldIssue("tools.0.headers.Authorization", "environment variable H_TOKEN is not set"),
+        FieldIssue("tools[h].headers.Authorization", "environment variable H_TOKEN is not set"),
     )
 
 
@@ -79,7 +82,7 @@ def test_bad_interceptor_settings_name_the_setting() -> None:
     assert error.reason == "invalid interceptor settings"
     assert error.issues == (
         FieldIssue(
-            "interceptors.0.tool_call_limit.max", "Input should be greater than or equal to 1"
+            "interceptors[tool_call_limit].max", "Input should be greater than or equal to 1"
         ),
     )
 
@@ -89,9 +92,11 @@ def test_an_unknown_interceptor_setting_or_name_is_refused() -> None:
     unknown = build_error({"interceptors": ["telepathy"]})
 
     assert extra.issues == (
-        FieldIssue("interceptors.1.retry.attempts", "Extra inputs are not permitted"),
+        FieldIssue(
+            "interceptors[retry].attempts", "unknown field 'attempts' in interceptors[retry]"
+        ),
     )
-    assert unknown.path == "interceptors.0.telepathy"
+    assert unknown.path == "interceptors[telepathy]"
     assert "no interceptor 'telepathy'" in unknown.issues[0].message
 
 
@@ -130,7 +135,7 @@ def test_env_defaults_apply_when_the_variable_is_unset_or_empty(
     }
     spec = load_spec({**BASE, "model": model})
 
-    agent = AgentBuilder(environ=environ).build(spec)
+    agent = AgentBuilder(environ=environ, environment=ANY_NAME).build(spec)
 
     assert isinstance(agent.model, OpenAIModel)
     assert (str(agent.model.client.base_url), agent.model.name) == (expected, "gpt-x")

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
-from dynagent import Tool
+from dynagent import ConfigError, Tool
 from tests.support import AgentFactory, CallTools, Reply, ScriptedModelServer
 
 Hits = list[dict[str, Any]]
@@ -134,18 +134,14 @@ async def test_a_host_not_in_allow_hosts_is_refused(
     assert hits == []
 
 
-async def test_a_host_taken_from_the_arguments_is_checked_after_filling(
+def test_a_host_cannot_come_from_the_arguments(
     make_agent: AgentFactory, api: tuple[str, Hits]
 ) -> None:
     base, hits = api
     port = base.rsplit(":", 1)[1]
-    tool = api_tool(make_agent, f"http://{{city}}:{port}/x", allow_hosts=["*.example.com"])
-
-    for host in ("127.0.0.1", "internal.corp", "example.com"):
-        with pytest.raises(
-            PermissionError, match=f"host '{host}' is not in this tool's allow_hosts"
-        ):
-            await tool.function({"city": host})
+    # Arguments fill values, never structure (tests/security/test_http_tool_urls.py).
+    with pytest.raises(ConfigError, match="may fill only a path segment or a query value"):
+        api_tool(make_agent, f"http://{{city}}:{port}/x", allow_hosts=["*.example.com"])
     assert hits == []
 
 

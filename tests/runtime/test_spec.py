@@ -67,10 +67,38 @@ def test_a_full_document_loads_with_every_shorthand() -> None:
     assert spec.revision != load_spec(FULL.replace("retries: 1", "retries: 2")).revision
 
 
+TEMPRATURE = (
+    "unknown field 'temprature' in model; known fields: api_key, base_url, circuit_breaker, "
+    "fallback, name, provider, retries, settings, structured_output, timeout"
+)
+
+
+def test_an_unknown_field_is_named_with_the_field_it_likely_meant() -> None:
+    document = {
+        **MINIMAL,
+        "model": {"name": "m", "settings": {"max_tokns": 5}},
+        "tools": ["calculator", {"name": "search", "timeot": 3}, {"type": "http"}],
+    }
+
+    assert issues(document) == (
+        FieldIssue(
+            "model.settings.max_tokns",
+            "unknown field 'max_tokns' in model.settings; did you mean 'max_tokens'?",
+        ),
+        FieldIssue(
+            "tools[search].timeot",
+            "unknown field 'timeot' in tools[search]; did you mean 'timeout'?",
+        ),
+        FieldIssue("tools[#3].name", "Field required"),
+        FieldIssue("tools[#3].url", "Field required"),
+        FieldIssue("tools[#3].allow_hosts", "Field required"),
+    )
+
+
 def test_an_unknown_field_is_named() -> None:
     document = {**MINIMAL, "model": {"name": "m", "temprature": 0.2}}
 
-    assert issues(document) == (FieldIssue("model.temprature", "Extra inputs are not permitted"),)
+    assert issues(document) == (FieldIssue("model.temprature", TEMPRATURE),)
 
 
 @pytest.mark.parametrize(
@@ -79,8 +107,8 @@ def test_an_unknown_field_is_named() -> None:
         ({"name": "Not A Name"}, "name"),
         ({"limits": {"max_steps": 0}}, "limits.max_steps"),
         ({"model": {"timeout": -1}}, "model.timeout"),
-        ({"tools": [{"name": "x", "on_error": "ignore"}]}, "tools.0.on_error"),
-        ({"tools": [{"type": "http", "name": "h", "url": "ftp://x"}]}, "tools.0.url"),
+        ({"tools": [{"name": "x", "on_error": "ignore"}]}, "tools[x].on_error"),
+        ({"tools": [{"type": "http", "name": "h", "url": "ftp://x"}]}, "tools[h].url"),
         ({"tools": ["calculator", "calculator"]}, ""),
         ({"prompt": {}}, "prompt"),
     ],
@@ -107,7 +135,7 @@ def test_an_invalid_http_tool_schema_is_refused() -> None:
         "parameters": {"type": "object", "required": "city"},
     }
 
-    assert [issue.path for issue in issues({**MINIMAL, "tools": [tool]})] == ["tools.0.parameters"]
+    assert [issue.path for issue in issues({**MINIMAL, "tools": [tool]})] == ["tools[h].parameters"]
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ async def test_a_secret_key_serves_but_never_shows(
     )
     (agents_dir / "bot.yaml").write_text(json.dumps(document), encoding="utf-8")
     model_server.script(DEFAULT_MODEL, [Reply("done")])
-    config = service_config(agents_dir, state_dir)
+    config = service_config(agents_dir, state_dir, environment={"allow": ["SECRET"]})
     async with running_service(config, environ=ENVIRON) as service:
         response = await service.client.post("/v1/agents/bot/invoke", json={"input": "hi"})
         assert response.status == 200
@@ -102,7 +102,7 @@ async def test_an_error_no_check_foresaw_is_refused_without_its_message(
     await applier.apply(Document("bot.agent.yaml", text, "yaml", info))
     status: dict[str, Any] = registry.status("bot")
     assert (status["state"], status["last_error"]["message"]) == (
-        "failed",
+        "refused",
         "agent 'bot' public/AGENTS/bot.agent.yaml: the definition could not be built "
         "(RuntimeError); the service log has details",
     )

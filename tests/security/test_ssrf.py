@@ -12,6 +12,7 @@ from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
 from dynagent import AgentBuilder, Resources, Tool, load_spec
+from dynagent.resources import is_public_address
 
 Hits = list[str]
 
@@ -125,3 +126,39 @@ async def test_arguments_cannot_change_the_host_or_the_path(
     (path,) = hits
     segment = path.removeprefix("/items/")
     assert "/" not in segment and unquote(segment) == value  # one segment, still encoded
+
+
+EMBEDDED_PRIVATE = {
+    "IPv4-compatible loopback": "::127.0.0.1",
+    "IPv4-compatible metadata": "::169.254.169.254",
+    "IPv4-mapped private": "::ffff:10.0.0.1",
+    "IPv4-translated loopback": "::ffff:0:127.0.0.1",
+    "6to4 of loopback": "2002:7f00:1::1",
+    "6to4 of private": "2002:c0a8:a::",
+    "NAT64 of loopback": "64:ff9b::127.0.0.1",
+    "NAT64 of metadata": "64:ff9b::a9fe:a9fe",
+    "local NAT64 of private": "64:ff9b:1::10.1.2.3",
+    "Teredo, client loopback": "2001:0:4136:e378:8000:63bf:80ff:fffe",
+    "Teredo, server private": "2001:0:a00:1::1",
+}
+EMBEDDED_PUBLIC = {
+    "IPv4-compatible public": "::8.8.8.8",
+    "6to4 of public": "2002:808:808::1",
+    "NAT64 of public": "64:ff9b::8.8.8.8",
+}
+
+
+@pytest.mark.parametrize("address", EMBEDDED_PRIVATE.values(), ids=EMBEDDED_PRIVATE.keys())
+async def test_ipv6_forms_that_embed_a_private_ipv4_are_judged_by_it(
+    resources: Resources, address: str
+) -> None:
+    # The same judgement serves the resolver (names) and literal hosts.
+    assert is_public_address(address) is False
+    tool = http_tool(resources, f"http://[{address}]/latest/meta-data/", [address])
+    with pytest.raises(PermissionError, match="is private or loopback"):
+        await tool.function({})
+
+
+@pytest.mark.parametrize("address", EMBEDDED_PUBLIC.values(), ids=EMBEDDED_PUBLIC.keys())
+def test_ipv6_forms_that_embed_a_public_ipv4_stay_public(address: str) -> None:
+    assert is_public_address(address) is True

@@ -49,6 +49,8 @@ def test_validate_accepts_every_sample(capsys: pytest.CaptureFixture[str]) -> No
     assert [line.split(": ok (")[1].split(",")[0] for line in out] == [
         "assistant",  # assistant.canary.yaml
         "assistant",
+        "concierge",
+        "librarian",
         "support-bot",
         "ticket-triage",
     ]
@@ -60,22 +62,23 @@ BAD_FILES = {
         [
             "invalid agent definition",
             "  name: String should match pattern '^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$'",
-            "  tools.0.timeout: Input should be greater than 0",
-            "  bogus: Extra inputs are not permitted",
+            "  tools[calculator].timeout: Input should be greater than 0",
+            "  bogus: unknown field 'bogus'; known fields: description, interceptors, limits, "
+            "model, name, output, parallel_tool_calls, prompt, tools",
         ],
     ),
     "tool.yaml": (
         "name: bad-tool\nprompt: {system: x}\ntools: [nope]\n",
         [
             "unknown tool",
-            "  tools.0: no tool named 'nope' is registered; known: calculator, current_time",
+            "  tools[nope]: no tool named 'nope' is registered; known: calculator, current_time",
         ],
     ),
     "interceptor.yaml": (
         "name: bad-limit\nprompt: {system: x}\ninterceptors: [{tool_call_limit: {max: 0}}]\n",
         [
             "invalid interceptor settings",
-            "  interceptors.0.tool_call_limit.max: Input should be greater than or equal to 1",
+            "  interceptors[tool_call_limit].max: Input should be greater than or equal to 1",
         ],
     ),
     "yaml.json": ('{"name": "x",', None),
@@ -213,7 +216,7 @@ def test_the_client_commands_against_a_running_service(served: str) -> None:
     code, listed = dynagent("agents", "--url", served)
     assert (code, [a["name"] for a in listed["agents"]]) == (
         0,
-        ["assistant", "support-bot", "ticket-triage"],
+        ["assistant", "concierge", "librarian", "support-bot", "ticket-triage"],
     )
     assert {a["state"] for a in listed["agents"]} == {"serving"}
 

@@ -44,6 +44,7 @@ traces: {max_traces: 5}
             "default": {"directory": base / "agents"},
             "nacos": True,
             "nacos_prompt": {"directory": base / "../prompted"},
+            "spring_ai_alibaba": False,
         },
         "nacos": {
             "server_addr": "nacos:8848",
@@ -52,9 +53,11 @@ traces: {max_traces: 5}
             "username": "",
             "password": "pw",
             "snapshot_dir": base / "snap",
-            "poll_seconds": 2.0,
+            "poll_seconds": 30.0,
+            "delete_grace_seconds": 0.0,
             "prompt_group": "PROMPTS",
         },
+        "a2a": {"register": False, "url": ""},
         "sessions": {
             "store": "sqlite",
             "path": base / "state/sessions.db",
@@ -63,10 +66,14 @@ traces: {max_traces: 5}
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",
             "admin_keys_env": "DYNAGENT_ADMIN_KEYS",
+            "metrics_keys_env": "DYNAGENT_METRICS_KEYS",
             "keys_file": Path("/run/secrets/keys.yaml"),
         },
         "logging": {"level": "DEBUG", "json": True},
         "traces": {"max_traces": 5, "max_bytes": 256 * 1024 * 1024},
+        "metrics": {"public": False},
+        "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},
+        "mcp_servers": {},
     }
 
 
@@ -98,7 +105,8 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
         "group": "TEAM",
         "username": "nacos",
         "password": "secret",
-        "poll_seconds": 2.0,
+        "poll_seconds": 30.0,
+        "delete_grace_seconds": 0.0,
         "prompt_group": "PROMPTS",
     }
 
@@ -136,7 +144,7 @@ def test_a_bad_value_names_its_field(tmp_path: Path) -> None:
 
 def test_an_unknown_field_is_refused(tmp_path: Path) -> None:
     assert issues("listen: {prot: 1}\n", tmp_path) == [
-        FieldIssue("listen.prot", "Extra inputs are not permitted")
+        FieldIssue("listen.prot", "unknown field 'prot' in listen; did you mean 'port'?")
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -188,15 +189,14 @@ async def test_adding_a_file_adds_an_agent_and_deleting_it_removes_it(
         missing = await service.client.get("/v1/agents/second")
         assert missing.status == 404
         assert (await missing.json())["error"]["type"] == "not_found"
-        assert await invoke(service, "second") == (
-            404,
-            {
-                "error": {
-                    "type": "not_found",
-                    "message": "no agent named 'second'; GET /v1/agents lists the agents served",
-                }
-            },
-        )
+        code, body = await invoke(service, "second")
+        assert (code, body["error"]["type"]) == (404, "not_found")
+        # A tombstone: when and why the agent went.
+        assert re.fullmatch(
+            r"agent 'second' was removed at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: its file was "
+            rf"deleted \({re.escape(str(path))}\); GET /v1/agents lists the agents served",
+            body["error"]["message"],
+        ), body
 
 
 async def test_a_file_broken_from_the_start_is_failed_until_fixed_or_deleted(
@@ -207,7 +207,7 @@ async def test_a_file_broken_from_the_start_is_failed_until_fixed_or_deleted(
         status = await service.wait_error("newbie", "invalid agent definition")
         assert without_times(status) == {
             "name": "newbie",
-            "state": "failed",
+            "state": "refused",
             "revision": None,
             "description": "",
             "source": None,
@@ -252,20 +252,35 @@ async def test_a_second_file_claiming_a_name_is_refused(agents_dir: Path, state_
     first = write_agent(agents_dir, original, filename="a.yaml").resolve()
     async with running_service(service_config(agents_dir, state_dir)) as service:
         second = service.write_agent(clash, filename="b.yaml").resolve()
-        await service.wait_error("bot", "already defined")
-        assert await status_of(service, "bot") == serving_status(
-            "bot",
-            revision_of(original),
-            first,
-            {
+        # The refusal lands on the document's own entry, not on the healthy bot.
+        status = await service.wait_error("b", "already defines")
+        assert without_times(status) == {
+            "name": "b",
+            "state": "refused",
+            "revision": None,
+            "description": "",
+            "source": None,
+            "factory": None,
+            "last_error": {
                 "source": str(second),
                 "path": "",
-                "message": f"agent 'bot' {second}: agent 'bot' is already defined by a.yaml",
+                "message": f"agent 'b' {second}: this document names agent 'bot', which "
+                "a.yaml already defines; rename it (e.g. name: b) or delete it",
             },
+            "canary": None,
+            "traffic": {},
+        }
+        listed = await (await service.client.get("/v1/agents")).json()
+        assert [(a["name"], a["state"]) for a in listed["agents"]] == [
+            ("b", "refused"),
+            ("bot", "serving"),
+        ]
+        assert await status_of(service, "bot") == serving_status(
+            "bot", revision_of(original), first
         )
 
         second.unlink()
-        await service.registry.wait_for(lambda r: r.entry("bot").last_error is None)
+        await service.registry.wait_for(lambda r: "b" not in r)
         assert await status_of(service, "bot") == serving_status(
             "bot", revision_of(original), first
         )

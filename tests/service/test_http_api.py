@@ -318,8 +318,16 @@ CONTRACT = {
     "/v1/agents/{name}/rollback": "post",
     "/v1/chat/completions": "post",
     "/v1/traces/{trace_id}": "get",
+    "/v1/mcp/servers": "get",
     "/metrics": "get",
     "/openapi.json": "get",
+    # The operations page's endpoints (tests/ui/).
+    "/ui/": "get",
+    "/v1/whoami": "get",
+    "/v1/traces": "get",
+    "/v1/agents/{name}/series": "get",
+    "/v1/agents/{name}/revisions/{revision}": "get",
+    "/v1/watch/agents": "get",
 }
 
 

@@ -132,7 +132,7 @@ def test_a_refused_definition_keeps_the_serving_one(
 
 def test_a_name_that_never_built_is_unavailable(registry: AgentRegistry) -> None:
     registry.fail("bot", ConfigError("invalid agent definition", source="bot.yaml"))
-    assert registry.entry("bot").status()["state"] == "failed"
+    assert registry.entry("bot").status()["state"] == "refused"
     with pytest.raises(AgentUnavailable) as caught:
         registry.route("bot")
     assert (
@@ -242,7 +242,8 @@ async def test_the_applier_refuses_a_second_claim_on_a_name(
     first = registry.get("bot")
     await applier.apply(document("b.yaml", yaml_of("bot", "Second.")))
     assert registry.get("bot") is first
-    assert statuses(registry) == [("bot", "serving", "/agents/b.yaml")]
+    # The refusal is b.yaml's own, under its name: the healthy bot shows no error.
+    assert statuses(registry) == [("b", "refused", "/agents/b.yaml"), ("bot", "serving", None)]
 
     await applier.apply(document("b.yaml", yaml_of("other")))  # b.yaml gives up the claim
     assert statuses(registry) == [("bot", "serving", None), ("other", "serving", None)]
@@ -252,7 +253,7 @@ async def test_a_refused_document_leaves_nothing_behind_once_gone(
     registry: AgentRegistry, applier: DocumentApplier
 ) -> None:
     await applier.apply(document("draft.yaml", "name: draft\nprompt: {}\n"))
-    assert statuses(registry) == [("draft", "failed", "/agents/draft.yaml")]
+    assert statuses(registry) == [("draft", "refused", "/agents/draft.yaml")]
     await applier.apply(document("draft.yaml", "name: [\n"))  # still broken
     await applier.apply(document("draft.yaml", None))
     assert statuses(registry) == []

@@ -29,6 +29,28 @@ EXPECTED_EVENTS = {
         "final_output",
     ],
     "ticket-triage": ["run_started", "model_request", "model_response", "final_output"],
+    "librarian": [
+        "run_started",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_call",
+        "tool_result",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "final_output",
+    ],
+    "concierge": [
+        "run_started",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "tool_result",
+        "model_request",
+        "model_response",
+        "final_output",
+    ],
 }
 
 
@@ -39,6 +61,11 @@ async def service(tmp_path: Path) -> AsyncIterator[RunningService]:
         SAMPLES / "service.yaml", {"DYNAGENT_SESSIONS_PATH": str(tmp_path / "sessions.db")}
     )
     async with running_service(config, environ={}) as running:
+        # The MCP sample starts its stdio server first; the agent calling it comes after.
+        await running.registry.wait_for(
+            lambda r: all(n in r and r.entry(n).stable is not None for n in EXPECTED_EVENTS),
+            within=30,
+        )
         yield running
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynagent import Agent, AgentBuilder, AgentSpec, Resources, Tool, ToolRegistry, load_spec
+from dynagent.environment import EnvironmentPolicy
 from dynagent.interceptors import InterceptorRegistry
 from dynagent.sessions.base import SessionStore
 
@@ -70,6 +71,8 @@ class AgentFactory:
             resources=self.resources,
             sessions=sessions,
             environ=self.environ,
+            # Any name but the service's secrets: tests hand in only what they mean to.
+            environment=EnvironmentPolicy(allow=("*",)),
         )
         return builder.build(self.spec(tools=entries, **fields))
 

@@ -47,6 +47,7 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 240.0
 """A cold start downloads the server with Maven first (~35 s; slow mirrors take longer)."""
 OK = {"code": 0, "message": "success", "data": True}
+FUZZY_PATTERNS_OPTION = "-Dnacos.config.fuzzy.watch.max.pattern.count=5000"
 
 
 def nacos_ports(port: int) -> tuple[int, ...]:
@@ -95,6 +96,13 @@ class NacosServer:
 
     port: int
     home: Path
+    console_port: int | None = None
+    """The console (UI and ``/v3/console/**``) on this port; off when None."""
+
+    @property
+    def console_url(self) -> str:
+        assert self.console_port is not None, "this server runs without its console"
+        return f"http://{HOST}:{self.console_port}"
 
     @property
     def addr(self) -> str:
@@ -122,7 +130,8 @@ class NacosServer:
 
     def listening(self) -> list[int]:
         """The server's ports that still accept connections (empty once it is down)."""
-        return [p for p in nacos_ports(self.port) if not port_free(p)]
+        ports = (*nacos_ports(self.port), *([self.console_port] if self.console_port else []))
+        return [p for p in ports if not port_free(p)]
 
     async def astart(self) -> float:
         """``start()`` off the event loop, so the service under test keeps running meanwhile."""
@@ -148,7 +157,13 @@ class NacosServer:
         environ = {
             **os.environ,
             "NACOS_PORT": str(self.port),
-            "NACOS_CONSOLE": "0",
+            "NACOS_CONSOLE": "1" if self.console_port else "0",
+            **({"NACOS_CONSOLE_PORT": str(self.console_port)} if self.console_port else {}),
+            # Fuzzy watch patterns are capped server-wide (default 20, kept after their
+            # clients leave); every test watches a group of its own.
+            "NACOS_JAVA_OPTS": " ".join(
+                (os.environ.get("NACOS_JAVA_OPTS", ""), FUZZY_PATTERNS_OPTION)
+            ).strip(),
             "NACOS_HOME": str(self.home),
         }
         done = subprocess.run(
@@ -247,22 +262,45 @@ def yaml_text(document: Document) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
-def nacos_source(group: str, data_id: str, text: str, namespace: str = "public") -> dict[str, str]:
-    """The ``source`` an agent's status and traces show for a Nacos config of ``text``."""
-    return {
+def nacos_source(
+    group: str,
+    data_id: str,
+    text: str,
+    namespace: str = "public",
+    state: str | None = "live",
+    **details: str,
+) -> dict[str, str]:
+    """The ``source`` an agent's status shows for a Nacos config of ``text`` (its ``since``
+    left out, see ``without_since``); ``state=None``: as a trace shows it, with no state."""
+    source = {
         "kind": "nacos",
         "location": f"{namespace}/{group}/{data_id}",
         "namespace": namespace,
         "group": group,
         "data_id": data_id,
         "md5": content_md5(text),
+        **details,
     }
+    if state is not None:
+        source["state"] = state
+    return source
+
+
+def without_since(source: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A status ``source`` without the time its state began (checked to be one)."""
+    if source is None or "since" not in source:
+        return source
+    rest = dict(source)
+    assert isinstance(rest.pop("since"), float)
+    return rest
 
 
 STATUS_KEYS = ("name", "state", "revision", "description", "source", "factory", "last_error")
 
 
-async def status_of(service: RunningService, name: str) -> dict[str, Any]:
+async def status_of(
+    service: RunningService, name: str, *, keep_since: bool = False
+) -> dict[str, Any]:
     """``GET /v1/agents/{name}``: what says where the agent comes from and whether it is healthy
     (``last_error.at`` checked and taken out; traffic and revision history left aside)."""
     response = await service.client.get(f"/v1/agents/{name}")
@@ -270,6 +308,8 @@ async def status_of(service: RunningService, name: str) -> dict[str, Any]:
     status = await response.json()
     if status["last_error"] is not None:
         assert isinstance(status["last_error"].pop("at"), float)
+    if not keep_since:
+        status["source"] = without_since(status["source"])
     return {key: status[key] for key in STATUS_KEYS}
 
 
@@ -308,5 +348,6 @@ __all__ = [
     "nacos_service_config",
     "nacos_source",
     "status_of",
+    "without_since",
     "yaml_text",
 ]

@@ -55,11 +55,11 @@ BROKEN_DEFINITIONS: dict[str, tuple[str, str, str]] = {
     "unknown field": (
         "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntemprature: 0.2\n",
         "temprature",
-        "Extra inputs are not permitted",
+        "unknown field 'temprature'",
     ),
     "unknown tool": (
         "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntools: [no_such_tool]\n",
-        "tools.0",
+        "tools[no_such_tool]",
         "no tool named 'no_such_tool' is registered",
     ),
 }

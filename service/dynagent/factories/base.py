@@ -7,9 +7,11 @@ registry in step with it.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import yaml
@@ -75,10 +77,22 @@ class DocumentApplier:
     """
 
     def __init__(
-        self, registry: AgentRegistry, build: Callable[[AgentSpec, Document], Agent]
+        self,
+        registry: AgentRegistry,
+        build: Callable[[AgentSpec, Document], Agent | Awaitable[Agent]],
+        *,
+        rebuilds: list[Callable[[frozenset[str]], None]] | None = None,
     ) -> None:
+        """``build`` may be a coroutine function; ``rebuilds``: where to listen for agents
+        to build again (an MCP server they use changed)."""
         self.registry = registry
         self.build = build
+        self._lock = asyncio.Lock()
+        self._rebuilding: set[asyncio.Task[None]] = set()
+        self._documents: dict[str, tuple[Document, str]] = {}
+        """Document key → (the document, the agent it defines), to build it again."""
+        if rebuilds is not None:
+            rebuilds.append(self._rebuild_soon)
         self._names: dict[str, str] = {}
         self._failed: dict[str, tuple[str, str]] = {}
         """Document key → (agent, location) of its last refused definition."""
@@ -86,9 +100,27 @@ class DocumentApplier:
         """Agent name → its canary document, applied again when the agent comes back
         (a renamed or re-created agent file removes the agent, canary included)."""
 
+    def _rebuild_soon(self, names: frozenset[str]) -> None:
+        keys = [key for key, (_, name) in self._documents.items() if name in names]
+        if keys:
+            task = asyncio.get_running_loop().create_task(self._rebuild(keys))
+            self._rebuilding.add(task)  # kept until done: the loop holds tasks weakly
+            task.add_done_callback(self._rebuilding.discard)
+
+    async def _rebuild(self, keys: list[str]) -> None:
+        for key in keys:
+            known = self._documents.get(key)
+            if known is not None:
+                await self.apply(known[0])
+
     async def apply(self, document: Document) -> None:
+        async with self._lock:  # a rebuild and a new document never interleave
+            await self._apply(document)
+
+    async def _apply(self, document: Document) -> None:
+        self._documents.pop(document.key, None)
         if is_canary_key(document.key):
-            self._apply_canary(document)
+            await self._apply_canary(document)
             return
         known = self._names.get(document.key)
         blame = known or name_from_key(document.key)
@@ -97,25 +129,28 @@ class DocumentApplier:
             self._fail(document.key, ConfigError(document.error, source=where, agent=blame))
         elif document.text is None:
             if self._names.pop(document.key, None) is not None and known is not None:
-                self.registry.remove(known)
+                self.registry.remove(known, removal_reason(document.info))
             self._forget_failure(document.key)
         else:
-            self._define(document, blame, where)
+            await self._define(document, blame, where)
 
-    def _define(self, document: Document, blame: str, where: str) -> None:
+    async def _define(self, document: Document, blame: str, where: str) -> None:
         assert document.text is not None
         try:
             spec = load_spec(document.text, fmt=document.fmt, source=where)
             owner = self._owner(spec.name)
             if owner is not None and owner != document.key:
                 raise ConfigError(
-                    f"agent {spec.name!r} is already defined by {owner}", agent=spec.name
+                    f"this document names agent {spec.name!r}, which {owner} already defines; "
+                    f"rename it (e.g. name: {name_from_key(document.key)}) or delete it"
                 )
-            agent = self.build(spec, document)
+            self._documents[document.key] = (document, spec.name)
+            agent = await self._built(spec, document)
         except ConfigError as exc:
-            # A document that serves an agent reports its refusals there, even when the
-            # broken edit also renames it: that agent is the one left on its old revision.
-            name = self._names.get(document.key) or exc.agent or blame
+            # A refusal lands on the document's own entry: the agent it serves (even when
+            # the broken edit also renames it: that agent stays on its old revision), else
+            # the name of its key; never on another document's healthy agent.
+            name = self._names.get(document.key) or blame
             self._fail(
                 document.key,
                 ConfigError(exc.reason, source=where, agent=name, issues=exc.issues),
@@ -127,14 +162,14 @@ class DocumentApplier:
         previous = self._names.get(document.key)
         self._names[document.key] = spec.name
         if previous is not None and previous != spec.name:
-            self.registry.remove(previous)
+            self.registry.remove(previous, f"renamed to {spec.name!r} in {where}")
         self._forget_failure(document.key, keep=spec.name)
         self.registry.put(agent)
         canary = self._canaries.get(spec.name)
         if canary is not None and self.registry.entry(spec.name).canary is None:
-            self._apply_canary(canary)
+            await self._apply_canary(canary)
 
-    def _apply_canary(self, document: Document) -> None:
+    async def _apply_canary(self, document: Document) -> None:
         """``{name}.canary.yaml``: a candidate spec and its rollout; deleting it ends the canary."""
         name = name_from_key(document.key)
         where = document.info.location or document.key
@@ -148,7 +183,8 @@ class DocumentApplier:
             if document.error is not None:
                 raise ConfigError(document.error)
             spec, policy = load_canary(document.text, fmt=document.fmt, source=where, name=name)
-            agent = self.build(spec, document)
+            self._documents[document.key] = (document, name)
+            agent = await self._built(spec, document)
         except ConfigError as exc:
             self._fail(
                 document.key, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
@@ -159,6 +195,10 @@ class DocumentApplier:
             return
         self._forget_failure(document.key, keep=name)
         self.registry.put_canary(agent, policy)
+
+    async def _built(self, spec: AgentSpec, document: Document) -> Agent:
+        agent = self.build(spec, document)
+        return await agent if inspect.isawaitable(agent) else agent
 
     def _fail(self, key: str, error: ConfigError) -> None:
         self._forget_failure(key, keep=error.agent)
@@ -180,6 +220,14 @@ class DocumentApplier:
 
     def _owner(self, name: str) -> str | None:
         return next((key for key, owned in self._names.items() if owned == name), None)
+
+
+def removal_reason(info: SourceInfo) -> str:
+    """What a tombstone says about a deleted document: ``deleted in Nacos (GROUP/a.yaml)``."""
+    if info.kind == "nacos":
+        where = f"{info.details.get('group', '')}/{info.details.get('data_id', '')}"
+        return f"deleted in Nacos ({where})"
+    return f"its file was deleted ({info.location})" if info.location else "deleted"
 
 
 def _unexpected(error: Exception, where: str, agent: str) -> ConfigError:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from ..agent import Agent, SourceInfo, Variant
 from ..builder import AgentBuilder
-from ..exceptions import Conflict
+from ..exceptions import ConfigError, Conflict
 from ..registry import AgentRegistry
 from ..sources.base import Document
 from ..sources.files import FileSource
 from ..spec import AgentSpec
+from ..spec_tools import McpToolSpec
 from .base import DocumentApplier, document_name, render_spec
 
 
@@ -30,21 +32,44 @@ class DefaultAgentBuilderFactory:
         self.directory = directory
         self.specs = tuple(specs)
         self._source: FileSource | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def builder(self) -> AgentBuilder:
         return replace(self._template, factory=self.name)
 
     async def start(self, registry: AgentRegistry) -> None:
-        builder = self.builder()
         for spec in self.specs:
-            registry.put(builder.build(spec, source=SourceInfo("code")))
+            await self._put_code(spec, registry)
+        rebuilds = self._template.rebuilds
+        if self.specs and rebuilds is not None:
+            rebuilds.append(lambda names: self._rebuild_code(names, registry))
         if self.directory is not None:
-            applier = DocumentApplier(registry, self._build)
+            applier = DocumentApplier(registry, self._build, rebuilds=self._template.rebuilds)
             self._source = FileSource(self.directory)
             await self._source.start(applier.apply)
 
-    def _build(self, spec: AgentSpec, document: Document) -> Agent:
-        return self.builder().build(spec, source=document.info)
+    async def _put_code(self, spec: AgentSpec, registry: AgentRegistry) -> None:
+        """A spec given in code; one whose MCP server is down waits for it, refused."""
+        builder = self.builder()
+        try:
+            await builder.prepare(spec)
+            registry.put(builder.build(spec, source=SourceInfo("code")))
+        except ConfigError as exc:
+            if not any(isinstance(entry, McpToolSpec) for entry in spec.tools):
+                raise  # a mistake in code, not a server that is down: fail the start
+            registry.fail(spec.name, exc)
+
+    def _rebuild_code(self, names: frozenset[str], registry: AgentRegistry) -> None:
+        for spec in self.specs:
+            if spec.name in names:
+                task = asyncio.get_running_loop().create_task(self._put_code(spec, registry))
+                self._tasks.add(task)  # kept until done: the loop holds tasks weakly
+                task.add_done_callback(self._tasks.discard)
+
+    async def _build(self, spec: AgentSpec, document: Document) -> Agent:
+        builder = self.builder()
+        await builder.prepare(spec)
+        return builder.build(spec, source=document.info)
 
     async def write(
         self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None

@@ -56,11 +56,15 @@ class NacosAgentBuilderFactory:
             snapshot=snapshot,
             poll_seconds=settings.poll_seconds,
             on_health=lambda reason: registry.set_degraded(source_name, reason),
+            delete_grace_seconds=settings.delete_grace_seconds,
         )
-        await self.source.start(DocumentApplier(registry, self._build).apply)
+        applier = DocumentApplier(registry, self._build, rebuilds=self._template.rebuilds)
+        await self.source.start(applier.apply)
 
-    def _build(self, spec: AgentSpec, document: Document) -> Agent:
-        return self.builder().build(spec, source=document.info)
+    async def _build(self, spec: AgentSpec, document: Document) -> Agent:
+        builder = self.builder()
+        await builder.prepare(spec)
+        return builder.build(spec, source=document.info)
 
     async def write(
         self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None

@@ -88,7 +88,9 @@ class NacosPromptAgentBuilderFactory:
             on_health=lambda reason: registry.set_degraded(source_name, reason),
         )
         await self._nacos.start(self._prompt_changed)
-        self._applier = DocumentApplier(registry, self._build)
+        self._applier = DocumentApplier(
+            registry, self._prepared_build, rebuilds=self._template.rebuilds
+        )
         self._files = FileSource(self.directory)
         await self._files.start(self._apply)
 
@@ -123,6 +125,10 @@ class NacosPromptAgentBuilderFactory:
                 logger.info("prompt {} changed: rebuilding {}", data_id, spec_document.key)
                 await self._applier.apply(spec_document)
 
+    async def _prepared_build(self, spec: AgentSpec, document: Document) -> Agent:
+        await self.builder().prepare(spec)
+        return self._build(spec, document)
+
     def _build(self, spec: AgentSpec, document: Document) -> Agent:
         ref = spec.prompt.ref
         if ref is None:
@@ -154,7 +160,9 @@ class NacosPromptAgentBuilderFactory:
         }
         if ref.label:
             details["prompt_label"] = ref.label
-        source = SourceInfo(document.info.kind, document.info.location, details)
+        source = SourceInfo(
+            document.info.kind, document.info.location, details, document.info.health
+        )
         revision = hashlib.sha256(f"{spec.revision}:{prompt.md5}".encode()).hexdigest()[:12]
         return self.builder().build(
             spec, source=source, system_prompt=prompt.template, revision=revision

@@ -8,6 +8,9 @@ an admin key.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from aiohttp import web
 
 from ..exceptions import Conflict, Forbidden, NotFound
@@ -54,8 +57,9 @@ async def promote(request: web.Request) -> web.Response:
     candidate = entry.canary.agent
     factory = request.app[FACTORIES][candidate.factory]
     current = entry.stable.source if entry.stable else None
-    await factory.write(name, "stable", candidate.spec, current)
-    await factory.write(name, "canary", None, candidate.source)
+    async with _refused_as("promote"):
+        await factory.write(name, "stable", candidate.spec, current)
+        await factory.write(name, "canary", None, candidate.source)
     await _until(registry, name, candidate.spec.revision, canary_gone=True)
     return web.json_response(registry.status(name))
 
@@ -81,9 +85,19 @@ async def rollback(request: web.Request) -> web.Response:
             raise Conflict(f"agent {name!r} has no earlier revision to roll back to")
         target = older[-1]
     factory = request.app[FACTORIES][entry.stable.factory]
-    await factory.write(name, "stable", target.agent.spec, entry.stable.source)
+    async with _refused_as("rollback"):
+        await factory.write(name, "stable", target.agent.spec, entry.stable.source)
     await _until(registry, name, target.agent.spec.revision)
     return web.json_response(registry.status(name))
+
+
+@asynccontextmanager
+async def _refused_as(action: str) -> AsyncIterator[None]:
+    """A source that cannot write (a linked file, a read-only folder) says which action."""
+    try:
+        yield
+    except Conflict as exc:
+        raise Conflict(f"cannot {action}: {exc.message}") from None
 
 
 async def _until(

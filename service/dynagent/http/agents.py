@@ -10,6 +10,7 @@ from aiohttp import web
 from ..events import Event
 from ..exceptions import Forbidden, NotFound
 from .bodies import read_body
+from .ops import REDACTOR
 from .runs import RunRequest, agent_headers, pinned_variant, run_agent, stream_agent
 from .schemas import InvokeRequest
 from .state import REGISTRY, TRACES, caller
@@ -84,4 +85,4 @@ async def get_trace(request: web.Request) -> web.Response:
         raise NotFound(f"no recent trace {trace_id!r}; only the last runs are kept")
     if not caller(request).may_see(trace["agent"]):
         raise Forbidden("this API key may not read traces of that agent")
-    return web.json_response(trace)
+    return web.json_response(request.app[REDACTOR].value(trace))

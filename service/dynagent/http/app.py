@@ -7,6 +7,7 @@ store, the factories and their watchers) is created and torn down by one
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -14,13 +15,17 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from .._mcp_setup import mcp_servers
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
+from ..environment import service_policy
 from ..factories.base import AgentBuilderFactory
 from ..factories.default import DefaultAgentBuilderFactory
 from ..factories.nacos import NacosAgentBuilderFactory
 from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
+from ..factories.spring_ai_alibaba import SpringAiAlibabaAgentBuilderFactory
 from ..interceptors.registry import InterceptorRegistry
+from ..masking import SecretValues
 from ..registry import AgentRegistry
 from ..resources import Resources
 from ..sessions.base import SessionStore
@@ -28,13 +33,28 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import admin, agents, openai_compat
+from . import a2a, admin, agents, mcp, openai_compat, ui
 from .auth import ApiKeys
 from .drain import Drain
 from .errors import error_middleware
+from .gauges import RegistryGauges
+from .keys_watch import KeysFileWatch
+from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
-from .state import API_KEYS, CALLER, CONFIG, DRAIN, FACTORIES, METRICS, REGISTRY, TRACES
+from .state import (
+    API_KEYS,
+    CALLER,
+    CONFIG,
+    DRAIN,
+    FACTORIES,
+    KEYS_WATCH,
+    MCP,
+    METRICS,
+    REGISTRY,
+    SECRETS,
+    TRACES,
+)
 from .traces import TraceStore
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
@@ -45,7 +65,9 @@ FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    if request.path not in OPEN_PATHS:
+    public = request.path == "/metrics" and request.app[CONFIG].metrics.public
+    open_route = request.match_info.route.name in ui.OPEN_ROUTES
+    if request.path not in OPEN_PATHS and not public and not open_route:
         request[CALLER] = request.app[API_KEYS].authenticate(request.headers.get("Authorization"))
     response: web.StreamResponse = await handler(request)
     return response
@@ -66,8 +88,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """Every series for an admin or metrics key (or ``metrics.public``); a key limited to
+    some agents sees theirs only, without the totals."""
+    who = request.get(CALLER)
+    agents = None if who is None else who.metrics_scope()
     request.app[METRICS].agents.set(len(request.app[REGISTRY]))
-    return web.Response(body=request.app[METRICS].exposition(), content_type="text/plain")
+    body = request.app[METRICS].exposition(agents)
+    return web.Response(body=body, content_type="text/plain")
 
 
 async def openapi(request: web.Request) -> web.Response:
@@ -82,15 +109,21 @@ def create_app(
     specs: Sequence[AgentSpec] = (),
     factories: Sequence[FactoryMaker] = (),
     environ: Mapping[str, str] | None = None,
+    secrets: SecretValues | None = None,
 ) -> web.Application:
-    """The service as an aiohttp app; agents load when the app starts."""
+    """The service as an aiohttp app; agents load when the app starts.
+
+    ``secrets``: the set the log sink masks (``dynagent serve`` passes its own), filled
+    with API keys and credentials from the environment as they become known."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware],
+        middlewares=[mask_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
-    _install_state(app, config, environ)
+    _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
+    if config.auth.keys_file is not None:
+        app.cleanup_ctx.append(_keys_watch(environ))
     app.on_shutdown.append(_draining)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -99,10 +132,15 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(a2a.routes)
+    app.add_routes(mcp.routes)
+    ui.install(app, environ)
     return app
 
 
-def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping[str, str]) -> None:
+def _install_state(
+    app: web.Application, config: ServiceConfig, environ: Mapping[str, str], secrets: SecretValues
+) -> None:
     """The app's state under its typed keys; the registry's changes feed the metrics."""
     registry = AgentRegistry()
     app[CONFIG] = config
@@ -110,8 +148,12 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
     app[REGISTRY] = registry
     app[TRACES] = TraceStore(config.traces.max_traces, max_bytes=config.traces.max_bytes)
     app[METRICS] = Metrics()
+    app[METRICS].registry.register(RegistryGauges(registry))
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
+    app[SECRETS] = secrets
+    secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
+    app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:
         if what == "removed":
@@ -123,6 +165,16 @@ def _install_state(app: web.Application, config: ServiceConfig, environ: Mapping
 
 
 Lifecycle = Callable[[web.Application], AsyncIterator[None]]
+
+
+def _keys_watch(environ: Mapping[str, str]) -> Lifecycle:
+    async def watch(app: web.Application) -> AsyncIterator[None]:
+        watcher = KeysFileWatch(app[API_KEYS], app[CONFIG].auth, environ, app[SECRETS])
+        app[KEYS_WATCH] = watcher
+        async with watcher.running():
+            yield
+
+    return watch
 
 
 def _lifecycle(
@@ -138,34 +190,64 @@ def _lifecycle(
         config, registry = app[CONFIG], app[REGISTRY]
         resources = Resources()
         store = _session_store(config)
+        auth = config.auth
         builder = AgentBuilder(
             tools=tools or ToolRegistry.default(),
             interceptors=interceptors or InterceptorRegistry.default(),
             resources=resources,
             sessions=store,
             environ=environ,
+            environment=service_policy(
+                config.environment.allow,
+                (auth.keys_env, auth.admin_keys_env, auth.metrics_keys_env),
+            ),
+            secrets=app[SECRETS],
+            mcp=app[MCP],
+            agents=registry,
         )
         chosen = [
             *configured_factories(builder, config, specs),
             *(make(builder, config) for make in factories),
         ]
         started: list[AgentBuilderFactory] = []
+        registrar = None
         try:
-            for factory in chosen:
-                await factory.start(registry)
-                started.append(factory)
+            await _start_all(chosen, registry, started)
+            for factory in started:
                 app[FACTORIES][factory.name] = factory
+            registrar = await a2a.start_registrar(app)
             registry.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield
         finally:
+            if registrar is not None:
+                await registrar.stop()
             for factory in reversed(started):
                 await factory.stop()
             await store.aclose()
+            await app[MCP].aclose()
             await resources.aclose()
             logger.info("stopped")
 
     return lifecycle
+
+
+async def _start_all(
+    factories: Sequence[AgentBuilderFactory],
+    registry: AgentRegistry,
+    started: list[AgentBuilderFactory],
+) -> None:
+    """Start the factories side by side: with Nacos down each waits for its connect
+    timeout, and one after another they would keep the port closed that many times
+    longer. ``started`` gets those that started, in their given order; the first
+    failure is raised once all have settled."""
+    results = await asyncio.gather(
+        *(factory.start(registry) for factory in factories), return_exceptions=True
+    )
+    started += [f for f, r in zip(factories, results, strict=True) if r is None]
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _draining(app: web.Application) -> None:
@@ -190,6 +272,8 @@ def configured_factories(
     ]
     if config.factories.nacos:
         chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
+    if config.factories.spring_ai_alibaba:
+        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos))
     prompt_only = config.factories.nacos_prompt
     if prompt_only is not None and prompt_only.directory is not None:
         chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))

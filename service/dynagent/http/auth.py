@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..config import AuthConfig
 from ..exceptions import ConfigError, Forbidden, Unauthorized
+from ..sessions.scope import ANONYMOUS as ANONYMOUS_PRINCIPAL
 from ..spec import issues_from
 
 
@@ -30,6 +31,14 @@ class Caller:
     """``None``: every agent."""
     admin: bool = False
     key_digest: str = ""
+    metrics: bool = False
+    """May read ``/metrics`` (of its agents), without being an admin."""
+    metrics_only: bool = False
+    """A dedicated metrics key: every agent's series, and no agent to call."""
+    principal: str = ANONYMOUS_PRINCIPAL
+    """Who the caller is, stably and without the key: ``key:<name>`` for a keys-file
+    entry, ``digest:<sha-256 of the key>`` for a key from the environment. Sessions are
+    scoped to it (``sessions/scope.py``)."""
 
     def check_agent(self, agent: str) -> None:
         if self.agents is not None and agent not in self.agents:
@@ -38,8 +47,17 @@ class Caller:
     def may_see(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
 
+    def metrics_scope(self) -> frozenset[str] | None:
+        """The agents whose series this caller may read (``None``: all, and the totals)."""
+        if not (self.admin or self.metrics):
+            raise Forbidden(
+                "/metrics needs an admin or a metrics API key (auth.metrics_keys_env, "
+                "or metrics: true in the keys file), unless metrics.public is true"
+            )
+        return None if self.metrics_only else self.agents
 
-ANONYMOUS = Caller("anonymous", None, admin=True)
+
+ANONYMOUS = Caller("anonymous", None, admin=True, principal=ANONYMOUS_PRINCIPAL)
 """The caller when auth is off."""
 
 
@@ -49,11 +67,23 @@ class _KeyEntry(BaseModel):
     key: str = Field(min_length=16)
     agents: list[str] | None = None
     admin: bool = False
+    metrics: bool = False
 
 
 class _KeysFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     keys: list[_KeyEntry]
+
+    @field_validator("keys")
+    @classmethod
+    def _unique_names(cls, keys: list[_KeyEntry]) -> list[_KeyEntry]:
+        # A name is the key's identity: two keys of one name would share sessions.
+        seen: set[str] = set()
+        for entry in keys:
+            if entry.name in seen:
+                raise ValueError(f"two keys are named {entry.name!r}; names must be unique")
+            seen.add(entry.name)
+        return keys
 
 
 def _digest(key: str) -> bytes:
@@ -65,10 +95,18 @@ class ApiKeys:
         self._entries = [(_digest(key), caller) for key, caller in entries]
         self.secrets = [key for key, _ in entries]
         """Raw keys, only so the log mask can hide them."""
+        self._enabled = bool(entries)
+
+    def replace(self, other: ApiKeys) -> None:
+        """Take ``other``'s keys (a reloaded keys file): one reference swap, so a request
+        checks either the old keys or the new ones, never a mix. Auth once on stays on:
+        a keys file emptied or deleted leaves no valid key, not an open service."""
+        self._entries, self.secrets = other._entries, other.secrets
+        self._enabled = self._enabled or other._enabled
 
     @property
     def enabled(self) -> bool:
-        return bool(self._entries)
+        return self._enabled
 
     def authenticate(self, header: str | None) -> Caller:
         if not self.enabled:
@@ -86,7 +124,9 @@ class ApiKeys:
 
     @classmethod
     def from_config(cls, environ: Mapping[str, str], auth: AuthConfig) -> ApiKeys:
-        return cls.load(environ, auth.keys_env, auth.keys_file, auth.admin_keys_env)
+        return cls.load(
+            environ, auth.keys_env, auth.keys_file, auth.admin_keys_env, auth.metrics_keys_env
+        )
 
     @classmethod
     def load(
@@ -95,16 +135,35 @@ class ApiKeys:
         keys_env: str,
         keys_file: Path | None,
         admin_keys_env: str = "DYNAGENT_ADMIN_KEYS",
+        metrics_keys_env: str = "DYNAGENT_METRICS_KEYS",
     ) -> ApiKeys:
         entries: list[tuple[str, Caller]] = []
-        for env, admin in ((keys_env, False), (admin_keys_env, True)):
+        kinds = ((keys_env, "user"), (admin_keys_env, "admin"), (metrics_keys_env, "metrics"))
+        for env, kind in kinds:
             for i, key in enumerate(k.strip() for k in environ.get(env, "").split(",")):
                 if key:
-                    caller = Caller(f"{env}[{i}]", admin=admin, key_digest=_short(key))
+                    caller = Caller(
+                        f"{env}[{i}]",
+                        # A metrics key reaches no agent: it reads /metrics only.
+                        frozenset() if kind == "metrics" else None,
+                        admin=kind == "admin",
+                        key_digest=_short(key),
+                        metrics=kind == "metrics",
+                        metrics_only=kind == "metrics",
+                        # Not the position: removing one key must not hand its sessions on.
+                        principal=f"digest:{hashlib.sha256(key.encode()).hexdigest()}",
+                    )
                     entries.append((key, caller))
         if keys_file is not None:
             entries.extend(_from_file(keys_file))
         return cls(entries)
+
+
+def _where(error: yaml.YAMLError) -> str:
+    """What is wrong and where, without PyYAML's quote of the line: it holds a key."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or type(error).__name__
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
 
 
 def _short(key: str) -> str:
@@ -118,7 +177,7 @@ def _from_file(path: Path) -> list[tuple[str, Caller]]:
     except OSError as exc:
         raise ConfigError(f"cannot read the keys file: {exc}", source=str(path)) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"keys file is not valid YAML: {exc}", source=str(path)) from None
+        raise ConfigError(f"keys file is not valid YAML: {_where(exc)}", source=str(path)) from None
     except ValidationError as exc:
         raise ConfigError("invalid keys file", source=str(path), issues=issues_from(exc)) from None
     return [
@@ -127,8 +186,10 @@ def _from_file(path: Path) -> list[tuple[str, Caller]]:
             Caller(
                 entry.name,
                 frozenset(entry.agents) if entry.agents is not None else None,
-                entry.admin,
-                _short(entry.key),
+                admin=entry.admin,
+                key_digest=_short(entry.key),
+                metrics=entry.metrics,
+                principal=f"key:{entry.name}",
             ),
         )
         for entry in parsed.keys

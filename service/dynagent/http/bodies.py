@@ -74,3 +74,9 @@ async def _read(request: web.Request) -> bytes:
         raise BadRequest(f"the body could not be read: {text}") from None
     except ConnectionResetError:
         raise BadRequest("the client closed the connection before the body ended") from None
+
+
+async def read_raw(request: web.Request) -> bytes:
+    """The body as bytes, read within ``BODY_TIMEOUT`` (for protocols that answer a bad
+    body in their own error shape, such as A2A's JSON-RPC)."""
+    return await _read(request)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from ..events import Usage
 
@@ -77,5 +81,25 @@ class Metrics:
             self.tokens.labels(agent, variant, "input").inc(usage.input_tokens)
             self.tokens.labels(agent, variant, "output").inc(usage.output_tokens)
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+    def exposition(self, agents: frozenset[str] | None = None) -> bytes:
+        """The text format; with ``agents``, only their series (no totals over all)."""
+        if agents is None:
+            return generate_latest(self.registry)
+        only = CollectorRegistry(auto_describe=False)
+        only.register(_AgentsOnly(self.registry, agents))
+        return generate_latest(only)
+
+
+class _AgentsOnly(Collector):
+    """The samples of some agents' series, for a key limited to them."""
+
+    def __init__(self, source: CollectorRegistry, agents: frozenset[str]) -> None:
+        self._source, self._agents = source, agents
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._source.collect():
+            samples = [s for s in family.samples if s.labels.get("agent") in self._agents]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept

@@ -17,11 +17,13 @@ from .schemas import (
     Health,
     InvokeRequest,
     InvokeResponse,
+    McpServerList,
     Readiness,
     RevisionHistory,
     RollbackRequest,
     Trace,
 )
+from .ui_schemas import AgentSeries, RevisionDefinition, TraceList, WhoAmI
 
 _MODELS: tuple[type[BaseModel], ...] = (
     InvokeRequest,
@@ -34,8 +36,13 @@ _MODELS: tuple[type[BaseModel], ...] = (
     AgentList,
     RevisionHistory,
     Trace,
+    McpServerList,
     Health,
     Readiness,
+    WhoAmI,
+    TraceList,
+    AgentSeries,
+    RevisionDefinition,
 )
 _ERRORS = {
     "400": "Bad request body, header or parameter",
@@ -124,7 +131,7 @@ def _run(summary: str, result: type[BaseModel], body: type[BaseModel]) -> dict[s
 
 
 def _paths() -> dict[str, Any]:
-    return {**_service_paths(), **_agent_paths(), **_openai_paths()}
+    return {**_service_paths(), **_agent_paths(), **_openai_paths(), **_page_paths()}
 
 
 def _service_paths() -> dict[str, Any]:
@@ -136,7 +143,7 @@ def _service_paths() -> dict[str, Any]:
     return {
         "/healthz": {"get": _op("Liveness", _ok(Health), security=_OPEN)},
         "/readyz": {"get": _op("Readiness", _ok(Readiness), "503", security=_OPEN)},
-        "/metrics": {"get": _op("Prometheus metrics", text, "401")},
+        "/metrics": {"get": _op("Prometheus metrics (admin or metrics key)", text, "401", "403")},
         "/openapi.json": {"get": _op("This document", document, security=_OPEN)},
     }
 
@@ -184,6 +191,9 @@ def _agent_paths() -> dict[str, Any]:
                 parameters=[_path("trace_id")],
             )
         },
+        "/v1/mcp/servers": {
+            "get": _op("The MCP servers agents use, and their state", _ok(McpServerList), "401")
+        },
     }
 
 
@@ -194,6 +204,71 @@ def _openai_paths() -> dict[str, Any]:
                 **_run("OpenAI-compatible chat completion", ChatCompletion, ChatCompletionRequest),
                 "parameters": _ROUTING,
             }
+        },
+    }
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "description": description, "schema": schema}
+
+
+def _trace_filters(variant: dict[str, Any]) -> list[dict[str, Any]]:
+    limit = {"type": "integer", "minimum": 1, "maximum": 500}
+    status = {"type": "string", "enum": ["ok", "error", "unfinished"]}
+    return [
+        _query("agent", "Only runs of this agent", {"type": "string"}),
+        _query("variant", "Only runs of this variant", variant),
+        _query("status", "Only runs that ended so", status),
+        _query("session_id", "Only runs of this session", {"type": "string"}),
+        _query("limit", "At most this many (default 100)", limit),
+    ]
+
+
+def _page_paths() -> dict[str, Any]:
+    """What the operations page (``/ui/``) reads; usable by anyone with a key."""
+    agent = ("401", "403", "404")
+    html = {"description": "The page", "content": {"text/html": {"schema": {"type": "string"}}}}
+    variant = {"type": "string", "enum": ["stable", "canary"]}
+    filters = _trace_filters(variant)
+    watch = _query(
+        "max_seconds",
+        "End the stream after this long (default 300)",
+        {"type": "integer", "minimum": 1, "maximum": 3600},
+    )
+    revision = [_NAME, _path("revision"), _query("variant", "Of this variant", variant)]
+    return {
+        "/ui/": {"get": _op("The operations page (no key: it asks for one)", html, security=_OPEN)},
+        "/v1/whoami": {"get": _op("What the caller's key may do", _ok(WhoAmI), "401")},
+        "/v1/traces": {
+            "get": _op(
+                "Recent runs, newest first", _ok(TraceList), "400", "401", parameters=filters
+            )
+        },
+        "/v1/agents/{name}/series": {
+            "get": _op(
+                "Requests, errors, mean latency per 30 s, last 15 min",
+                _ok(AgentSeries),
+                *agent,
+                parameters=[_NAME],
+            )
+        },
+        "/v1/agents/{name}/revisions/{revision}": {
+            "get": _op(
+                "One revision's definition, credentials masked",
+                _ok(RevisionDefinition),
+                "400",
+                *agent,
+                parameters=revision,
+            )
+        },
+        "/v1/watch/agents": {
+            "get": _op(
+                "The agents' status as server-sent events: snapshot, then updates",
+                {"description": "snapshot and update events", "content": _EVENTS},
+                "400",
+                "401",
+                parameters=[watch],
+            )
         },
     }
 

@@ -4,9 +4,10 @@ shared by our own API and the OpenAI-compatible one."""
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from loguru import logger
@@ -15,7 +16,10 @@ from ..agent import Agent, AgentInput, RunResult, Variant
 from ..events import ErrorEvent, Event, RunFinished, Usage
 from ..exceptions import BadRequest, RunError, ServiceStopping
 from ..rollout import routing_key
+from ..sessions.scope import new_trace_id, session_key
+from ..tools.agent import CALL_SCOPE, CallScope
 from .drain import Drain, stopped_events
+from .series import SERIES
 from .state import (
     DRAIN,
     METRICS,
@@ -93,6 +97,20 @@ class _Served:
     started: float
     trace_id: str
     """Chosen here so that every line logged during the run can carry it."""
+    nested: list[dict[str, Any]] = field(default_factory=list)
+    """Runs of the agents this run called as tools, for its trace."""
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """The caller's key scope and this trace, for the agents the run calls."""
+        who = caller(self.request)
+        token = CALL_SCOPE.set(
+            CallScope(who.agents, who.key_digest or None, self.trace_id, nested=self.nested)
+        )
+        try:
+            yield
+        finally:
+            CALL_SCOPE.reset(token)
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         app, agent = self.request.app, self.agent
@@ -102,8 +120,9 @@ class _Served:
             app[METRICS].observe_run(
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
+            app[SERIES].record(agent.name, self.variant, seconds, failed=error is not None)
         if trace_id:
-            app[TRACES].record(agent, self.variant, trace_id, events)
+            app[TRACES].record(agent, self.variant, trace_id, events, nested=self.nested)
         if error != "disconnected":
             failed = error in GUARDED_ERRORS
             app[REGISTRY].observe(agent, self.variant, ok=not failed, seconds=seconds)
@@ -117,14 +136,22 @@ class _Served:
 
 def _serve(request: web.Request, run: RunRequest) -> _Served:
     agent, variant = select(request, run)
-    return _Served(request, run, agent, variant, time.perf_counter(), uuid.uuid4().hex)
+    return _Served(request, run, agent, variant, time.perf_counter(), new_trace_id())
+
+
+def _session_key(request: web.Request, run: RunRequest) -> str | None:
+    """The store key of the run's session: the caller's identity, the agent, its id.
+    Every route that runs an agent comes through here, so none can skip the scope."""
+    if run.session_id is None:
+        return None
+    return session_key(caller(request).principal, run.name, run.session_id)
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
     served = _serve(request, run)
     seen: list[Event] = []
     try:
-        with logger.contextualize(trace_id=served.trace_id):
+        with logger.contextualize(trace_id=served.trace_id), served.scope():
             async with request.app[DRAIN].guard(served.trace_id):
                 result = await served.agent.run(
                     run.input,
@@ -133,6 +160,7 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
                     trace_id=served.trace_id,
                     variant=served.variant,
                     on_event=seen.append,
+                    session_key=_session_key(request, run),
                 )
     except ServiceStopping as exc:
         exc.events = (*seen, *stopped_events(exc, seen, served.started))
@@ -156,13 +184,14 @@ async def stream_agent(
     """
     served = _serve(request, run)
     # The run's task starts inside the first ``anext`` and keeps this log context.
-    with logger.contextualize(trace_id=served.trace_id):
+    with logger.contextualize(trace_id=served.trace_id), served.scope():
         events = served.agent.stream(
             run.input,
             session_id=run.session_id,
             variables=run.variables,
             trace_id=served.trace_id,
             variant=served.variant,
+            session_key=_session_key(request, run),
         )
         first = await anext(events)
     recorded = _recorded(served, first, events, request.app[DRAIN])

@@ -117,7 +117,7 @@ class CanaryBody(BaseModel):
 
 class AgentStatus(BaseModel):
     name: str
-    state: Literal["serving", "failed"]
+    state: Literal["serving", "refused"]
     revision: str | None
     description: str
     source: SourceBody | None
@@ -152,6 +152,23 @@ class Trace(BaseModel):
     factory: str
     source: SourceBody
     events: list[dict[str, Any]]
+    nested: list[dict[str, Any]] = []
+    """Runs of agents this run called as tools (agent, revision, variant, caller, depth,
+    events); absent when it called none."""
+
+
+class McpServerBody(BaseModel):
+    server: str
+    """The URL without query or credentials, ``stdio:NAME`` or ``nacos:NAME@VERSION``."""
+    transport: Literal["streamable_http", "sse", "stdio", "nacos"]
+    state: Literal["connecting", "connected", "down", "closed", "resolved"]
+    tools: list[str]
+    last_error: str | None
+    agents: list[str]
+
+
+class McpServerList(BaseModel):
+    servers: list[McpServerBody]
 
 
 class Health(BaseModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..agent import Agent
@@ -34,8 +34,17 @@ class TraceStore:
         """The size of what is kept now, as ``size_of`` counts it."""
         self._traces: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
 
-    def record(self, agent: Agent, variant: str, trace_id: str, events: Sequence[Event]) -> None:
-        trace = {
+    def record(
+        self,
+        agent: Agent,
+        variant: str,
+        trace_id: str,
+        events: Sequence[Event],
+        *,
+        nested: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """``nested``: the runs of agents this run called as tools, with their events."""
+        trace: dict[str, Any] = {
             "trace_id": trace_id,
             "agent": agent.name,
             "revision": agent.revision,
@@ -44,6 +53,10 @@ class TraceStore:
             "source": agent.source.as_dict(),
             "events": [event.as_dict() for event in events],
         }
+        if nested:  # only runs that called agents as tools have it
+            trace["nested"] = [
+                {**run, "events": [event.as_dict() for event in run["events"]]} for run in nested
+            ]
         self._forget(trace_id)
         size = size_of(trace)
         if size > self.max_bytes:
@@ -61,6 +74,10 @@ class TraceStore:
     def get(self, trace_id: str) -> dict[str, Any] | None:
         kept = self._traces.get(trace_id)
         return kept[0] if kept else None
+
+    def recent(self) -> Iterator[dict[str, Any]]:
+        """Every kept trace, newest first."""
+        return (trace for trace, _ in reversed(self._traces.values()))
 
     def __len__(self) -> int:
         return len(self._traces)

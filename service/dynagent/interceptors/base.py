@@ -41,6 +41,9 @@ class RunContext:
     redactors: list[Callable[[str], str]] = dataclasses.field(default_factory=list)
     """Applied to text in events before they reach traces and logs."""
     emit: Callable[[Event], None] = lambda event: None
+    session_key: str | None = None
+    """The store's key of the session when it is not ``session_id`` itself: the service
+    scopes it to the caller and the agent (``sessions/scope.py``)."""
 
     def redact(self, text: str) -> str:
         for redactor in self.redactors:

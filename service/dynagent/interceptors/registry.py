@@ -53,7 +53,7 @@ class InterceptorRegistry:
 
     def create(self, ref: InterceptorRef, index: int) -> Interceptor:
         """Instantiate ``ref``; a bad name or setting is a ``ConfigError`` naming the field."""
-        path = f"interceptors.{index}.{ref.name}"
+        path = f"interceptors[{ref.name}]"
         factory = self._factories.get(ref.name)
         if factory is None:
             known = ", ".join(self.names())
@@ -65,7 +65,7 @@ class InterceptorRegistry:
             return factory(dict(ref.config))
         except ValidationError as exc:
             issues = [
-                FieldIssue(".".join([path, *map(str, e["loc"])]), e["msg"])
+                FieldIssue(".".join([path, *map(str, e["loc"])]), _message(e, path))
                 for e in exc.errors(include_url=False)
             ]
             raise ConfigError("invalid interceptor settings", issues=issues) from None
@@ -86,3 +86,10 @@ class InterceptorRegistry:
         registry = cls(dict(BUILTIN_INTERCEPTORS))
         registry.load_plugins()
         return registry
+
+
+def _message(error: Any, path: str) -> str:
+    if error["type"] == "extra_forbidden" and error["loc"]:
+        where = ".".join([path, *map(str, error["loc"][:-1])])
+        return f"unknown field {str(error['loc'][-1])!r} in {where}"
+    return str(error["msg"])

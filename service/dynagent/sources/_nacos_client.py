@@ -15,24 +15,53 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
 from v2.nacos.common.constants import Constants
+from v2.nacos.config.model.config_request import ConfigQueryRequest
+from v2.nacos.config.model.config_response import ConfigQueryResponse
+from v2.nacos.transport.grpc_util import GrpcUtils
 
 from ..config import NacosConfig
 from ..exceptions import DynagentError, ErrorKind
 from ..logs import stdlib_routed
+from ._nacos_fuzzy import FuzzyHub, FuzzyWatch, OnGroupChange
 
 Listener = Callable[[str, str, str, str], Awaitable[None]]
 """``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
 
 CONNECT_TIMEOUT = 5.0
+CONFIG_NOT_FOUND = 300
 PAGE_SIZE = 500
 SDK_LOGGER = logging.getLogger(Constants.CONFIG_MODULE)
 """The SDK's config logger, shared by every SDK client in the process."""
+
+
+class GrayAwareQueryResponse(ConfigQueryResponse):  # type: ignore[misc]
+    """The SDK's query answer plus what it drops: the server sends ``beta`` (Java's
+    ``isBeta()``), and ``tag`` as the matched gray rule's text, which the SDK types as
+    a bool (its parse of a tag-gray answer would fail)."""
+
+    beta: bool = False
+    tag: Any = None
+
+
+GrpcUtils.remote_type["ConfigQueryResponse"] = GrayAwareQueryResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRead:
+    """A config as Nacos serves it to this client."""
+
+    content: str
+    md5: str
+    """As Nacos reports it (of the gray version when one was served)."""
+    gray: str = ""
+    """``beta`` or ``tag:{rule}`` when Nacos served a gray version, else empty."""
 
 
 class NacosError(DynagentError):
@@ -61,8 +90,16 @@ async def _shutdown(service: Any) -> None:
     if isinstance(stop, asyncio.Event):
         stop.set()
         _wake_listen_task(service)
-    with contextlib.suppress(Exception):
+    try:
         await service.shutdown()
+    except asyncio.CancelledError:
+        # The SDK awaits its listen task, which may end cancelled by grpc mid-request;
+        # only a cancellation of the task closing us is ours to pass on.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+    except Exception:  # noqa: S110 (closing: nothing left to do about it)
+        pass
 
 
 class NacosClient:
@@ -79,6 +116,9 @@ class NacosClient:
         self._log_handlers: list[logging.Handler] = []
         self._http: aiohttp.ClientSession | None = None
         self._token: str | None = None
+        self._hub: FuzzyHub | None = None
+        """The fuzzy watches on the current SDK connection."""
+        self._hub_service: Any = None
 
     @property
     def namespace(self) -> str:
@@ -161,6 +201,27 @@ class NacosClient:
             raise NacosUnavailable(f"reading {group}/{data_id} failed: {exc}") from None
         return content or None
 
+    async def read(self, data_id: str, group: str) -> ConfigRead | None:
+        """The config with the md5 and gray marker Nacos reports; None when it does not
+        exist. Asks the server (the SDK's ``get_config`` returns the content only)."""
+        proxy = self._require().grpc_client_proxy
+        request = ConfigQueryRequest(group=group, dataId=data_id, tenant=self.namespace)
+        request.put_header("notify", "false")
+        try:
+            rpc_client = await proxy.fetch_rpc_client()
+            response = await proxy.request_config_server(rpc_client, request, ConfigQueryResponse)
+        except Exception as exc:
+            if getattr(exc, "error_code", None) == CONFIG_NOT_FOUND:
+                return None
+            raise NacosUnavailable(f"reading {group}/{data_id} failed: {exc}") from None
+        if not response.content:
+            return None
+        gray = "beta" if getattr(response, "beta", False) else ""
+        tag = getattr(response, "tag", None)
+        if isinstance(tag, str) and tag:
+            gray = f"tag:{tag}"
+        return ConfigRead(response.content, response.md5 or "", gray)
+
     async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:
         param = ConfigParam(data_id=data_id, group=group, content=content, type=kind)
         try:
@@ -197,14 +258,35 @@ class NacosClient:
         if self._service is not None:
             _wake_listen_task(self._service)
 
+    async def watch_group(self, group: str, on_change: OnGroupChange) -> FuzzyWatch | None:
+        """Have the server push every dataId of ``group`` that appears, changes or goes
+        (Nacos 3 fuzzy watch); None when the server does not support it."""
+        service = self._require()
+        if self._hub is None or self._hub_service is not service:
+            self._hub, self._hub_service = FuzzyHub(), service
+        watch = FuzzyWatch(self.namespace, group, on_change, self._hub)
+        if await watch.start(service):
+            return watch
+        await watch.stop()
+        return None
+
     async def unlisten(self, data_id: str, group: str, listener: Listener) -> None:
         if self._service is not None:
             with contextlib.suppress(Exception):
                 await self._service.remove_listener(data_id, group, listener)
 
-    async def list_group(self, group: str) -> dict[str, str]:
-        """``{dataId: md5}`` of every config in ``group`` (v3 admin API; the SDK has no list)."""
-        found: dict[str, str] = {}
+    async def list_group(self, group: str, data_id: str = "") -> dict[str, str]:
+        """``{dataId: md5}`` of every config in ``group`` (v3 admin API; the SDK has no list),
+        or of just ``data_id``. Unlike reads, the list shows a publish at once."""
+        return (await self._list(group, "accurate", data_id)).get(group, {})
+
+    async def list_groups(self, prefix: str) -> dict[str, dict[str, str]]:
+        """``{group: {dataId: md5}}`` of every config in the groups named ``prefix…``."""
+        found = await self._list(f"{prefix}*", "blur")
+        return {group: items for group, items in found.items() if group.startswith(prefix)}
+
+    async def _list(self, group: str, search: str, data_id: str = "") -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
         page = 1
         while True:
             params = {
@@ -212,14 +294,32 @@ class NacosClient:
                 "pageSize": str(self.page_size),
                 "namespaceId": self.settings.namespace or "public",
                 "groupName": group,
-                "dataId": "",
-                "search": "accurate",
+                "dataId": data_id,
+                "search": search,
             }
             data = await self._get_json("/v3/admin/cs/config/list", params)
             items = data.get("pageItems") or []
             for item in items:
-                if item.get("groupName") == group:
-                    found[str(item["dataId"])] = str(item.get("md5") or "")
+                name = str(item.get("groupName"))
+                if search == "blur" or name == group:
+                    found.setdefault(name, {})[str(item["dataId"])] = str(item.get("md5") or "")
+            if page >= int(data.get("pagesAvailable") or 1) or not items:
+                return found
+            page += 1
+
+    async def list_mcp_servers(self) -> list[dict[str, Any]]:
+        """Every server of the Nacos MCP registry in the namespace (v3 admin API)."""
+        found: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            params = {
+                "pageNo": str(page),
+                "pageSize": str(self.page_size),
+                "namespaceId": self.settings.namespace or "public",
+            }
+            data = await self._get_json("/v3/admin/ai/mcp/list", params)
+            items = data.get("pageItems") or []
+            found.extend(item for item in items if isinstance(item, dict))
             if page >= int(data.get("pagesAvailable") or 1) or not items:
                 return found
             page += 1

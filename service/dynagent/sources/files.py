@@ -16,6 +16,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from ..agent import SourceInfo
+from ..exceptions import Conflict
 from ..rollout import load_canary
 from ..spec import AgentSpec, format_of, load_spec
 from .base import Document, OnChange, is_canary_key
@@ -82,16 +83,29 @@ class FileSource:
         self._task = asyncio.create_task(self._pump(queue, on_change), name="file-source")
 
     def write(self, filename: str, text: str | None) -> Path:
-        """Replace (atomically) or delete ``filename`` in the folder; the watcher applies it."""
-        path = (self.directory / filename).resolve()
+        """Replace (atomically) or delete ``filename`` in the folder; the watcher applies it.
+
+        Raises ``Conflict`` when the file cannot be written: a symbolic link (replacing
+        it would silently cut it from what it points to), or an ``OSError``.
+        """
+        path = self.directory / filename
         if path.parent != self.directory or not is_agent_file(path):
-            raise ValueError(f"{filename!r} is not an agent file in {self.directory}")
-        if text is None:
-            path.unlink(missing_ok=True)
-        else:
+            raise Conflict(f"{filename!r} is not an agent file in the agents folder")
+        try:
+            if text is None:
+                path.unlink(missing_ok=True)  # a link goes, never what it points to
+                return path
+            if path.is_symlink():
+                raise Conflict(
+                    f"agent file {filename} is a symbolic link; the service writes agent "
+                    "files in place and never replaces a link: edit the file it points to, "
+                    "or replace the link with a regular file"
+                )
             temporary = path.with_name(f".{path.name}.tmp")
             temporary.write_text(text, encoding="utf-8")
             temporary.replace(path)
+        except OSError as exc:
+            raise Conflict(f"cannot write agent file {filename}: {exc.strerror}") from None
         return path
 
     async def stop(self) -> None:

@@ -1,10 +1,12 @@
 """Agent documents in one Nacos namespace and group.
 
-Changes arrive two ways: the SDK's gRPC push (fast: tens of milliseconds) and
-our own reconciliation, which lists the group's md5s every ``poll_seconds``.
-Reconciliation discovers new dataIds (the SDK cannot list), notices deletions,
-and catches up after a Nacos restart without waiting for the SDK's 5-minute
-full sync. Listener callbacks only queue the change: nothing blocks the SDK.
+Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the
+Nacos 3 fuzzy watch of the whole group (a new or deleted dataId, pushed in tens
+of milliseconds; ``_nacos_fuzzy``), and our own reconciliation, which lists the
+group's md5s every ``poll_seconds``: a safety net that also catches up after a
+Nacos restart, and the only way to find new dataIds on a server without fuzzy
+watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
+only queue the change: nothing blocks the SDK.
 
 Every document applied is also written to a local snapshot, so that a
 restart while Nacos is down serves the last good definitions.
@@ -20,14 +22,22 @@ from pathlib import Path
 
 from loguru import logger
 
+from .._health import SourceHealth
 from ..agent import SourceInfo
 from ..logs import state_changed
 from ..spec import format_of
-from ._nacos_client import NacosClient, NacosError
+from ._nacos_client import ConfigRead, NacosClient, NacosError
+from ._nacos_fuzzy import FuzzyWatch, GroupChange
 from .base import Document, OnChange
 
 FETCH_CONCURRENCY = 16
 """Configs read from Nacos at once while reconciling (a first load reads every dataId)."""
+
+FALLBACK_POLL_SECONDS = 2.0
+"""The longest list period while the server offers no fuzzy watch (new dataIds wait for it)."""
+
+READ_RETRIES = (0.05, 0.1, 0.2, 0.4)
+"""Pauses between reads of a dataId the fuzzy watch announced, while reads still lag."""
 
 HealthCallback = Callable[[str | None], None]
 """Told the reason the source is degraded, or None when it is healthy again."""
@@ -81,8 +91,11 @@ class NacosSource:
         *,
         accepts: Callable[[str], bool],
         snapshot: Snapshot,
-        poll_seconds: float = 2.0,
+        poll_seconds: float = 30.0,
         on_health: HealthCallback = lambda reason: None,
+        delete_grace_seconds: float = 0.0,
+        watch: bool = True,
+        owns_client: bool = True,
     ) -> None:
         self.client = client
         self.group = group
@@ -90,16 +103,28 @@ class NacosSource:
         self.snapshot = snapshot
         self.poll_seconds = poll_seconds
         self.on_health = on_health
+        self.delete_grace_seconds = delete_grace_seconds
+        self.watch = watch
+        """Fuzzy-watch the group; False when the owner watches many groups at once and
+        hands this source its changes (``group_changed``)."""
+        self.owns_client = owns_client
+        """Close the client on stop; False when sources share one."""
+        self._deletes: dict[str, asyncio.Task[None]] = {}
+        """Deleted dataIds still served, by the task that removes them after the grace."""
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
         self._listening: set[str] = set()
         self._pushes: dict[str, int] = {}
         """Pushes received per dataId: a read older than the latest push is dropped."""
-        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
+        """(dataId, content) pushed: ``''`` a deletion to confirm, None a dataId to read."""
+        self._fuzzy: FuzzyWatch | None = None
         self._lock = asyncio.Lock()
         self._on_change: OnChange | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.degraded: str | None = None
+        self.health = SourceHealth()
+        """Shared by every document handed out: each agent's ``source.state``."""
 
     @property
     def location(self) -> str:
@@ -108,7 +133,7 @@ class NacosSource:
     async def start(self, on_change: OnChange) -> None:
         self._on_change = on_change
         try:
-            await self.client.connect()
+            await self._connect()
             await self.reconcile()
         except NacosError as exc:
             await self._serve_snapshot(str(exc))
@@ -117,36 +142,99 @@ class NacosSource:
             asyncio.create_task(self._poll(), name=f"nacos-reconcile {self.location}"),
         ]
 
+    async def _connect(self) -> None:
+        """Connect (a no-op when connected) and, once per connection, watch the group."""
+        await self.client.connect()
+        if self._fuzzy is None and self.watch:
+            self._fuzzy = await self.client.watch_group(self.group, self._group_changed)
+            if self._fuzzy is None:
+                logger.info(
+                    "Nacos at {} offers no fuzzy watch: new dataIds in {} are found by listing",
+                    self.client.settings.server_addr,
+                    self.location,
+                )
+
+    @property
+    def fuzzy_watching(self) -> bool:
+        return not self.watch or (self._fuzzy is not None and self._fuzzy.active)
+
+    def group_changed(self, change: GroupChange) -> None:
+        """A dataId of the group appeared, changed or went (fuzzy watch push)."""
+        self._group_changed(change)
+
+    def _group_changed(self, change: GroupChange) -> None:
+        # Runs inside the SDK's stream reader. Content pushes cover dataIds listened to.
+        if not self.accepts(change.data_id):
+            return
+        if change.kind == "deleted":
+            self._listener_push(change.data_id, "")
+        elif change.data_id not in self._listening:
+            self._listener_push(change.data_id, None)
+
+    def _listener_push(self, data_id: str, content: str | None) -> None:
+        self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
+        self._queue.put_nowait((data_id, content))
+
     async def stop(self) -> None:
-        for task in self._tasks:
+        if self._fuzzy is not None:
+            await self._fuzzy.stop()
+        tasks = [*self._tasks, *self._deletes.values()]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         for data_id in list(self._listening):
             await self.client.unlisten(data_id, self.group, self._listener)
-        await self.client.close()
+        if self.owns_client:
+            await self.client.close()
 
     async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
         # Runs inside the SDK's listen task: hand over and return at once.
-        self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
-        self._queue.put_nowait((data_id, content))
+        self._listener_push(data_id, content)
 
     async def _pump(self) -> None:
         while True:
             data_id, content = await self._queue.get()
-            if content:
-                await self._deliver(data_id, content)
-            else:
-                # An empty push means deleted; confirm, since a read error looks the same.
-                with contextlib.suppress(NacosError):
-                    await self._deliver(data_id, await self.client.get(data_id, self.group))
+            try:
+                if content:
+                    await self._deliver(data_id, await self._annotated(data_id, content))
+                elif content is None:
+                    await self._read_new(data_id)
+                else:
+                    # An empty push means deleted; confirm, since a read error looks the same.
+                    await self._deliver(data_id, await self.client.read(data_id, self.group))
+            except NacosError as exc:
+                logger.warning("reading {}/{} failed: {}", self.location, data_id, exc)
+
+    async def _annotated(self, data_id: str, content: str) -> ConfigRead:
+        """A pushed content with the md5 and gray marker Nacos reports for it."""
+        read = await self.client.read(data_id, self.group)
+        if read is not None and read.content == content:
+            return read
+        return ConfigRead(content, content_md5(content))
+
+    async def _read_new(self, data_id: str) -> None:
+        """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s."""
+        for pause in (*READ_RETRIES, None):
+            pushes = self._pushes.get(data_id, 0)
+            read = await self.client.read(data_id, self.group)
+            if self._pushes.get(data_id, 0) != pushes or data_id in self._listening:
+                return  # a newer push or a reconcile took over
+            if read is not None:
+                await self._deliver(data_id, read)
+                return
+            if pause is not None:
+                await asyncio.sleep(pause)
 
     async def _poll(self) -> None:
         while True:
-            await asyncio.sleep(self.poll_seconds)
+            period = self.poll_seconds
+            if not self.fuzzy_watching:
+                period = min(period, FALLBACK_POLL_SECONDS)
+            await asyncio.sleep(period)
             try:
-                await self.client.connect()
+                await self._connect()
                 await self.reconcile()
             except NacosError as exc:
                 self._set_degraded(f"Nacos unreachable, serving last known definitions: {exc}")
@@ -182,26 +270,36 @@ class NacosSource:
         data_ids = list(listed)
         gate = asyncio.Semaphore(FETCH_CONCURRENCY)
 
-        async def read(data_id: str) -> tuple[int, str | None]:
+        async def fetch(data_id: str) -> tuple[int, ConfigRead | None]:
             async with gate:
                 pushes = self._pushes.get(data_id, 0)
-                return pushes, await self.client.get(data_id, self.group)
+                return pushes, await self.client.read(data_id, self.group)
 
-        reads = [asyncio.ensure_future(read(data_id)) for data_id in data_ids]
+        reads = [asyncio.ensure_future(fetch(data_id)) for data_id in data_ids]
         try:
             for data_id, pending in zip(data_ids, reads, strict=True):
-                pushes, text = await pending
+                pushes, read = await pending
                 # None for a dataId the listing holds is a read that trails a re-creation
                 # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
-                current = text is not None and content_md5(text) == listed[data_id]
+                # A gray version never matches the listing (that is the formal md5).
+                current = read is not None and content_md5(read.content) == listed[data_id]
                 if current and self._pushes.get(data_id, 0) == pushes:
-                    await self._deliver(data_id, text, announce=False)
+                    await self._deliver(data_id, read, announce=False)
         finally:
             for pending in reads:
                 pending.cancel()
             await asyncio.gather(*reads, return_exceptions=True)
 
-    async def _deliver(self, data_id: str, text: str | None, *, announce: bool = True) -> None:
+    async def _deliver(
+        self, data_id: str, read: ConfigRead | None, *, announce: bool = True, final: bool = False
+    ) -> None:
+        text = read.content if read is not None else None
+        if text is None and self.delete_grace_seconds and not final:
+            self._delete_later(data_id)
+            return
+        pending = self._deletes.pop(data_id, None)
+        if pending is not None and text is not None:
+            pending.cancel()  # re-created within the grace period
         async with self._lock:
             if text is None:
                 if self._md5.pop(data_id, None) is None:
@@ -218,19 +316,47 @@ class NacosSource:
                 self._md5[data_id] = content_md5(text)
                 self.snapshot.save(data_id, text)
             assert self._on_change is not None
-            await self._on_change(self._document(data_id, text))
+            await self._on_change(self._document(data_id, read))
 
-    def _document(self, data_id: str, text: str | None, *, from_snapshot: bool = False) -> Document:
+    def _delete_later(self, data_id: str) -> None:
+        """Keep serving a deleted dataId for ``delete_grace_seconds``, then remove it
+        unless it came back."""
+        if data_id not in self._md5 or data_id in self._deletes:
+            return
+
+        async def remove() -> None:
+            await asyncio.sleep(self.delete_grace_seconds)
+            try:
+                back = await self.client.read(data_id, self.group)
+            except NacosError:
+                back = None  # Nacos said it was deleted; an outage since does not undo that
+            self._deletes.pop(data_id, None)
+            await self._deliver(data_id, back, final=True)
+
+        logger.info(
+            "{}/{} deleted in Nacos; still served for {:g} s",
+            self.location,
+            data_id,
+            self.delete_grace_seconds,
+        )
+        self._deletes[data_id] = asyncio.create_task(remove(), name=f"nacos-delete {data_id}")
+
+    def _document(
+        self, data_id: str, read: ConfigRead | None, *, from_snapshot: bool = False
+    ) -> Document:
         details = {
             "namespace": self.client.namespace or "public",
             "group": self.group,
             "data_id": data_id,
         }
-        if text is not None:
-            details["md5"] = content_md5(text)
+        if read is not None:
+            details["md5"] = read.md5 or content_md5(read.content)
+            if read.gray:
+                details["gray"] = read.gray
         if from_snapshot:
             details["from"] = "snapshot"
-        info = SourceInfo("nacos", f"{self.location}/{data_id}", details)
+        info = SourceInfo("nacos", f"{self.location}/{data_id}", details, self.health)
+        text = read.content if read is not None else None
         return Document(data_id, text, format_of(data_id), info)
 
     async def _serve_snapshot(self, reason: str) -> None:
@@ -256,7 +382,8 @@ class NacosSource:
             # Marked, not the real md5: the first reconcile with Nacos re-delivers even
             # unchanged content, so the status stops saying "from snapshot".
             self._md5[data_id] = f"snapshot:{content_md5(text)}"
-            await self._on_change(self._document(data_id, text, from_snapshot=True))
+            read = ConfigRead(text, content_md5(text))
+            await self._on_change(self._document(data_id, read, from_snapshot=True))
 
     def _set_degraded(self, reason: str | None) -> None:
         if reason == self.degraded:
@@ -267,4 +394,5 @@ class NacosSource:
         elif self.degraded is None:
             logger.warning("Nacos source {}: {}", self.location, reason)
         self.degraded = reason
+        self.health.set(reachable=reason is None)
         self.on_health(reason)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import aiohttp
+from yarl import URL
 
 from .. import _regex
 from ..models.base import ToolDefinition
@@ -30,26 +32,105 @@ def host_allowed(host: str, allow_hosts: list[str]) -> bool:
     return False
 
 
-def fill_url(template: str, arguments: Mapping[str, Any]) -> tuple[str, set[str]]:
-    used: set[str] = set()
+STRUCTURE = (
+    "would change the URL's structure: a placeholder fills one path segment "
+    "(never '.', '..' or nothing) or one query value"
+)
+FIXED_PATH = (
+    "the URL's fixed path changes once normalised ('.', '..' or an encoded dot in it): "
+    "write the path it means"
+)
+OUTSIDE = (
+    "a {placeholder} may fill only a path segment or a query value, "
+    "never the scheme, host, port, user, query name or fragment"
+)
 
-    def replace(match: _regex.Match) -> str:
-        name = match.group(1) or ""
-        if name not in arguments:
-            raise ValueError(f"missing argument {name!r} for the URL")
-        used.add(name)
-        return quote(str(arguments[name]), safe="")
 
-    return _PLACEHOLDER.sub(replace, template), used
+@dataclass(frozen=True, slots=True)
+class UrlTemplate:
+    """A tool's URL, split once at build time so that a value can only ever fill one
+    path segment or one query value (percent-encoded), never add or remove either."""
+
+    origin: str
+    """``scheme://host:port``: no placeholder may reach it."""
+    segments: tuple[str, ...]
+    """The path's segments after its leading ``/``, placeholders unfilled."""
+    query: tuple[str, ...]
+    """``name=value`` items, placeholders (values only) unfilled."""
+
+    @classmethod
+    def parse(cls, template: str) -> UrlTemplate:
+        """Raises ``ValueError`` for a placeholder outside the path and query values."""
+        parts = urlsplit(template)
+        names = [item.partition("=")[0] for item in parts.query.split("&")]
+        outside = f"{parts.scheme}://{parts.netloc}#{parts.fragment}{''.join(names)}"
+        if _PLACEHOLDER.search(outside):
+            raise ValueError(OUTSIDE)
+        segments = tuple(parts.path[1:].split("/")) if parts.path else ()
+        query = tuple(parts.query.split("&")) if parts.query else ()
+        parsed = cls(f"{parts.scheme}://{parts.netloc}", segments, query)
+        sample = {match.group(1) or "": "x" for match in _PLACEHOLDER.finditer(template)}
+        try:
+            parsed.fill(sample)
+        except ValueError:
+            raise ValueError(FIXED_PATH) from None
+        return parsed
+
+    def fill(self, arguments: Mapping[str, Any]) -> tuple[URL, set[str]]:
+        """The URL with ``arguments`` filled in, and the names used; raises ``ValueError``
+        for a missing argument or a value that would change the URL's structure."""
+        used: set[str] = set()
+        segments = [self._segment(segment, arguments, used) for segment in self.segments]
+        query = [self._filled(item, arguments, used)[0] for item in self.query]
+        text = self.origin + "".join(f"/{segment}" for segment in segments)
+        url = URL(text + (f"?{'&'.join(query)}" if query else ""))
+        # The same parse aiohttp applies: dot segments it would remove, or anything
+        # decoded into structure, shows up as a difference here.
+        origin = URL(self.origin)
+        expected = ("/", *(unquote(segment) for segment in segments)) if segments else ("/",)
+        if (url.scheme, url.host, url.port) != (origin.scheme, origin.host, origin.port) or (
+            url.parts != expected
+        ):
+            raise ValueError(f"the filled URL {STRUCTURE}")
+        return url, used
+
+    def _segment(self, segment: str, arguments: Mapping[str, Any], used: set[str]) -> str:
+        filled, first = self._filled(segment, arguments, used)
+        if first is not None and unquote(filled) in ("", ".", ".."):
+            raise ValueError(f"argument {first!r} = {_shown(arguments[first])} {STRUCTURE}")
+        return filled
+
+    @staticmethod
+    def _filled(text: str, arguments: Mapping[str, Any], used: set[str]) -> tuple[str, str | None]:
+        names: list[str] = []
+
+        def replace(match: _regex.Match) -> str:
+            name = match.group(1) or ""
+            if name not in arguments:
+                raise ValueError(f"missing argument {name!r} for the URL")
+            names.append(name)
+            return quote(str(arguments[name]), safe="")
+
+        filled = _PLACEHOLDER.sub(replace, text)
+        used.update(names)
+        return filled, names[0] if names else None
+
+
+def _shown(value: Any) -> str:
+    text = repr(str(value))
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resources) -> Tool:
-    """Build the tool; ``headers`` are the spec's headers with ``${VAR}`` already resolved."""
+    """Build the tool; ``headers`` are the spec's headers with ``${VAR}`` already resolved.
+
+    Raises ``ValueError`` for a URL template whose placeholders reach past values."""
+
+    template = UrlTemplate.parse(spec.url)
+    host = urlsplit(template.origin).hostname or ""  # no argument can change it
 
     async def call(arguments: dict[str, Any]) -> str:
-        url, used = fill_url(spec.url, arguments)
-        parts = urlsplit(url)
-        host = parts.hostname or ""
+        url, used = template.fill(arguments)
         if not host_allowed(host, spec.allow_hosts):
             raise PermissionError(f"host {host!r} is not in this tool's allow_hosts")
         if not spec.allow_private and _is_literal_ip(host) and not is_public_address(host):

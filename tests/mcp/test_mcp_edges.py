@@ -1,0 +1,175 @@
+"""MCP edges: a cancelled run cancels its call on the server, stdio servers come only from
+the service config, and entries that cannot work are refused naming the field."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from dynagent import AgentBuilder, Resources, load_spec
+from dynagent._mcp_setup import mcp_servers
+from dynagent.config import ServiceConfig
+from dynagent.events import Event, ToolCallEvent
+from dynagent.exceptions import ConfigError
+from dynagent.tools.mcp import McpServers
+from tests.mcp.conftest import ROOT, McpProcess
+from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
+from tests.support.agents import model_fields
+
+
+@pytest.fixture
+async def servers() -> AsyncIterator[McpServers]:
+    config = ServiceConfig.model_validate(
+        {
+            "mcp_servers": {
+                "local": {
+                    "command": "python",
+                    "args": ["-m", "tests.mcp.server", "--transport", "stdio"],
+                    "cwd": str(ROOT),
+                }
+            }
+        }
+    )
+    found = mcp_servers(config)
+    yield found
+    await found.aclose()
+
+
+def spec(model_server: ScriptedModelServer, *tools: dict[str, Any]) -> Any:
+    return load_spec(
+        {
+            "name": "bot",
+            "model": model_fields(model_server),
+            "prompt": {"system": "x"},
+            "tools": list(tools),
+        }
+    )
+
+
+async def test_a_cancelled_run_cancels_its_call_on_the_server(
+    model_server: ScriptedModelServer, http_server: McpProcess, servers: McpServers
+) -> None:
+    resources = Resources()
+    builder = AgentBuilder(mcp=servers, resources=resources)
+    definition = spec(model_server, {"type": "mcp", "name": "o", "url": http_server.url})
+    await builder.prepare(definition)
+    agent = builder.build(definition)
+    model_server.script(DEFAULT_MODEL, [CallTools([("o_slow", {"seconds": 60})])])
+    called = asyncio.Event()
+
+    def seen(event: Event) -> None:
+        if isinstance(event, ToolCallEvent):
+            called.set()
+
+    run = asyncio.create_task(agent.run("go", on_event=seen))
+    async with Client(http_server.url, mode="legacy", cache=None) as direct:
+        assert (await direct.call_tool("wait_running", {})).content[0].text == "running"  # type: ignore[union-attr]
+        assert called.is_set()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        answer = await direct.call_tool("wait_cancelled", {})
+        assert answer.content[0].text == "1"  # type: ignore[union-attr]
+    await resources.aclose()
+
+
+async def test_a_stdio_server_is_named_from_the_service_config(
+    model_server: ScriptedModelServer, servers: McpServers
+) -> None:
+    resources = Resources()
+    builder = AgentBuilder(mcp=servers, resources=resources)
+    definition = spec(model_server, {"type": "mcp", "name": "files", "server": "local"})
+    await builder.prepare(definition)
+    agent = builder.build(definition)
+    model_server.script(
+        DEFAULT_MODEL, [CallTools([("files_echo", {"text": "over stdio"})]), Reply("ok")]
+    )
+    result = await agent.run("go")
+    outputs = [e.output for e in result.events if e.type == "tool_result"]
+    assert outputs == ["echo: over stdio"]
+    [status] = servers.status()
+    assert (status["server"], status["transport"], status["state"]) == (
+        "stdio:local",
+        "stdio",
+        "connected",
+    )
+    assert sys.executable not in str(status)  # the command line is not shown
+    await resources.aclose()
+
+
+@pytest.mark.parametrize(
+    "entry,path,message",
+    [
+        (
+            {"type": "mcp", "name": "f", "server": "nowhere"},
+            "server",
+            "no MCP server 'nowhere' in mcp_servers; known: local",
+        ),
+        (
+            {
+                "type": "mcp",
+                "name": "f",
+                "url": "http://127.0.0.1:9/mcp",
+                "headers": {"Authorization": "Bearer ${OPENAI_NOT_SET_ANYWHERE}"},
+            },
+            "tools[f].headers.Authorization",
+            "environment variable OPENAI_NOT_SET_ANYWHERE is not set",
+        ),
+        (
+            {"type": "mcp", "name": "f", "server": "local", "allow": ["echo", "nope"]},
+            "tools[f].allow",
+            "stdio:local lists no ['nope']; it has add, cancelled, echo, fail, grow, picture, "
+            "slow, wait_cancelled, wait_running",
+        ),
+    ],
+)
+async def test_an_entry_that_cannot_work_is_refused_naming_its_field(
+    model_server: ScriptedModelServer,
+    servers: McpServers,
+    entry: dict[str, Any],
+    path: str,
+    message: str,
+) -> None:
+    builder = AgentBuilder(mcp=servers, environ={})
+    definition = spec(model_server, entry)
+    with pytest.raises(ConfigError) as refused:
+        await builder.prepare(definition)
+        builder.build(definition)
+    assert [(i.path, i.message) for i in refused.value.issues] == [(path, message)]
+
+
+def test_a_spec_cannot_start_a_program() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_spec(
+            {
+                "name": "bot",
+                "prompt": {"system": "x"},
+                "tools": [{"type": "mcp", "name": "f", "command": "rm", "args": ["-rf", "/"]}],
+            }
+        )
+    assert [(i.path, i.message.split(";")[0]) for i in refused.value.issues] == [
+        ("tools[f].command", "unknown field 'command' in tools[f]"),
+        ("tools[f].args", "unknown field 'args' in tools[f]"),
+    ]
+
+
+async def test_two_entries_offering_one_tool_name_are_refused(
+    model_server: ScriptedModelServer, servers: McpServers
+) -> None:
+    builder = AgentBuilder(mcp=servers)
+    definition = spec(
+        model_server,
+        {"type": "mcp", "name": "a", "server": "local", "prefix": "", "allow": ["echo"]},
+        {"type": "mcp", "name": "b", "server": "local", "prefix": "", "allow": ["echo"]},
+    )
+    await builder.prepare(definition)
+    with pytest.raises(ConfigError) as refused:
+        builder.build(definition)
+    assert [(i.path, i.message) for i in refused.value.issues] == [
+        ("tools[b]", "'echo' is already a tool of this agent")
+    ]

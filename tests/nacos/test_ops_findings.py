@@ -1,0 +1,189 @@
+"""What confused an ops engineer in the Nacos console (issue 14, section 4), against the
+real server: refusals on the document's own entry, tombstones, a delete grace, gray
+versions in the status, and the console's own v3 HTTP API driving the service."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from v2.nacos.utils.net_util import NetUtils
+
+from dynagent.config import NacosConfig
+from tests.support.nacos import (
+    NacosAdmin,
+    NacosServer,
+    invoke,
+    nacos_service_config,
+    nacos_source,
+    status_of,
+    yaml_text,
+)
+from tests.support.service import RunningService, agent_document, revision_of, running_service
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+async def listed(service: RunningService) -> list[tuple[str, str]]:
+    body = await (await service.client.get("/v1/agents")).json()
+    return [(agent["name"], agent["state"]) for agent in body["agents"]]
+
+
+async def test_a_copy_paste_slip_is_refused_on_its_own_entry_and_a_delete_leaves_a_tombstone(
+    nacos: NacosAdmin, nacos_settings: NacosConfig, agents_dir: Path, state_dir: Path
+) -> None:
+    group = nacos_settings.group
+    faq = agent_document("faq-bot", system="Answers questions.")
+    await nacos.publish("faq-bot.agent.yaml", group, yaml_text(faq))
+    config = nacos_service_config(nacos_settings, agents_dir, state_dir)
+    async with running_service(config) as service:
+        await service.wait_serving("faq-bot", revision_of(faq))
+
+        # billing.agent.yaml holding faq-bot's text: refused as billing, faq-bot untouched.
+        await nacos.publish("billing.agent.yaml", group, yaml_text(faq))
+        await service.wait_error("billing", "already defines")
+        assert await listed(service) == [("billing", "refused"), ("faq-bot", "serving")]
+        status = await status_of(service, "billing")
+        assert status == {
+            "name": "billing",
+            "state": "refused",
+            "revision": None,
+            "description": "",
+            "source": None,
+            "factory": None,
+            "last_error": {
+                "source": f"public/{group}/billing.agent.yaml",
+                "path": "",
+                "message": f"agent 'billing' public/{group}/billing.agent.yaml: this document "
+                "names agent 'faq-bot', which faq-bot.agent.yaml already defines; rename it "
+                "(e.g. name: billing) or delete it",
+            },
+        }
+        assert (await status_of(service, "faq-bot"))["last_error"] is None
+
+        # Deleted in Nacos: gone, and its 404 says when and where.
+        await nacos.delete("faq-bot.agent.yaml", group)
+        await service.registry.wait_for(lambda r: "faq-bot" not in r)
+        response = await service.client.get("/v1/agents/faq-bot")
+        body = await response.json()
+        assert response.status == 404
+        assert re.fullmatch(
+            rf"agent 'faq-bot' was removed at {STAMP}: deleted in Nacos "
+            rf"\({re.escape(group)}/faq-bot\.agent\.yaml\); GET /v1/agents lists the agents served",
+            body["error"]["message"],
+        ), body
+        assert body["error"]["type"] == "not_found"
+
+
+async def test_a_deleted_agent_serves_through_the_grace_period(
+    nacos: NacosAdmin, nacos_settings: NacosConfig, agents_dir: Path, state_dir: Path
+) -> None:
+    group = nacos_settings.group
+    settings = nacos_settings.model_copy(update={"delete_grace_seconds": 1.5})
+    bot = agent_document("bot", system="Leaving soon.")
+    await nacos.publish("bot.agent.yaml", group, yaml_text(bot))
+    async with running_service(nacos_service_config(settings, agents_dir, state_dir)) as service:
+        await service.wait_serving("bot", revision_of(bot))
+        deleted = time.monotonic()
+        await nacos.delete("bot.agent.yaml", group)
+        await service.registry.wait_for(lambda r: "bot" not in r)
+        # Removed no earlier than the grace (without it: ~0.1 s after the delete).
+        assert time.monotonic() - deleted >= 1.5
+
+        # Deleted and re-created within the grace: never stops serving.
+        again = agent_document("bot", system="Back again.")
+        await nacos.publish("bot.agent.yaml", group, yaml_text(again))
+        await service.wait_serving("bot", revision_of(again))
+        await nacos.delete("bot.agent.yaml", group)
+        await nacos.publish("bot.agent.yaml", group, yaml_text(bot))
+        await service.wait_serving("bot", revision_of(bot))
+        removed: list[str] = []
+        service.registry.listeners.append(lambda name, what: removed.append(what))
+        await nacos.publish("other.agent.yaml", group, yaml_text(agent_document("other")))
+        await service.registry.wait_for(lambda r: "other" in r, within=10)
+        assert "removed" not in removed
+
+
+class Console:
+    """The Nacos console's own HTTP API (v3 console endpoints), as its pages call it."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, group: str) -> None:
+        self.session = session
+        self.url = url
+        self.group = group
+
+    async def call(self, method: str, path: str, **options: Any) -> Any:
+        async with self.session.request(method, f"{self.url}/v3/console{path}", **options) as r:
+            body = await r.json(content_type=None)
+        assert r.status == 200 and body["code"] == 0, body
+        return body["data"]
+
+    def key(self, data_id: str) -> dict[str, str]:
+        return {"dataId": data_id, "groupName": self.group, "namespaceId": "public"}
+
+    async def publish(self, data_id: str, content: str, beta_ips: str = "") -> None:
+        # The console's "beta" tick sends the IPs as a header on the same publish.
+        headers = {"betaIps": beta_ips} if beta_ips else {}
+        form = {**self.key(data_id), "content": content, "type": "yaml"}
+        assert await self.call("POST", "/cs/config", data=form, headers=headers) is True
+
+    async def stop_beta(self, data_id: str) -> None:
+        assert await self.call("DELETE", "/cs/config/beta", params=self.key(data_id)) is True
+
+    async def history(self, data_id: str) -> list[dict[str, Any]]:
+        params = {**self.key(data_id), "pageNo": "1", "pageSize": "10"}
+        page = await self.call("GET", "/cs/history/list", params=params)
+        return list(page["pageItems"])
+
+    async def historic_content(self, data_id: str, nid: str) -> str:
+        detail = await self.call("GET", "/cs/history", params={**self.key(data_id), "nid": nid})
+        return str(detail["content"])
+
+
+async def test_the_console_creates_edits_beta_publishes_and_rolls_back_an_agent(
+    nacos_server: NacosServer, nacos_settings: NacosConfig, agents_dir: Path, state_dir: Path
+) -> None:
+    first = agent_document("bot", system="Created in the console.")
+    second = agent_document("bot", system="Edited in the console.")
+    beta = agent_document("bot", system="Beta for some instances.")
+    config = nacos_service_config(nacos_settings, agents_dir, state_dir)
+    data_id = "bot.agent.yaml"
+    group = nacos_settings.group
+    async with (
+        aiohttp.ClientSession() as session,
+        running_service(config) as service,
+    ):
+        console = Console(session, nacos_server.console_url, group)
+        await console.publish(data_id, yaml_text(first))  # create
+        await service.wait_serving("bot", revision_of(first))
+        await console.publish(data_id, yaml_text(second))  # edit
+        await service.wait_serving("bot", revision_of(second))
+        assert (await status_of(service, "bot"))["source"] == nacos_source(
+            group, data_id, yaml_text(second)
+        )
+
+        # Beta to this instance: served, and its status says it is gray.
+        ips = ",".join(sorted({"127.0.0.1", NetUtils.get_local_ip()}))
+        await console.publish(data_id, yaml_text(beta), beta_ips=ips)
+        await service.wait_serving("bot", revision_of(beta))
+        assert (await status_of(service, "bot"))["source"] == nacos_source(
+            group, data_id, yaml_text(beta), gray="beta"
+        )
+        await console.stop_beta(data_id)
+        await service.wait_serving("bot", revision_of(second))
+        assert (await status_of(service, "bot"))["source"] == nacos_source(
+            group, data_id, yaml_text(second)
+        )
+
+        # Roll back as the history page does: read the old version, publish it again.
+        # (Newest first; the beta publish is in the history too, as a gray insert.)
+        versions = await console.history(data_id)
+        created = [v for v in versions if v["opType"].strip() == "I"][-1]
+        assert created.get("publishType", "formal") == "formal", versions
+        await console.publish(data_id, await console.historic_content(data_id, created["id"]))
+        await service.wait_serving("bot", revision_of(first))
+        code, body = await invoke(service, "bot")
+        assert (code, body["revision"]) == (200, revision_of(first))

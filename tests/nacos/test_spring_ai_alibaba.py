@@ -1,0 +1,151 @@
+"""The Spring AI Alibaba layout, as ``NacosReactAgentBuilder`` keeps it in Nacos, served
+unchanged: pieces assembled into one revision, changes published together applied
+together, new agents pushed, deleted ones tombstoned."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from dynagent.config import NacosConfig
+from dynagent.factories.spring_ai_alibaba import ASSEMBLY_WINDOW
+from dynagent.sources.nacos import content_md5
+from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
+from tests.support.nacos import NacosAdmin, invoke, nacos_service_config
+from tests.support.service import RunningService, running_service
+
+META = "nacos-ai-meta"
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+class SaaAgent:
+    """One agent in the Spring AI Alibaba layout, published through the v3 admin API."""
+
+    def __init__(self, nacos: NacosAdmin, name: str, model_server: ScriptedModelServer) -> None:
+        self.nacos = nacos
+        self.name = name
+        self.group = f"ai-agent-{name}"
+        self.prompt_key = f"{name}-prompt"
+        self.texts: dict[str, str] = {}
+        self.model = {
+            "baseUrl": model_server.base_url,
+            "apiKey": "test",
+            "model": DEFAULT_MODEL,
+            "temperature": "0.2",
+            "maxTokens": "100",
+        }
+
+    async def publish(self, data_id: str, value: Any) -> None:
+        group = META if data_id.startswith("prompt-") else self.group
+        self.texts[f"{group}/{data_id}"] = as_json(value)
+        await self.nacos.publish(data_id, group, as_json(value), kind="json")
+
+    async def publish_all(self, template: str) -> None:
+        base = {"promptKey": self.prompt_key, "description": "From SAA.", "maxIterations": 3}
+        await self.publish("agent-base.json", base)
+        await self.publish("model.json", self.model)
+        await self.prompt(template)
+
+    async def prompt(self, template: str) -> None:
+        value = {"promptKey": self.prompt_key, "version": "1.0.0", "template": template}
+        await self.publish(f"prompt-{self.prompt_key}.json", {**value, "variables": []})
+
+    def source(self) -> dict[str, str]:
+        """The status ``source``: every dataId of the revision with its md5."""
+        return {
+            "kind": "nacos",
+            "location": f"public/{self.group}",
+            "group": self.group,
+            **{key: content_md5(text) for key, text in sorted(self.texts.items())},
+        }
+
+
+def asks(system: str, temperature: float) -> Any:
+    def check(body: dict[str, Any]) -> None:
+        assert body["messages"][0] == {"role": "system", "content": system}
+        assert (body["temperature"], body["max_tokens"]) == (temperature, 100)
+
+    return check
+
+
+def serving_system(service: RunningService, name: str) -> str | None:
+    entry = service.registry.entry(name) if name in service.registry else None
+    return entry.stable.system_prompt if entry and entry.stable else None
+
+
+async def test_spring_ai_alibaba_agents_are_served_and_pieces_published_together_apply_together(
+    nacos: NacosAdmin,
+    nacos_settings: NacosConfig,
+    model_server: ScriptedModelServer,
+    agents_dir: Path,
+    state_dir: Path,
+) -> None:
+    name = f"saa-{uuid.uuid4().hex[:6]}"
+    agent = SaaAgent(nacos, name, model_server)
+    await agent.publish_all("You are the SAA agent, version one.")
+    settings = nacos_settings.model_copy(update={"poll_seconds": 300})  # pushed, not listed
+    config = nacos_service_config(
+        settings, agents_dir, state_dir, factories={"nacos": False, "spring_ai_alibaba": True}
+    )
+    model_server.script(
+        DEFAULT_MODEL,
+        [
+            Reply("one", expect=asks("You are the SAA agent, version one.", 0.2)),
+            Reply("two", expect=asks("You are the SAA agent, version two.", 0.7)),
+        ],
+    )
+    async with running_service(config) as service:
+        await service.registry.wait_for(lambda r: name in r)
+        status = await (await service.client.get(f"/v1/agents/{name}")).json()
+        source = dict(status["source"])
+        assert isinstance(source.pop("since"), float)
+        assert source.pop("state") == "live"
+        assert (status["state"], status["factory"], status["description"]) == (
+            "serving",
+            "spring-ai-alibaba",
+            "From SAA.",
+        )
+        assert source == agent.source()
+        assert service.registry.get(name).spec.limits.max_steps == 3
+        code, body = await invoke(service, name)
+        assert (code, body["output"]) == (200, "one")
+
+        # A release touching the model and the prompt: one new revision, never a mix.
+        swaps: list[str] = []
+        service.registry.listeners.append(lambda n, what: swaps.append(what) if n == name else None)
+        agent.model["temperature"] = "0.7"
+        await agent.publish("model.json", agent.model)
+        await agent.prompt("You are the SAA agent, version two.")
+        await service.registry.wait_for(
+            lambda r: serving_system(service, name) == "You are the SAA agent, version two."
+        )
+        assert swaps == ["swapped"]
+        assert service.registry.get(name).spec.model.settings.temperature == 0.7
+        code, body = await invoke(service, name)
+        assert (code, body["output"]) == (200, "two")
+        model_server.assert_complete()
+
+        # A broken piece is refused; the last good revision keeps serving.
+        revision = service.registry.get(name).revision
+        await nacos.publish("model.json", agent.group, '{"maxTokens": "lots"}', kind="json")
+        await service.wait_error(name, "expected a number")
+        assert service.registry.get(name).revision == revision
+
+        # A new agent published later is found by push (the list poll is 300 s).
+        other = SaaAgent(nacos, f"{name}-b", model_server)
+        await other.publish_all("You are the second SAA agent.")
+        await service.registry.wait_for(
+            lambda r: serving_system(service, other.name) == "You are the second SAA agent."
+        )
+
+        # agent-base.json deleted: the agent goes, its 404 says why.
+        await nacos.delete("agent-base.json", other.group)
+        await service.registry.wait_for(lambda r: other.name not in r)
+        missing = await (await service.client.get(f"/v1/agents/{other.name}")).json()
+        assert f"deleted in Nacos ({other.group}/agent-base.json)" in missing["error"]["message"]
+    assert ASSEMBLY_WINDOW <= 0.5

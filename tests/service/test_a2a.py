@@ -1,0 +1,112 @@
+"""Every agent is an A2A server: its card, message/send and message/stream, driven by the
+``a2a-sdk`` client over real HTTP, behind the same API keys and scopes."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import Message, Part, Role, TextPart
+
+from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
+from tests.support.service import (
+    agent_document,
+    revision_of,
+    running_service,
+    service_config,
+    write_agent,
+)
+
+FRONTEND = "frontend-key-cccccccccccccccc"
+
+
+def message(text: str, context: str | None = None) -> Message:
+    return Message(
+        role=Role.user,
+        message_id=uuid.uuid4().hex,
+        context_id=context,
+        parts=[Part(root=TextPart(text=text))],
+    )
+
+
+def texts(events: list[Any]) -> list[str]:
+    found = []
+    for event in events:
+        reply = event if isinstance(event, Message) else None
+        if reply is not None:
+            found.append("".join(p.root.text for p in reply.parts if isinstance(p.root, TextPart)))
+    return found
+
+
+async def test_an_agent_answers_a2a_send_and_stream_with_its_card(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    document = agent_document("bot", model_server, description="Answers over A2A.")
+    write_agent(agents_dir, document)
+    write_agent(agents_dir, agent_document("other"))
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(yaml.safe_dump({"keys": [{"name": "fe", "key": FRONTEND, "agents": ["bot"]}]}))
+    config = service_config(agents_dir, state_dir, auth={"keys_file": str(keys)})
+    model_server.script(DEFAULT_MODEL, [Reply("sent"), Reply("streamed")])
+    auth = {"Authorization": f"Bearer {FRONTEND}"}
+    async with (
+        running_service(config, environ={}) as service,
+        httpx.AsyncClient(headers=auth, timeout=10) as http,
+    ):
+        base = f"{service.url}/a2a/bot"
+        card = await A2ACardResolver(http, base).get_agent_card()
+        assert card.model_dump(mode="json", by_alias=True, exclude_none=True) == {
+            "name": "bot",
+            "description": "Answers over A2A.",
+            "version": revision_of(document),
+            "url": base,
+            "preferredTransport": "JSONRPC",
+            "protocolVersion": card.protocol_version,
+            "capabilities": {"streaming": True},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain", "application/json"],
+            "skills": [
+                {
+                    "id": "bot",
+                    "name": "bot",
+                    "description": "Answers over A2A.",
+                    "tags": ["dynagent"],
+                }
+            ],
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "security": [{"bearer": []}],
+        }
+
+        for streaming, expected in ((False, "sent"), (True, "streamed")):
+            client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(
+                card
+            )
+            events = [e async for e in client.send_message(message("hello"))]
+            assert texts(events) == [expected], events
+        model_server.assert_complete()
+
+        # Same keys and scopes as the rest of the API.
+        async with httpx.AsyncClient() as stranger:
+            anonymous = await stranger.get(f"{base}/.well-known/agent-card.json")
+        assert anonymous.status_code == 401
+        other = await http.post(
+            f"{service.url}/a2a/other",
+            json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {}},
+        )
+        assert other.status_code == 403
+
+        # Bad JSON-RPC is answered in JSON-RPC's own error shape.
+        unknown = await http.post(base, json={"jsonrpc": "2.0", "id": 7, "method": "tasks/x"})
+        assert unknown.json() == {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "error": {"code": -32601, "message": "Method not found"},
+        }
+        broken = await http.post(
+            base, content=b"{not json", headers={"Content-Type": "application/json"}
+        )
+        assert broken.json()["error"]["code"] == -32700
