@@ -28,6 +28,8 @@ class _Compiled(Protocol):
     @property
     def pattern(self) -> str: ...
     def search(self, text: str, pos: int = 0, /) -> Match | None: ...
+    def match(self, text: str, /) -> Match | None: ...
+    def fullmatch(self, text: str, /) -> Match | None: ...
     def finditer(self, text: str, /) -> Iterator[Match]: ...
     def sub(self, repl: str | Callable[[Match], str], text: str, /) -> str: ...
 
@@ -51,6 +53,14 @@ class Pattern:
 
     def search(self, text: str, pos: int = 0) -> Match | None:
         return self._compiled.search(text, pos)
+
+    def match(self, text: str) -> Match | None:
+        """A match at the start of ``text``."""
+        return self._compiled.match(text)
+
+    def fullmatch(self, text: str) -> Match | None:
+        """A match of the whole of ``text``."""
+        return self._compiled.fullmatch(text)
 
     def finditer(self, text: str) -> Iterator[Match]:
         return self._compiled.finditer(text)

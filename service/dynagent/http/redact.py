@@ -5,14 +5,14 @@ variable (``${VAR}``, shown without its default)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
+from .. import _regex
 from ..logs import MASK
 
-_SECRET_FIELDS = re.compile(r"(api_?key|password|secret|token|authorization)", re.IGNORECASE)
-_ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}$")
+_SECRET_FIELDS = _regex.compile(r"(?i)(api_?key|password|secret|token|authorization)")
+_ENV_REFERENCE = _regex.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}$")
 
 
 class Redactor:
