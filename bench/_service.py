@@ -57,7 +57,7 @@ class Service:
         self.argv = [
             sys.executable,
             "-m",
-            "service",
+            "dynagent",
             "serve",
             "--config",
             str(config),

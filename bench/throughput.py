@@ -1,5 +1,6 @@
-"""Service throughput: requests/s and latency of ``POST /v1/agents/{name}/invoke`` and
-``POST /v1/chat/completions`` at several concurrency levels, against the floor.
+"""Service throughput: requests/s and latency of ``POST /v1/agents/{name}/invoke``,
+``POST /v1/chat/completions`` and ``POST /v1/responses``, whole and streamed, at several
+concurrency levels, against the floor (whole against whole, streamed against streamed).
 
 The service (``dynagent serve``), the floor (``bench._floor``: a minimal aiohttp
 handler making the same one model call on the raw client) and the scripted model
@@ -42,18 +43,28 @@ class Target:
     """The server process, whose CPU per request is measured too."""
 
 
-def targets(service: Service, floor: Child) -> list[Target]:
-    url = service.url
-    return [
-        Target("floor", floor.ready["url"] + "/invoke", {"input": "ping"}, floor.pid),
-        Target("invoke", f"{url}/v1/agents/{AGENT}/invoke", {"input": "ping"}, service.pid),
-        Target(
-            "chat_completions",
-            url + "/v1/chat/completions",
-            {"model": AGENT, "messages": [{"role": "user", "content": "ping"}]},
-            service.pid,
-        ),
+ROUTES: dict[str, tuple[str, dict[str, Any]]] = {
+    "invoke": (f"/v1/agents/{AGENT}/invoke", {"input": "ping"}),
+    "chat_completions": (
+        "/v1/chat/completions",
+        {"model": AGENT, "messages": [{"role": "user", "content": "ping"}]},
+    ),
+    "responses": ("/v1/responses", {"model": AGENT, "input": "ping", "store": False}),
+}
+
+
+def targets(service: Service, floor: Child, *, stream: bool) -> list[Target]:
+    """The floor and the service's routes, all streamed or none; the floor comes first."""
+    floor_path = "/stream" if stream else "/invoke"
+    suffix = "_stream" if stream else ""
+    chosen = [
+        Target("floor" + suffix, floor.ready["url"] + floor_path, {"input": "ping"}, floor.pid)
     ]
+    for name, (path, body) in ROUTES.items():
+        chosen.append(
+            Target(name + suffix, service.url + path, {**body, "stream": stream}, service.pid)
+        )
+    return chosen
 
 
 async def _turn(target: Target, level: int, seconds: float) -> tuple[LoadResult, float]:
@@ -103,10 +114,11 @@ def _level(results: dict[str, LoadResult], cpu: dict[str, float]) -> dict[str, A
             "failed": sum(result.failures.values()),
             "failures": dict(result.failures),
         }
-    floor = level["floor"]
+    floor = next(iter(level.values()))  # targets() puts the floor first
     for figure in level.values():
         figure["rps_ratio_to_floor"] = ratio(figure["rps"], floor["rps"])
         figure["p50_ratio_to_floor"] = ratio(figure["p50_ms"], floor["p50_ms"])
+        figure["p99_ratio_to_floor"] = ratio(figure["p99_ms"], floor["p99_ms"])
         figure["cpu_ratio_to_floor"] = ratio(
             figure["server_cpu_ms_per_request"], floor["server_cpu_ms_per_request"]
         )
@@ -124,33 +136,39 @@ async def run(
         config = write_config(folder, agents)
         service = Service(config, free_port(), folder / "service.log", {})
         async with service, Child("bench._floor", model_url) as floor:
-            figures = await measure(
-                targets(service, floor),
-                levels=levels,
-                seconds=seconds,
-                rounds=rounds,
-            )
+            figures = {
+                kind: await measure(
+                    targets(service, floor, stream=kind == "streamed"),
+                    levels=levels,
+                    seconds=seconds,
+                    rounds=rounds,
+                )
+                for kind in ("whole", "streamed")
+            }
     return {
         "what": "closed loop: N workers each send the next request when the last answers; "
         "server CPU per request from /proc (user + system), less sensitive to other load",
         "seconds_per_target_and_level": seconds * rounds,
         "reply": REPLY_TEXT,
-        "levels": figures,
+        "levels": figures["whole"],
+        "streamed_levels": figures["streamed"],
     }
 
 
 def table(data: dict[str, Any]) -> str:
     lines = [
-        f"{'conc':>5} {'target':18}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'failed':>8}"
-        f"{'rps/floor':>11}{'p50/floor':>11}{'CPU ms/req':>12}{'CPU/floor':>11}"
+        f"{'conc':>5} {'target':24}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'failed':>8}"
+        f"{'rps/floor':>11}{'p99/floor':>11}{'CPU ms/req':>12}{'CPU/floor':>11}"
     ]
-    for level, figures in data["levels"].items():
-        for name, f in figures.items():
-            lines.append(
-                f"{level:>5} {name:18}{f['rps']:>9.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
-                f"{f['failed']:>8}{f['rps_ratio_to_floor']:>11.3f}{f['p50_ratio_to_floor']:>11.3f}"
-                f"{f['server_cpu_ms_per_request']:>12.3f}{f['cpu_ratio_to_floor']:>11.3f}"
-            )
+    for key in ("levels", "streamed_levels"):
+        for level, figures in data[key].items():
+            for name, f in figures.items():
+                lines.append(
+                    f"{level:>5} {name:24}{f['rps']:>9.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
+                    f"{f['failed']:>8}{f['rps_ratio_to_floor']:>11.3f}"
+                    f"{f['p99_ratio_to_floor']:>11.3f}"
+                    f"{f['server_cpu_ms_per_request']:>12.3f}{f['cpu_ratio_to_floor']:>11.3f}"
+                )
     return "\n".join(lines)
 
 

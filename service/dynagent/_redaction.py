@@ -18,7 +18,7 @@ from .events import Event
 INLINE_CHARS = 8_192
 """Texts up to this size are masked inline (well under a millisecond of RE2 work each)."""
 
-_TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
+TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
 
 
 def text_size(value: Any, limit: int = INLINE_CHARS) -> int:
@@ -36,7 +36,7 @@ def text_size(value: Any, limit: int = INLINE_CHARS) -> int:
 
 
 def _event_size(event: Event) -> int:
-    return text_size([getattr(event, name, None) for name in _TEXT_FIELDS])
+    return text_size([getattr(event, name, None) for name in TEXT_FIELDS])
 
 
 class RedactingEmitter:

@@ -43,6 +43,7 @@ from .models.base import (
     TextDelta,
     ToolCallRequest,
 )
+from .run_options import RunOptions
 from .sessions.base import SessionStore
 from .spec import AgentSpec
 from .tools.base import Tool
@@ -84,16 +85,22 @@ def unfenced(text: str) -> str:
 
 
 async def execute_run(
-    agent: Agent, ctx: RunContext, input: AgentInput, *, stream: bool
+    agent: Agent,
+    ctx: RunContext,
+    input: AgentInput,
+    *,
+    stream: bool,
+    options: RunOptions | None = None,
 ) -> tuple[JsonValue, Usage, int]:
     """Run the loop; returns (output, usage, model calls)."""
     new_messages = _input_messages(input)
+    options = options or RunOptions()
     key = ctx.session_key or ctx.session_id
     if agent.sessions is None or key is None:
-        return await _Loop(agent, ctx, stream).run(_system(agent, ctx), [], new_messages)
+        return await _Loop(agent, ctx, stream, options).run(_system(agent, ctx), [], new_messages)
     async with agent.sessions.lock(key):
         history = await agent.sessions.load(key)
-        loop = _Loop(agent, ctx, stream)
+        loop = _Loop(agent, ctx, stream, options)
         result = await loop.run(_system(agent, ctx), history, new_messages)
         await agent.sessions.append(key, loop.produced)
         return result
@@ -123,18 +130,21 @@ def render_system(agent: Agent, variables: dict[str, str]) -> str | None:
 
 
 class _Loop:
-    def __init__(self, agent: Agent, ctx: RunContext, stream: bool) -> None:
+    def __init__(self, agent: Agent, ctx: RunContext, stream: bool, options: RunOptions) -> None:
         self.agent = agent
         self.ctx = ctx
         self.stream = stream
+        self.options = options
         self.usage = Usage()
         self.produced: list[Message] = []
         """Input and answers of this run, in order: what a session keeps."""
         output = agent.spec.output
-        self.schema = output.schema_ if output else None
+        self.schema = output.schema_ if output else options.output_schema
         self.validator = validator(self.schema) if self.schema else None
-        self.output_retries = output.retries if output else 0
-        self.definitions = tuple(tool.definition for tool in agent.tools.values())
+        self.output_retries = output.retries if output else options.output_retries
+        own = tuple(tool.definition for tool in agent.tools.values())
+        self.definitions = (*own, *options.client_tools)
+        self.client_names = options.client_names
 
     async def run(
         self, system: list[Message], history: list[Message], new: list[Message]
@@ -143,6 +153,14 @@ class _Loop:
         self.produced.extend(new)
         for step in range(1, self.agent.spec.limits.max_steps + 1):
             response = await self._model_step(step, messages)
+            client_calls = [c for c in response.tool_calls if c.name in self.client_names]
+            if client_calls:  # the caller runs these: the turn ends with the calls
+                ended = ModelResponse(response.content, tuple(client_calls), response.usage)
+                self._keep(messages, ended.to_message())
+                self.ctx.emit(
+                    FinalOutput(trace_id=self.ctx.trace_id, step=step, output=response.content)
+                )
+                return response.content or "", self.usage, step
             self._keep(messages, response.to_message())
             if response.tool_calls:
                 for message in await self._run_tools(step, response.tool_calls):
@@ -165,7 +183,12 @@ class _Loop:
         ctx = self.ctx
         ctx.model_calls = step
         request = ModelRequest(
-            tuple(messages), self.definitions, self.agent.spec.parallel_tool_calls, self.schema
+            tuple(messages),
+            self.definitions,
+            self.agent.spec.parallel_tool_calls,
+            self.schema,
+            self.options.first_choice(step),
+            self.options.settings,
         )
         ctx.emit(
             ModelRequestEvent(
@@ -223,7 +246,7 @@ class _Loop:
 
     async def _run_tools(self, step: int, calls: Sequence[ToolCallRequest]) -> list[Message]:
         if self.agent.spec.parallel_tool_calls and len(calls) > 1:
-            outcomes = await _all_or_none([self._run_tool(step, c) for c in calls])
+            outcomes = await _all_or_none([self._run_tool(step, c, together=True) for c in calls])
         else:
             outcomes = [await self._run_tool(step, c) for c in calls]
         return [
@@ -231,7 +254,9 @@ class _Loop:
             for call, outcome in zip(calls, outcomes, strict=True)
         ]
 
-    async def _run_tool(self, step: int, call: ToolCallRequest) -> ToolOutcome:
+    async def _run_tool(
+        self, step: int, call: ToolCallRequest, *, together: bool = False
+    ) -> ToolOutcome:
         ctx = self.ctx
         ctx.tool_calls += 1
         ctx.emit(
@@ -243,6 +268,10 @@ class _Loop:
                 arguments=call.arguments,
             )
         )
+        if together:
+            # Let the calls started beside this one announce themselves first, so that a
+            # trace reads every tool_call of a step before any result, however fast a tool.
+            await asyncio.sleep(0)
         started = time.perf_counter()
         try:
             outcome = await self.agent.chain.call_tool(ctx, call, self._execute_tool)

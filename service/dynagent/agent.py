@@ -22,6 +22,7 @@ from .exceptions import RunError, RunTimeout
 from .interceptors.base import InterceptorChain, RunContext
 from .masking import SecretValues, StreamMask
 from .models.base import Model
+from .run_options import RunOptions
 from .sessions.base import SessionStore
 from .sessions.scope import new_trace_id
 from .spec import AgentSpec
@@ -103,11 +104,14 @@ class Agent:
         trace_id: str | None = None,
         variant: Variant = "stable",
         on_event: Callable[[Event], None] | None = None,
+        options: RunOptions | None = None,
         session_key: str | None = None,
     ) -> RunResult:
         """Run to the final answer; raises a ``RunError`` that carries the partial trace.
 
         ``session_key``: store the session under this key rather than ``session_id``."""
+        if options is not None:
+            options = options.bound(self.spec, self.tools)
         events: list[Event] = []
 
         def emit(event: Event) -> None:
@@ -118,7 +122,9 @@ class Agent:
         ctx = self._context(trace_id, session_id, variables, emit)
         ctx.session_key = session_key
         try:
-            output, usage, steps = await self._guarded(input, ctx, variant, stream=False)
+            output, usage, steps = await self._guarded(
+                input, ctx, variant, stream=False, options=options
+            )
         except RunError as exc:
             exc.events = tuple(events)
             raise
@@ -142,14 +148,17 @@ class Agent:
         variables: Mapping[str, str] | None = None,
         trace_id: str | None = None,
         variant: Variant = "stable",
+        options: RunOptions | None = None,
         session_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Yield the run's events as they happen; a failed run ends with ``error`` and
         ``run_finished`` events rather than an exception."""
+        if options is not None:
+            options = options.bound(self.spec, self.tools)
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         ctx = self._context(trace_id, session_id, variables, queue.put_nowait, streamed=True)
         ctx.session_key = session_key
-        task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True))
+        task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True, options=options))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             delivered = 0
@@ -203,11 +212,17 @@ class Agent:
         return event
 
     async def _guarded(
-        self, input: AgentInput, ctx: RunContext, variant: Variant, *, stream: bool
+        self,
+        input: AgentInput,
+        ctx: RunContext,
+        variant: Variant,
+        *,
+        stream: bool,
+        options: RunOptions | None = None,
     ) -> tuple[JsonValue, Usage, int]:
         """The run, returning (or raising) only once every event has been delivered."""
         try:
-            result = await self._timed(input, ctx, variant, stream=stream)
+            result = await self._timed(input, ctx, variant, stream=stream, options=options)
         except RunError:
             await _flushed(ctx)
             raise
@@ -215,7 +230,13 @@ class Agent:
         return result
 
     async def _timed(
-        self, input: AgentInput, ctx: RunContext, variant: Variant, *, stream: bool
+        self,
+        input: AgentInput,
+        ctx: RunContext,
+        variant: Variant,
+        *,
+        stream: bool,
+        options: RunOptions | None,
     ) -> tuple[JsonValue, Usage, int]:
         started = time.perf_counter()
         await self.chain.before_run(ctx)
@@ -232,7 +253,9 @@ class Agent:
         )
         try:
             async with asyncio.timeout(self.spec.limits.timeout):
-                output, usage, steps = await execute_run(self, ctx, input, stream=stream)
+                output, usage, steps = await execute_run(
+                    self, ctx, input, stream=stream, options=options
+                )
         except TimeoutError:
             error: RunError = RunTimeout(
                 f"run took longer than limits.timeout = {self.spec.limits.timeout} s"

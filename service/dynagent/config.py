@@ -135,6 +135,11 @@ class TracesConfig(_Section):
     """The trace store's size bound; the oldest traces go first."""
 
 
+class CorsConfig(_Section):
+    allow_origins: list[str] = []
+    """Origins (``https://app.example.com``, or ``*``) whose browser apps may call the API."""
+
+
 class McpServerConfig(_Section):
     """A stdio MCP server the service may start; specs name it (``server: NAME``)."""
 
@@ -158,6 +163,7 @@ class ServiceConfig(_Section):
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
     traces: TracesConfig = TracesConfig()
+    cors: CorsConfig = CorsConfig()
     metrics: MetricsConfig = MetricsConfig()
     environment: EnvironmentConfig = EnvironmentConfig()
     mcp_servers: dict[str, McpServerConfig] = {}

@@ -38,9 +38,11 @@ class DynagentError(Exception):
 
     kind: ErrorKind = "bad_request"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.param = param
+        """The request field at fault, where there is one (OpenAI's ``param``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,10 @@ class AgentNotFound(NotFound):
         super().__init__(message)
 
 
+class ResponseNotFound(NotFound):
+    """No stored Responses API answer by that id for this API key."""
+
+
 class Conflict(DynagentError):
     """The action does not fit the agent's current state (e.g. promote without a canary)."""
 
@@ -132,6 +138,14 @@ class RunError(DynagentError):
         self.revision = ""
         """The agent revision the run was on; set by the HTTP layer for its headers."""
         self.variant = ""
+
+
+class RunFailed(RunError):
+    """A streamed run failed before anything was sent; carries the run's error kind."""
+
+    def __init__(self, kind: str, message: str, *, trace_id: str = "") -> None:
+        super().__init__(message, trace_id=trace_id)
+        self.kind = kind  # type: ignore[assignment]  # an ErrorKind, as the run reported it
 
 
 class MaxStepsExceeded(RunError):

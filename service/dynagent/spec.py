@@ -99,9 +99,16 @@ class FallbackModelSpec(_Strict):
     circuit_breaker: CircuitBreakerSpec = CircuitBreakerSpec()
 
 
+CallerSetting = Literal[
+    "temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty"
+]
+
+
 class ModelSpec(FallbackModelSpec):
     fallback: FallbackModelSpec | None = None
     """Used when the primary model still fails after its retries."""
+    caller_settings: list[CallerSetting] = []
+    """Sampling settings a caller may set per request (OpenAI routes); others are ignored."""
 
 
 class PromptRef(_Strict):
@@ -247,6 +254,8 @@ class AgentSpec(_Strict):
     output: OutputSpec | None = None
     limits: Limits = Limits()
     parallel_tool_calls: bool = True
+    client_tools: bool = True
+    """Whether callers may offer tools of their own (OpenAI ``tools``), which they execute."""
 
     @field_validator("interceptors", mode="before", json_schema_input_type=list[InterceptorEntry])
     @classmethod

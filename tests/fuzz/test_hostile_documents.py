@@ -187,6 +187,6 @@ async def test_a_broken_edit_that_also_renames_is_refused_on_the_agent_it_serves
     assert [(e.name, e.stable is not None) for e in registry] == [("bot", True)]
     assert registry.status("bot")["last_error"]["message"] == (
         "agent 'bot' /agents/bot.yaml: invalid agent definition "
-        "(rollout: unknown field 'rollout'; known fields: description, interceptors, limits, "
-        "model, name, output, parallel_tool_calls, prompt, tools)"
+        "(rollout: unknown field 'rollout'; known fields: client_tools, description, "
+        "interceptors, limits, model, name, output, parallel_tool_calls, prompt, tools)"
     )

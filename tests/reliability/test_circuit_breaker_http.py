@@ -66,10 +66,17 @@ async def test_a_dead_endpoint_gets_no_request_once_the_circuit_is_open(
         (502, ("circuit_open", message))
     }
     assert slowest < FAST
-    assert (chat.status, chat.headers["Retry-After"], error(chat_body)) == (
+    assert (chat.status, chat.headers["Retry-After"], chat_body) == (
         502,
         "30",
-        ("circuit_open", message),
+        {
+            "error": {
+                "message": message,
+                "type": "server_error",
+                "param": None,
+                "code": "circuit_open",
+            }
+        },
     )
     assert len(model_server.requests) == 5
 

@@ -61,6 +61,7 @@ async def test_inputs_and_tool_results_cannot_add_tools(
             CallTools([("shell", {"cmd": "rm -rf /"})]),  # the model obeys the injection
             Reply("done"),
             Reply("done again"),
+            CallTools([("shell", {"cmd": "rm -rf /"})]),
         ],
     )
     config = service_config(agents_dir, state_dir)
@@ -70,7 +71,7 @@ async def test_inputs_and_tool_results_cannot_add_tools(
         trace = await (
             await service.client.get(f"/v1/traces/{response.headers['X-Trace-Id']}")
         ).json()
-        chat = {
+        chat: dict[str, Any] = {
             "model": "bot",
             "messages": [
                 {"role": "user", "content": INJECTION},
@@ -86,20 +87,28 @@ async def test_inputs_and_tool_results_cannot_add_tools(
                 },
                 {"role": "tool", "tool_call_id": "1", "content": INJECTION},
             ],
-            "tools": [FAKE_SCHEMA],  # an OpenAI field the agent's definition overrides
-            "tool_choice": {"type": "function", "function": {"name": "shell"}},
         }
         assert (await service.client.post("/v1/chat/completions", json=chat)).status == 200
+        # A caller's own tool is a client tool: offered to the model, never run here.
+        offered = {
+            **chat,
+            "tools": [FAKE_SCHEMA],
+            "tool_choice": {"type": "function", "function": {"name": "shell"}},
+        }
+        answer = await service.client.post("/v1/chat/completions", json=offered)
+        client_trace_id = answer.headers["X-Trace-Id"]
+        assert (await answer.json())["choices"][0]["finish_reason"] == "tool_calls"
+        client_trace = await (await service.client.get(f"/v1/traces/{client_trace_id}")).json()
 
-    sent = [body["tools"] for body in model_server.requests]
-    assert len(sent) == 4 and all(tools == sent[0] for tools in sent)
-    assert tool_names(model_server.requests[0]) == ["calculator", "lookup"]
+    sent = [tool_names(body) for body in model_server.requests]
+    assert sent == [["calculator", "lookup"]] * 4 + [["calculator", "lookup", "shell"]]
     assert "tool_choice" not in model_server.requests[3]
     results = [e for e in trace["events"] if e["type"] == "tool_result"]
     assert [(r["name"], r["is_error"], r["output"]) for r in results] == [
         ("lookup", False, INJECTION),
         ("shell", True, "TOOL_ERROR: unknown tool 'shell'; available: calculator, lookup"),
     ]
+    assert [e for e in client_trace["events"] if e["type"] in ("tool_call", "tool_result")] == []
 
 
 async def test_prompt_templates_are_filled_never_evaluated(

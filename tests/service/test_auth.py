@@ -124,7 +124,15 @@ async def test_a_key_limited_to_some_agents_sees_and_calls_only_those(
         json={"model": "other", "messages": [{"role": "user", "content": "hi"}]},
         headers=bearer(FRONTEND),
     )
-    assert (chat.status, await chat.json()) == (403, forbidden)
+    openai_forbidden = {
+        "error": {
+            "message": "this API key may not call agent 'other'",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "permission_denied",
+        }
+    }
+    assert (chat.status, await chat.json()) == (403, openai_forbidden)
 
     _, run = await call(service, "POST", "/v1/agents/other/invoke", RELEASE)
     assert await call(service, "GET", f"/v1/traces/{run['trace_id']}", FRONTEND) == (

@@ -63,8 +63,8 @@ BAD_FILES = {
             "invalid agent definition",
             "  name: String should match pattern '^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$'",
             "  tools[calculator].timeout: Input should be greater than 0",
-            "  bogus: unknown field 'bogus'; known fields: description, interceptors, limits, "
-            "model, name, output, parallel_tool_calls, prompt, tools",
+            "  bogus: unknown field 'bogus'; known fields: client_tools, description, "
+            "interceptors, limits, model, name, output, parallel_tool_calls, prompt, tools",
         ],
     ),
     "tool.yaml": (

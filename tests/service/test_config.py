@@ -71,6 +71,7 @@ traces: {max_traces: 5}
         },
         "logging": {"level": "DEBUG", "json": True},
         "traces": {"max_traces": 5, "max_bytes": 256 * 1024 * 1024},
+        "cors": {"allow_origins": []},
         "metrics": {"public": False},
         "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},
         "mcp_servers": {},

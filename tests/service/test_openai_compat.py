@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
 
-from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer
+from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer
 from tests.support._wire import estimate_tokens
 from tests.support.service import (
     RunningService,
@@ -46,7 +47,7 @@ async def client(service: RunningService) -> AsyncIterator[openai.AsyncOpenAI]:
         yield client
 
 
-USER = [{"role": "user", "content": "Hi!"}]
+USER: Any = [{"role": "user", "content": "Hi!"}]
 
 
 async def test_a_completion_is_an_agent_run(
@@ -101,12 +102,32 @@ async def test_a_streamed_completion_assembles_the_answer(
 
     assert {c.id for c in chunks} == {f"chatcmpl-{raw.headers['X-Trace-Id']}"}
     assert {c.model for c in chunks} == {"bot"}
-    content = [c.choices[0].delta.content for c in chunks if c.choices]
+    # OpenAI's documented loop: every chunk has a choice, as no usage chunk was asked for.
+    content = [c.choices[0].delta.content for c in chunks]
     assert content == ["", "Hello ", "there, ", "friend.", None]
-    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert [c.choices[0].finish_reason for c in chunks] == [None, None, None, None, "stop"]
+    assert {c.usage for c in chunks} == {None}
+
+
+async def test_the_usage_chunk_comes_when_asked_for(
+    client: openai.AsyncOpenAI, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(DEFAULT_MODEL, [Reply("Hello there.")])
+    stream = await client.chat.completions.create(
+        model="bot", messages=USER, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [chunk async for chunk in stream]
+    assert [c.choices[0].delta.content for c in chunks[:-1]] == ["", "Hello ", "there.", None]
+    assert {c.usage for c in chunks[:-1]} == {None}
     assert chunks[-1].choices == []
+    (request,) = model_server.requests
+    prompt, answer = estimate_tokens(request["messages"]), estimate_tokens("Hello there.")
     assert chunks[-1].usage is not None
-    assert chunks[-1].usage.completion_tokens == estimate_tokens("Hello there, friend.")
+    assert chunks[-1].usage.model_dump(exclude_none=True) == {
+        "prompt_tokens": prompt,
+        "completion_tokens": answer,
+        "total_tokens": prompt + answer,
+    }
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -144,7 +165,12 @@ async def test_name_at_canary_without_a_canary_is_not_found(client: openai.Async
             model="bot@canary", messages=[{"role": "user", "content": "Hi!"}]
         )
     assert caught.value.status_code == 404
-    assert caught.value.body == {"type": "not_found", "message": "agent 'bot' has no canary"}
+    assert caught.value.body == {
+        "message": "agent 'bot' has no canary",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "model_not_found",
+    }
 
 
 @pytest.mark.parametrize(
@@ -184,13 +210,35 @@ async def test_a_model_failure_reaches_the_client(
     assert caught.value.status_code == 502
 
 
-async def test_a_model_failure_mid_stream_raises_in_the_client(
+async def test_a_model_failure_before_the_stream_starts_has_its_status(
     client: openai.AsyncOpenAI, model_server: ScriptedModelServer
 ) -> None:
     model_server.script(DEFAULT_MODEL, [Fail(400)])
-    chunks = await client.chat.completions.create(
-        model="bot", messages=[{"role": "user", "content": "Hi!"}], stream=True
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(model="bot", messages=USER, stream=True)
+    assert caught.value.status_code == 502
+    assert caught.value.body == {
+        "message": "the model endpoint answered 400: Error code: 400 - scripted failure 400",
+        "type": "server_error",
+        "param": None,
+        "code": "model_error",
+    }
+
+
+async def test_a_model_failure_mid_stream_raises_in_the_client(
+    service: RunningService, client: openai.AsyncOpenAI, model_server: ScriptedModelServer
+) -> None:
+    service.write_agent(
+        agent_document("tooled", model_server, tools=["calculator"]),
     )
+    await service.registry.wait_for(lambda registry: "tooled" in registry)
+    model_server.script(
+        DEFAULT_MODEL,
+        [CallTools([("calculator", {"expression": "2+2"})], text="Adding."), Fail(400)],
+    )
+    chunks = await client.chat.completions.create(model="tooled", messages=USER, stream=True)
+    seen = []
     with pytest.raises(openai.APIError, match="the model endpoint answered 400"):
-        async for _ in chunks:
-            pass
+        async for chunk in chunks:
+            seen.append(chunk.choices[0].delta.content)
+    assert seen == ["", "Adding."]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -13,6 +12,8 @@ from .bodies import read_body
 from .ops import REDACTOR
 from .runs import RunRequest, agent_headers, pinned_variant, run_agent, stream_agent
 from .schemas import InvokeRequest
+from .sse import SSE_HEADERS, open_stream
+from .sse import event as sse_event
 from .state import REGISTRY, TRACES, caller
 
 routes = web.RouteTableDef()
@@ -66,13 +67,9 @@ async def invoke(request: web.Request) -> web.StreamResponse:
 async def write_sse(
     request: web.Request, headers: dict[str, str], events: AsyncIterator[Event]
 ) -> web.StreamResponse:
-    response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers}
-    )
-    await response.prepare(request)
+    response = await open_stream(request, {**SSE_HEADERS, **headers})
     async for event in events:
-        data = json.dumps(event.as_dict(), ensure_ascii=False, default=str)
-        await response.write(f"event: {event.type}\ndata: {data}\n\n".encode())
+        await response.write(sse_event(event.type, event.as_dict()))
     await response.write_eof()
     return response
 

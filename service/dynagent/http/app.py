@@ -33,8 +33,9 @@ from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, mcp, openai_compat, ui
+from . import a2a, admin, agents, mcp, openai_compat, openai_models, responses, ui
 from .auth import ApiKeys
+from .cors import add_cors_headers, cors_middleware
 from .drain import Drain
 from .errors import error_middleware
 from .gauges import RegistryGauges
@@ -42,6 +43,7 @@ from .keys_watch import KeysFileWatch
 from .masking import mask_middleware
 from .metrics import Metrics
 from .openapi import openapi_document
+from .response_store import ResponseStore
 from .state import (
     API_KEYS,
     CALLER,
@@ -52,6 +54,7 @@ from .state import (
     MCP,
     METRICS,
     REGISTRY,
+    RESPONSES,
     SECRETS,
     TRACES,
 )
@@ -117,9 +120,10 @@ def create_app(
     with API keys and credentials from the environment as they become known."""
     environ = os.environ if environ is None else environ
     app = web.Application(
-        middlewares=[mask_middleware, error_middleware, auth_middleware],
+        middlewares=[cors_middleware, mask_middleware, error_middleware, auth_middleware],
         client_max_size=config.listen.max_body_bytes,
     )
+    app.on_response_prepare.append(add_cors_headers)
     _install_state(app, config, environ, SecretValues() if secrets is None else secrets)
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
     if config.auth.keys_file is not None:
@@ -132,6 +136,8 @@ def create_app(
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(openai_compat.routes)
+    app.add_routes(openai_models.routes)
+    app.add_routes(responses.routes)
     app.add_routes(a2a.routes)
     app.add_routes(mcp.routes)
     ui.install(app, environ)
@@ -153,6 +159,7 @@ def _install_state(
     app[SECRETS] = secrets
     secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
+    app[RESPONSES] = ResponseStore()
     app[MCP] = mcp_servers(config)
 
     def count_change(name: str, what: str) -> None:

@@ -56,8 +56,10 @@ async def read_body(request: web.Request, model: type[Body]) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        details = "; ".join(str(issue) for issue in issues_from(exc))
-        raise BadRequest(f"invalid request body: {details}") from None
+        issues = issues_from(exc)
+        details = "; ".join(str(issue) for issue in issues)
+        param = issues[0].path if issues else None
+        raise BadRequest(f"invalid request body: {details}", param=param or None) from None
 
 
 async def _read(request: web.Request) -> bytes:

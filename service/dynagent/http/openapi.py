@@ -8,11 +8,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .openai_schemas import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    ModelList,
+    ModelObject,
+    OpenAIError,
+    ResponseObject,
+    ResponsesRequest,
+)
 from .schemas import (
     AgentList,
     AgentStatus,
-    ChatCompletion,
-    ChatCompletionRequest,
     ErrorResponse,
     Health,
     InvokeRequest,
@@ -30,6 +37,11 @@ _MODELS: tuple[type[BaseModel], ...] = (
     InvokeResponse,
     ChatCompletionRequest,
     ChatCompletion,
+    ResponsesRequest,
+    ResponseObject,
+    ModelList,
+    ModelObject,
+    OpenAIError,
     RollbackRequest,
     ErrorResponse,
     AgentStatus,
@@ -197,13 +209,65 @@ def _agent_paths() -> dict[str, Any]:
     }
 
 
+def _openai_op(summary: str, ok: dict[str, Any], *codes: str, **fields: Any) -> dict[str, Any]:
+    """An OpenAI route: its errors come in OpenAI's shape (``message, type, param, code``)."""
+    errors = {c: {"description": _ERRORS[c], "content": _json(OpenAIError)} for c in codes}
+    return {"summary": summary, **fields, "responses": {"200": ok, **errors}}
+
+
+def _openai_run(summary: str, result: type[BaseModel], body: type[BaseModel]) -> dict[str, Any]:
+    ok = _ok(result, "The answer, or its stream of events with stream: true", **_EVENTS)
+    return _openai_op(
+        summary,
+        {**ok, "headers": {**_SERVED_BY, **_IGNORED}},
+        *_RUN_ERRORS,
+        requestBody=_body(body),
+        parameters=_ROUTING,
+    )
+
+
+_IGNORED = {
+    "X-Ignored-Fields": {
+        "description": "Request fields that were ignored (unknown, or settings the "
+        "agent's model.caller_settings does not allow)",
+        "schema": {"type": "string"},
+    }
+}
+
+
 def _openai_paths() -> dict[str, Any]:
+    model_id = _path("model_id", "^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(@(stable|canary))?$")
     return {
         "/v1/chat/completions": {
-            "post": {
-                **_run("OpenAI-compatible chat completion", ChatCompletion, ChatCompletionRequest),
-                "parameters": _ROUTING,
-            }
+            "post": _openai_run(
+                "OpenAI-compatible chat completion", ChatCompletion, ChatCompletionRequest
+            )
+        },
+        "/v1/responses": {
+            "post": _openai_run("OpenAI Responses API", ResponseObject, ResponsesRequest)
+        },
+        "/v1/responses/{response_id}": {
+            "get": _openai_op(
+                "A stored response (created with store: true by the same key)",
+                _ok(ResponseObject),
+                "401",
+                "404",
+                parameters=[_path("response_id")],
+            )
+        },
+        "/v1/models": {
+            "get": _openai_op("The agents the key may use, as models", _ok(ModelList), "401")
+        },
+        "/v1/models/{model_id}": {
+            "get": _openai_op(
+                "One agent as a model",
+                _ok(ModelObject),
+                "400",
+                "401",
+                "403",
+                "404",
+                parameters=[model_id],
+            )
         },
     }
 

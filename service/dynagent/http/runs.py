@@ -13,9 +13,10 @@ from aiohttp import web
 from loguru import logger
 
 from ..agent import Agent, AgentInput, RunResult, Variant
-from ..events import ErrorEvent, Event, RunFinished, Usage
-from ..exceptions import BadRequest, RunError, ServiceStopping
+from ..events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
+from ..exceptions import BadRequest, RunError, RunFailed, ServiceStopping
 from ..rollout import routing_key
+from ..run_options import RunOptions
 from ..sessions.scope import new_trace_id, session_key
 from ..tools.agent import CALL_SCOPE, CallScope
 from .drain import Drain, stopped_events
@@ -66,6 +67,10 @@ class RunRequest:
     variables: Mapping[str, str]
     pin: Variant | None
     endpoint: str
+    options: RunOptions | None = None
+    """What the caller adds to this run (OpenAI routes: client tools, schema, settings)."""
+    sticky: str | None = None
+    """The canary sticky key when there is no session (OpenAI's ``user``)."""
 
 
 def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, str]:
@@ -79,7 +84,7 @@ def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
     canary = registry.entry(run.name).canary
     key = routing_key(
         canary.policy.sticky_key if canary else "auto",
-        session=run.session_id,
+        session=run.session_id or run.sticky,
         header=request.headers.get(CANARY_KEY_HEADER),
         api_key=who.key_digest,
     )
@@ -160,6 +165,7 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
                     trace_id=served.trace_id,
                     variant=served.variant,
                     on_event=seen.append,
+                    options=run.options,
                     session_key=_session_key(request, run),
                 )
     except ServiceStopping as exc:
@@ -176,11 +182,14 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
 
 
 async def stream_agent(
-    request: web.Request, run: RunRequest
+    request: web.Request, run: RunRequest, *, hold: bool = False
 ) -> tuple[Agent, Variant, str, AsyncIterator[Event]]:
     """Start a streamed run and return its trace id and events.
 
     The first event is taken here, so bad input fails before any header is sent.
+    ``hold`` waits further, until the model has started answering: a run that fails
+    before then raises ``RunFailed`` with the run's own error kind, so the caller
+    answers with its real status instead of a stream that carries the error.
     """
     served = _serve(request, run)
     # The run's task starts inside the first ``anext`` and keeps this log context.
@@ -191,11 +200,40 @@ async def stream_agent(
             variables=run.variables,
             trace_id=served.trace_id,
             variant=served.variant,
+            options=run.options,
             session_key=_session_key(request, run),
         )
         first = await anext(events)
     recorded = _recorded(served, first, events, request.app[DRAIN])
+    if hold:
+        recorded = await _held(recorded, served)
     return served.agent, served.variant, first.trace_id, recorded
+
+
+_ANSWERING = (ModelDelta, ModelResponseEvent, RunFinished)
+
+
+async def _held(events: AsyncIterator[Event], served: _Served) -> AsyncIterator[Event]:
+    """The events, read ahead up to the model's first answer (or the run's end)."""
+    ahead: list[Event] = []
+    async for event in events:
+        ahead.append(event)
+        if isinstance(event, ErrorEvent):
+            async for _ in events:  # run_finished: let the run be recorded
+                pass
+            error = RunFailed(event.error_type, event.message, trace_id=event.trace_id)
+            error.revision, error.variant = served.agent.revision, served.variant
+            raise error
+        if isinstance(event, _ANSWERING):
+            break
+    return _replayed(ahead, events)
+
+
+async def _replayed(ahead: list[Event], rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    for event in ahead:
+        yield event
+    async for event in rest:
+        yield event
 
 
 async def _recorded(

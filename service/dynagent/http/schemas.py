@@ -35,24 +35,6 @@ class InvokeRequest(BaseModel):
     """Answer with ``text/event-stream`` of the run's events."""
 
 
-class ChatCompletionRequest(BaseModel):
-    """OpenAI ``POST /v1/chat/completions``; ``model`` is the agent name
-    (``name@stable`` / ``name@canary`` pin a variant). Sampling fields are
-    ignored: the agent's definition decides them."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        # Documented only: the handler's own check names the variant it does not know.
-        json_schema_extra={"pattern": "^[^@]+(@(stable|canary)?)?$"},
-    )
-    messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
-    user: str | None = Field(default=None, max_length=256)
-
-
 class RollbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -179,18 +161,3 @@ class Readiness(BaseModel):
     status: Literal["ready", "loading"]
     agents: int
     degraded: dict[str, str]
-
-
-class ChatChoice(BaseModel):
-    index: int
-    message: dict[str, Any]
-    finish_reason: str
-
-
-class ChatCompletion(BaseModel):
-    id: str
-    object: Literal["chat.completion"]
-    created: int
-    model: str
-    choices: list[ChatChoice]
-    usage: dict[str, int]

@@ -14,6 +14,7 @@ from .auth import ApiKeys, Caller
 from .drain import Drain
 from .keys_watch import KeysFileWatch
 from .metrics import Metrics
+from .response_store import ResponseStore
 from .traces import TraceStore
 
 VARIANT_HEADER = "X-Agent-Variant"
@@ -31,6 +32,8 @@ KEYS_WATCH = web.AppKey("keys_watch", KeysFileWatch)
 """Present when ``auth.keys_file`` is set."""
 DRAIN = web.AppKey("drain", Drain)
 """Running requests, and their deadline once the service is stopping."""
+RESPONSES = web.AppKey("responses", ResponseStore)
+"""Responses API answers kept for ``GET /v1/responses/{id}`` and ``previous_response_id``."""
 FACTORIES = web.AppKey("factories", dict[str, AgentBuilderFactory])
 A2A_REGISTRAR = web.AppKey("a2a_registrar", NacosA2aRegistrar)
 """Present when ``a2a.register`` is on."""

@@ -1,25 +1,57 @@
-"""Recent runs, bounded in memory by count and by bytes, for ``GET /v1/traces/{trace_id}``."""
+"""Recent runs, bounded in memory, for ``GET /v1/traces/{trace_id}``.
+
+A run's events are kept as they are (frozen) and turned into JSON only when a trace
+is read: most traces are never read, and converting every run's events was a
+measurable share of serving one (BENCHMARKS.md).
+"""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ..agent import Agent
+from .._redaction import TEXT_FIELDS, text_size
+from ..agent import Agent, SourceInfo
 from ..config import DEFAULT_TRACE_BYTES
 from ..events import Event
 
 
-def size_of(value: Any) -> int:
-    """About how many bytes ``value`` holds: its text, plus a little per value."""
-    if isinstance(value, str):
-        return len(value) + 50
-    if isinstance(value, dict):
-        return 64 + sum(size_of(k) + size_of(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return 56 + sum(size_of(item) for item in value)
-    return 24
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    agent: str
+    revision: str
+    variant: str
+    factory: str
+    source: SourceInfo
+    events: tuple[Event, ...]
+    nested: tuple[dict[str, Any], ...]
+
+    def as_dict(self, trace_id: str) -> dict[str, Any]:
+        trace: dict[str, Any] = {
+            "trace_id": trace_id,
+            "agent": self.agent,
+            "revision": self.revision,
+            "variant": self.variant,
+            "factory": self.factory,
+            "source": self.source.as_dict(),
+            "events": [event.as_dict() for event in self.events],
+        }
+        if self.nested:  # only runs that called agents as tools have it
+            trace["nested"] = [
+                {**run, "events": [event.as_dict() for event in run["events"]]}
+                for run in self.nested
+            ]
+        return trace
+
+
+def _size(events: Sequence[Event]) -> int:
+    """About how many bytes the events hold: their text, plus a little per event."""
+    return sum(
+        200 + text_size([getattr(event, name, None) for name in TEXT_FIELDS], limit=1 << 62)
+        for event in events
+    )
 
 
 class TraceStore:
@@ -31,8 +63,9 @@ class TraceStore:
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.bytes = 0
-        """The size of what is kept now, as ``size_of`` counts it."""
-        self._traces: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
+        """The size of what is kept now, as ``_size`` counts it."""
+        self._traces: OrderedDict[str, _Recorded] = OrderedDict()
+        self._sizes: dict[str, int] = {}
 
     def record(
         self,
@@ -44,40 +77,35 @@ class TraceStore:
         nested: Sequence[dict[str, Any]] = (),
     ) -> None:
         """``nested``: the runs of agents this run called as tools, with their events."""
-        trace: dict[str, Any] = {
-            "trace_id": trace_id,
-            "agent": agent.name,
-            "revision": agent.revision,
-            "variant": variant,
-            "factory": agent.factory,
-            "source": agent.source.as_dict(),
-            "events": [event.as_dict() for event in events],
-        }
-        if nested:  # only runs that called agents as tools have it
-            trace["nested"] = [
-                {**run, "events": [event.as_dict() for event in run["events"]]} for run in nested
-            ]
         self._forget(trace_id)
-        size = size_of(trace)
+        size = _size(events) + sum(_size(run["events"]) for run in nested)
         if size > self.max_bytes:
             return
-        self._traces[trace_id] = (trace, size)
+        self._sizes[trace_id] = size
         self.bytes += size
+        self._traces[trace_id] = _Recorded(
+            agent.name,
+            agent.revision,
+            variant,
+            agent.factory,
+            agent.source,
+            tuple(events),
+            tuple({**run, "events": tuple(run["events"])} for run in nested),
+        )
         while len(self._traces) > self.max_traces or self.bytes > self.max_bytes:
             self._forget(next(iter(self._traces)))
 
     def _forget(self, trace_id: str) -> None:
-        kept = self._traces.pop(trace_id, None)
-        if kept is not None:
-            self.bytes -= kept[1]
-
-    def get(self, trace_id: str) -> dict[str, Any] | None:
-        kept = self._traces.get(trace_id)
-        return kept[0] if kept else None
-
-    def recent(self) -> Iterator[dict[str, Any]]:
-        """Every kept trace, newest first."""
-        return (trace for trace, _ in reversed(self._traces.values()))
+        if self._traces.pop(trace_id, None) is not None:
+            self.bytes -= self._sizes.pop(trace_id)
 
     def __len__(self) -> int:
         return len(self._traces)
+
+    def get(self, trace_id: str) -> dict[str, Any] | None:
+        recorded = self._traces.get(trace_id)
+        return recorded.as_dict(trace_id) if recorded is not None else None
+
+    def recent(self) -> Iterator[dict[str, Any]]:
+        """Every kept trace, newest first."""
+        return (recorded.as_dict(tid) for tid, recorded in reversed(self._traces.items()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,6 +55,10 @@ class ModelRequest:
     tools: tuple[ToolDefinition, ...] = ()
     parallel_tool_calls: bool = True
     output_schema: dict[str, Any] | None = None
+    tool_choice: Any = None
+    """OpenAI's ``tool_choice``; None leaves it to the endpoint."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Sampling settings of this call, over the agent's own (a caller's, where allowed)."""
 
 
 @dataclass(frozen=True, slots=True)

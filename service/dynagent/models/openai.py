@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletionChunk
+from openai import AsyncStream, RequestOptions
 
 from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
@@ -28,7 +28,7 @@ from .breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
 
 MAX_BACKOFF = 8.0
 YIELD_EVERY = 32
-"""Streamed chunks parsed between two turns of the event loop (~100 µs of CPU each)."""
+"""Streamed chunks parsed between two turns of the event loop."""
 
 T = TypeVar("T")
 
@@ -51,8 +51,13 @@ class ClientPool:
         key = (base_url, api_key)
         client = self._clients.get(key)
         if client is None:
+            # aiohttp as the transport (openai[aiohttp]): it already serves the service,
+            # and costs less per call than the default one (BENCHMARKS.md).
             client = openai.AsyncOpenAI(
-                base_url=base_url, api_key=api_key or "not-needed", max_retries=0
+                base_url=base_url,
+                api_key=api_key or "not-needed",
+                max_retries=0,
+                http_client=openai.DefaultAioHttpClient(),
             )
             self._clients[key] = client
         return client
@@ -129,7 +134,9 @@ class OpenAIModel:
         return from_completion(completion, self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
-        kwargs: dict[str, Any] = self.settings.model_dump(exclude_none=True)
+        kwargs: dict[str, Any] = {**self.settings.model_dump(exclude_none=True), **request.settings}
+        if request.tool_choice is not None and request.tools:
+            kwargs["tool_choice"] = request.tool_choice
         if request.tools:
             kwargs["tools"] = [tool.to_openai() for tool in request.tools]
             kwargs["parallel_tool_calls"] = request.parallel_tool_calls
@@ -141,11 +148,16 @@ class OpenAIModel:
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
-        return await self.client.chat.completions.create(
-            model=self.model_name,
-            messages=list(request.messages),  # type: ignore[arg-type]
-            timeout=self.timeout,
-            **kwargs,
+        # The body is wire-ready JSON already, so it goes out through the client's
+        # documented ``post`` rather than ``chat.completions.create``, whose recursive
+        # parameter transform was the largest cost of a served run (BENCHMARKS.md).
+        return await self.client.post(
+            "/chat/completions",
+            body={"model": self.model_name, "messages": list(request.messages), **kwargs},
+            cast_to=object,  # parsed JSON: see _from_completion
+            options=_options(self.timeout),
+            stream=stream,
+            stream_cls=AsyncStream[object],
         )
 
     async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> tuple[T, Permit]:
@@ -174,7 +186,7 @@ class OpenAIModel:
             raise permit.settle(_timeout(self.timeout)) from exc
         except openai.APIError as exc:
             raise permit.settle(_model_error(exc, self.timeout)) from exc
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             error = ModelError(f"malformed response from the model endpoint: {exc}")
             raise permit.settle(error) from exc
         except ModelError as exc:
@@ -183,6 +195,10 @@ class OpenAIModel:
         except BaseException:
             permit.release()
             raise
+
+
+def _options(timeout: float) -> RequestOptions:
+    return {"timeout": timeout, "security": {"bearer_auth": True}}
 
 
 def _delay(exc: BaseException | None, backoff: float, attempt: int) -> float:
@@ -225,7 +241,7 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 class _StreamAccumulator:
-    """Folds streamed chunks (text and tool-call deltas) into one response."""
+    """Folds streamed chunks (text and tool-call deltas, as parsed JSON) into one response."""
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -236,26 +252,28 @@ class _StreamAccumulator:
         self.choices = 0
         """Chunks that carried a choice: a stream without one holds no answer at all."""
 
-    def add(self, chunk: ChatCompletionChunk) -> str:
+    def add(self, chunk: Any) -> str:
         self.chunks += 1
         delta = chunk_delta(chunk)
-        if chunk.usage is not None:
-            self.usage = usage_of(chunk.usage)
-        if isinstance(chunk.model, str) and chunk.model:
-            self.model = chunk.model
+        if chunk.get("usage"):
+            self.usage = usage_of(chunk["usage"])
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
+            self.model = chunk["model"]
         if delta is None:
             return ""
         self.choices += 1
-        for call in delta.tool_calls or ():
-            slot = self.calls.setdefault(int(call.index), ["", "", ""])
-            if call.id:
-                slot[0] = str(call.id)
-            if call.function is not None:
-                slot[1] += str(call.function.name or "")
-                slot[2] += str(call.function.arguments or "")
-        if delta.content:
-            self.text.append(delta.content)
-            return delta.content
+        for call in delta.get("tool_calls") or ():
+            slot = self.calls.setdefault(call["index"], ["", "", ""])
+            if call.get("id"):
+                slot[0] = call["id"]
+            function = call.get("function")
+            if function is not None:
+                slot[1] += function.get("name") or ""
+                slot[2] += function.get("arguments") or ""
+        content = delta.get("content")
+        if content:
+            self.text.append(content)
+            return str(content)
         return ""
 
     def response(self) -> ModelResponse:

@@ -7,6 +7,7 @@ from the tool's JSON Schema, then answers, so samples run with no network.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +32,9 @@ class TestModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         response = self._respond(request)
-        if response.content:
-            for word in response.content.split(" "):
-                yield TextDelta(word + " ")
+        if response.content:  # words that join back to the content, byte for byte
+            for word in re.findall(r"\s*\S+\s*|\s+", response.content):
+                yield TextDelta(word)
         yield response
 
     def _respond(self, request: ModelRequest) -> ModelResponse:

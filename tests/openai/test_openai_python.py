@@ -1,0 +1,288 @@
+"""openai-python against the service: sync, async, streaming, ``parse()``, the Responses
+API (create, stream, retrieve, continuation) and the models list."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from openai.types.responses import ResponseFunctionToolCall
+from pydantic import BaseModel
+
+from tests.openai.conftest import API_KEY, TRIAGE_SCHEMA, WEATHER_TOOL, Served
+from tests.support import CallTools, Fail, Reply
+from tests.support._wire import estimate_tokens
+
+USER: Any = [{"role": "user", "content": "Hi!"}]
+
+
+@pytest.fixture
+def client(service: Served) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=service.v1, api_key=API_KEY, max_retries=0) as client:
+        yield client
+
+
+def test_a_sync_completion_applies_only_the_settings_the_agent_allows(
+    service: Served, client: openai.OpenAI
+) -> None:
+    service.script([Reply("Hello.")])
+    raw = client.chat.completions.with_raw_response.create(
+        model="bot", messages=USER, temperature=0.3, top_p=0.5, max_tokens=50, user="u-1"
+    )
+    completion = raw.parse()
+    (request,) = service.requests()
+    assert (request["temperature"], request["max_tokens"], "top_p" in request) == (0.3, 50, False)
+    assert raw.headers["X-Ignored-Fields"] == "top_p"
+    prompt, answer = estimate_tokens(request["messages"]), estimate_tokens("Hello.")
+    assert completion.model_dump(exclude={"created"}, exclude_none=True) == {
+        "id": f"chatcmpl-{raw.headers['X-Trace-Id']}",
+        "object": "chat.completion",
+        "model": "bot",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hello."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": answer,
+            "total_tokens": prompt + answer,
+        },
+    }
+
+
+async def test_an_async_completion(service: Served) -> None:
+    service.script([Reply("Hello async.")])
+    async with openai.AsyncOpenAI(base_url=service.v1, api_key=API_KEY, max_retries=0) as client:
+        completion = await client.chat.completions.create(model="bot", messages=USER)
+    assert (completion.choices[0].message.content, completion.choices[0].finish_reason) == (
+        "Hello async.",
+        "stop",
+    )
+
+
+def _tool_script() -> list[CallTools | Reply]:
+    return [CallTools([("calculator", {"expression": "2+2"})], text="Let me add."), Reply("4.")]
+
+
+def test_the_streamed_answer_is_the_answer_byte_for_byte(
+    service: Served, client: openai.OpenAI
+) -> None:
+    service.script([*_tool_script(), *_tool_script()])
+    whole = client.chat.completions.create(model="tooled", messages=USER)
+    stream = client.chat.completions.create(model="tooled", messages=USER, stream=True)
+    pieces = []
+    for chunk in stream:  # OpenAI's documented loop: no chunk without a choice
+        pieces.append(chunk.choices[0].delta.content or "")
+    assert whole.choices[0].message.content == "Let me add.\n\n4."
+    assert "".join(pieces) == whole.choices[0].message.content
+
+
+class Triage(BaseModel):
+    category: str
+
+
+def test_parse_gets_a_validated_answer_after_a_retry(
+    service: Served, client: openai.OpenAI
+) -> None:
+    service.script([Reply('{"category": 5}'), Reply('{"category": "billing"}')])
+    completion = client.chat.completions.parse(model="bot", messages=USER, response_format=Triage)
+    assert completion.choices[0].message.parsed == Triage(category="billing")
+    first, second = service.requests()
+    assert first["response_format"]["type"] == "json_schema"
+    assert "does not match the required output schema" in second["messages"][-1]["content"]
+
+
+def test_a_schema_beside_the_agents_own_is_refused(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.parse(model="triage", messages=USER, response_format=Triage)
+    assert caught.value.body == {
+        "message": "agent 'triage' has its own output schema; send the request without "
+        "'response_format' (or with the agent's schema)",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    assert TRIAGE_SCHEMA["required"] == ["category"]
+
+
+def test_a_client_tool_ends_the_turn_and_its_result_resumes_it(
+    service: Served, client: openai.OpenAI
+) -> None:
+    service.script([CallTools([("get_weather", {"city": "Paris"})]), Reply("Sunny in Paris.")])
+    asked = client.chat.completions.create(
+        model="tooled", messages=USER, tools=[WEATHER_TOOL], tool_choice="auto"
+    )
+    choice = asked.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    assert choice.message.tool_calls is not None
+    (call,) = choice.message.tool_calls
+    assert call.model_dump() == {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    history = [
+        *USER,
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+    ]
+    answer = client.chat.completions.create(model="tooled", messages=history, tools=[WEATHER_TOOL])
+    assert answer.choices[0].message.content == "Sunny in Paris."
+    first, second = service.requests()
+    assert [t["function"]["name"] for t in first["tools"]] == ["calculator", "get_weather"]
+    assert first["tool_choice"] == "auto"
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": call.id, "content": "sunny"}
+
+
+def test_client_tool_calls_stream_as_deltas(service: Served, client: openai.OpenAI) -> None:
+    service.script([CallTools([("get_weather", {"city": "Oslo"})], text="Checking.")])
+    stream = client.chat.completions.create(
+        model="tooled", messages=USER, tools=[WEATHER_TOOL], stream=True
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Checking."
+    (calls,) = [c.choices[0].delta.tool_calls for c in chunks if c.choices[0].delta.tool_calls]
+    assert [(c.index, c.function.name, c.function.arguments) for c in calls] == [  # type: ignore[union-attr]
+        (0, "get_weather", '{"city": "Oslo"}')
+    ]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize(
+    "fields,message,param",
+    [
+        ({"n": 2}, "invalid request body: n: Input should be 1", "n"),
+        (
+            {"tools": [{**WEATHER_TOOL, "function": {"name": "calculator"}}]},
+            "client tool name(s) calculator clash with tools of agent 'tooled'; rename them",
+            None,
+        ),
+    ],
+    ids=["n", "name clash"],
+)
+def test_what_an_agent_cannot_honour_is_a_400(
+    client: openai.OpenAI, fields: dict[str, object], message: str, param: str | None
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="tooled", messages=USER, **fields)  # type: ignore[call-overload]
+    assert caught.value.body == {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": param,
+        "code": None,
+    }
+
+
+def test_a_failed_first_model_call_in_a_stream_keeps_its_status(
+    service: Served, client: openai.OpenAI
+) -> None:
+    service.script([Fail(400)])
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="bot", messages=USER, stream=True)
+    assert (caught.value.status_code, caught.value.code) == (502, "model_error")
+
+
+def test_errors_carry_openais_codes(service: Served, client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="nobody", messages=USER)
+    stranger = openai.OpenAI(base_url=service.v1, api_key="wrong", max_retries=0)
+    with stranger, pytest.raises(openai.AuthenticationError) as denied:
+        stranger.models.list()
+    assert (missing.value.code, missing.value.type) == ("model_not_found", "invalid_request_error")
+    assert (denied.value.code, denied.value.type) == ("invalid_api_key", "invalid_request_error")
+
+
+def test_the_models_are_the_agents(client: openai.OpenAI) -> None:
+    models = client.models.list()
+    assert [(m.id, m.object, m.owned_by) for m in models] == [
+        ("bot", "model", "dynagent"),
+        ("tooled", "model", "dynagent"),
+        ("triage", "model", "dynagent"),
+    ]
+    assert client.models.retrieve("bot").id == "bot"
+    assert client.models.retrieve("bot@stable").id == "bot@stable"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("bot@canary")
+
+
+def test_responses_create_retrieve_and_continue(service: Served, client: openai.OpenAI) -> None:
+    service.script([Reply("Hello, Ann."), Reply("You are Ann.")])
+    first = client.responses.create(model="bot", input="I am Ann.", instructions="Be kind.")
+    assert (first.status, first.output_text) == ("completed", "Hello, Ann.")
+    assert client.responses.retrieve(first.id).output_text == "Hello, Ann."
+    second = client.responses.create(model="bot", input="Who am I?", previous_response_id=first.id)
+    assert second.output_text == "You are Ann."
+    assert second.usage is not None and second.usage.total_tokens > 0
+    one, two = service.requests()
+    assert one["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "I am Ann."},
+    ]
+    assert two["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "I am Ann."},
+        {"role": "assistant", "content": "Hello, Ann."},
+        {"role": "user", "content": "Who am I?"},
+    ]
+
+
+def test_responses_client_tools_and_structured_text(service: Served, client: openai.OpenAI) -> None:
+    service.script([CallTools([("get_weather", {"city": "Rome"})]), Reply('{"category": "other"}')])
+    tool: Any = {"type": "function", **WEATHER_TOOL["function"]}
+    asked = client.responses.create(model="tooled", input="Weather?", tools=[tool])
+    (call,) = asked.output
+    assert isinstance(call, ResponseFunctionToolCall)
+    assert (call.type, call.name, call.arguments) == (
+        "function_call",
+        "get_weather",
+        '{"city": "Rome"}',
+    )
+    result: Any = {"type": "function_call_output", "call_id": call.call_id, "output": "warm"}
+    text: Any = {"format": {"type": "json_schema", "name": "triage", "schema": TRIAGE_SCHEMA}}
+    answer = client.responses.create(
+        model="tooled", previous_response_id=asked.id, input=[result], text=text
+    )
+    assert json.loads(answer.output_text) == {"category": "other"}
+    assert service.requests()[1]["messages"][-2:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.call_id, "content": "warm"},
+    ]
+
+
+def test_responses_stream_typed_events(service: Served, client: openai.OpenAI) -> None:
+    service.script([Reply("Hello there.")])
+    with client.responses.stream(model="bot", input="Hi") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert [e.type for e in events] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert final.output_text == "Hello there."
