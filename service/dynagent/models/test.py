@@ -7,13 +7,15 @@ from the tool's JSON Schema, then answers, so samples run with no network.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _regex
 from ..events import Usage
 from .base import Message, ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
+
+_WORDS = _regex.compile(r"\s*\S+\s*|\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +35,8 @@ class TestModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         response = self._respond(request)
         if response.content:  # words that join back to the content, byte for byte
-            for word in re.findall(r"\s*\S+\s*|\s+", response.content):
+            for match in _WORDS.finditer(response.content):
+                word = match.group(0) or ""
                 yield TextDelta(word)
         yield response
 
