@@ -128,10 +128,15 @@ def _exception_text(exc_info: Any) -> str:
 
 def route_stdlib_logging(level: str) -> None:
     """Send every stdlib logger's records through loguru (idempotent)."""
+    # The root logger's level stays as it is (WARNING by default): libraries' INFO chatter
+    # (aiohttp.access per request) is not wanted, and records made are records kept by
+    # any other handler (pytest's capture grew by one per request).
     root = logging.getLogger()
     if not any(isinstance(h, StdlibBridge) for h in root.handlers):
         root.addHandler(StdlibBridge())
-    root.setLevel(level.upper())
+    for handler in root.handlers:
+        if isinstance(handler, StdlibBridge):
+            handler.setLevel(level.upper())
 
 
 def stdlib_routed() -> bool:
