@@ -100,7 +100,7 @@ async def mcp_round_trip(calls: int) -> dict[str, Any]:
 
         async def ours() -> str:
             assert tool.argument_errors(arguments) is None
-            async with asyncio.timeout(tool.timeout):  # as the run loop calls a tool
+            async with asyncio.timeout(tool.timeout):  # as the run loop calls one tool
                 return await tool.function(arguments)
 
         async with Client(url, mode="legacy", cache=None) as direct:
@@ -140,7 +140,7 @@ async def agent_as_tool(model_url: str, calls: int) -> dict[str, Any]:
         token = CALL_SCOPE.set(CallScope(trace_id="t", nested=[]))
         try:
             assert tool.argument_errors(arguments) is None
-            async with asyncio.timeout(tool.timeout):  # as the run loop calls a tool
+            async with asyncio.timeout(tool.timeout):  # as the run loop calls one tool
                 return await tool.function(arguments)
         finally:
             CALL_SCOPE.reset(token)

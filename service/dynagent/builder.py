@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -26,8 +26,9 @@ from .models.test import TestModel
 from .resources import Resources
 from .sessions.base import SessionStore
 from .spec import AgentSpec, FallbackModelSpec, HttpToolSpec, ToolSpec, tool_entry_name
-from .spec_tools import AgentToolSpec, McpToolSpec
+from .spec_tools import A2aRef, AgentToolSpec, McpToolSpec
 from .tools._mcp_pool import McpTarget
+from .tools.a2a import remote_agent_tool
 from .tools.agent import AgentDirectory, agent_tool
 from .tools.base import Tool
 from .tools.http import http_tool
@@ -53,6 +54,9 @@ class AgentBuilder:
     """MCP servers for ``type: mcp`` entries (the service always has them)."""
     agents: AgentDirectory | None = None
     """Where ``type: agent`` entries find their agent at call time (the registry)."""
+    a2a: Callable[[str], Awaitable[str]] | None = None
+    """Where ``type: agent`` entries with ``a2a: {nacos: NAME}`` find the agent's address
+    at call time (the Nacos A2A registry)."""
     offline: bool = False
     """Check MCP and agent tool entries by their shape only, reaching no server
     (``dynagent validate`` / ``publish``): their tools are left out of the agent."""
@@ -67,7 +71,7 @@ class AgentBuilder:
         if self.mcp is None:
             return
         targets = [
-            self._mcp_target(entry, f"tools[{tool_entry_name(entry)}]")
+            self._mcp_target(entry, _entry_path(entry))
             for entry in spec.tools
             if isinstance(entry, McpToolSpec)
         ]
@@ -176,7 +180,7 @@ class AgentBuilder:
         for interceptor in interceptors:
             tools.update((tool.name, tool) for tool in interceptor.tools)
         for entry in spec.tools:
-            path = f"tools[{tool_entry_name(entry)}]"
+            path = _entry_path(entry)
             if self.offline and isinstance(entry, McpToolSpec | AgentToolSpec):
                 continue
             if isinstance(entry, McpToolSpec):
@@ -195,12 +199,13 @@ class AgentBuilder:
                 "MCP tools are not available here",
                 issues=[FieldIssue(path, "this builder has no MCP servers (McpServers)")],
             )
-        url = self._url(entry.url, f"{path}.url") if entry.url is not None else ""
+        # The URL may carry a key in its query: expanded as a credential (masked).
+        url = "" if entry.url is None else self.expand_env(entry.url, f"{path}.url", secret=True)
         headers = {
             name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
             for name, value in entry.headers.items()
         }
-        return self.mcp.target(entry, url, headers)
+        return self.mcp.target(entry, url, headers, path)
 
     def _mcp_tools(self, spec: AgentSpec, entry: McpToolSpec, path: str) -> list[Tool]:
         target = self._mcp_target(entry, path)
@@ -209,12 +214,35 @@ class AgentBuilder:
         return mcp_tools(self.mcp, entry, target, path)
 
     def _agent_tool(self, spec: AgentSpec, entry: AgentToolSpec, path: str) -> Tool:
+        if entry.a2a is not None:
+            return self._remote_agent_tool(entry, entry.a2a, path)
         if self.agents is None:
             raise ConfigError(
                 "agent tools are not available here",
                 issues=[FieldIssue(path, "this builder has no agent registry to call through")],
             )
         return agent_tool(entry, spec, self.agents, path)
+
+    def _remote_agent_tool(self, entry: AgentToolSpec, target: A2aRef, path: str) -> Tool:
+        """A remote A2A agent, its address resolved on every call (``tools/a2a.py``)."""
+        lookup, url, name = self.a2a, self.expand_env(target.url or "", f"{path}.a2a.url"), ""
+        if target.nacos is not None:
+            if lookup is None:
+                raise ConfigError(
+                    "remote agents by Nacos name are not available here",
+                    issues=[FieldIssue(f"{path}.a2a.nacos", "no Nacos A2A registry to ask")],
+                )
+            name = target.nacos
+
+        async def resolve() -> str:
+            return await lookup(name) if name and lookup is not None else url
+
+        # Like an MCP server's url, the address is the definition's own: private allowed.
+        session = self.resources.http_session(allow_private=True)
+        tool = remote_agent_tool(
+            entry.name, entry.description, resolve, session, timeout=entry.timeout or 60.0
+        )
+        return tool.with_options(timeout=None, on_error=entry.on_error)
 
     def _tool(self, entry: ToolSpec, path: str) -> Tool:
         if isinstance(entry, HttpToolSpec):
@@ -239,6 +267,11 @@ class AgentBuilder:
         if not isinstance(entry, str):
             tool = tool.with_options(timeout=entry.timeout, on_error=entry.on_error)
         return tool
+
+
+def _entry_path(entry: ToolSpec) -> str:
+    """Where an entry's problems are reported: ``tools[name]``, its own entry."""
+    return f"tools[{tool_entry_name(entry)}]"
 
 
 def _add_tools(tools: dict[str, Tool], offered: list[Tool], path: str) -> None:

@@ -64,6 +64,20 @@ class McpToolSpec(_Strict):
         return f"{prefix}_" if prefix else ""
 
 
+class A2aRef(_Strict):
+    """A remote A2A agent: by its name in the Nacos A2A registry, or by its endpoint URL
+    (JSON-RPC ``message/send``); resolved when the tool is called."""
+
+    nacos: str | None = Field(default=None, min_length=1, max_length=128)
+    url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> A2aRef:
+        if (self.nacos is None) == (self.url is None):
+            raise ValueError("give exactly one of 'nacos' or 'url'")
+        return self
+
+
 class AgentToolSpec(_Strict):
     """Another agent of this service, offered as a tool taking ``{input: string}``.
 
@@ -77,3 +91,5 @@ class AgentToolSpec(_Strict):
     timeout: float | None = Field(default=None, gt=0, le=3600)
     """Seconds per call; absent: the called agent's ``limits.timeout``."""
     on_error: Literal["report", "fail"] = "report"
+    a2a: A2aRef | None = None
+    """A remote agent over A2A instead of one of this service's agents."""

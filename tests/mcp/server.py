@@ -4,10 +4,11 @@
     python -m tests.mcp.server --transport stdio
 
 Tools: ``echo`` (text), ``add`` (structured), ``fail`` (an ``isError`` answer), ``slow``
-(waits, for timeouts and cancellation), ``picture`` (an image), ``grow`` (adds the tool
-``late`` and sends ``notifications/tools/list_changed``), ``cancelled`` (how many calls of
-``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled`` (answer once a call
-of ``slow`` runs / was cancelled: tests wait on them instead of sleeping).
+(waits, for timeouts and cancellation), ``picture`` (an image), ``resources`` (embedded and
+linked resources), ``grow`` (adds the tool ``late`` and sends
+``notifications/tools/list_changed``), ``cancelled`` (how many calls of ``slow`` the server
+saw cancelled), ``wait_running`` and ``wait_cancelled`` (answer once a call of ``slow`` runs /
+was cancelled: tests wait on them instead of sleeping).
 """
 
 from __future__ import annotations
@@ -17,12 +18,30 @@ import asyncio
 import base64
 from typing import Any
 
+from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
+
+
+def _resources() -> list[types.ContentBlock]:
+    blob = base64.b64encode(PNG).decode()
+    return [
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.TextResourceContents(uri="file:///notes.txt", text="a note"),
+        ),
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(
+                uri="file:///logo.png", mime_type="image/png", blob=blob
+            ),
+        ),
+        types.ResourceLink(type="resource_link", uri="file:///big.csv", name="big.csv"),
+    ]
 
 
 def build(name: str = "test-mcp") -> MCPServer[Any]:
@@ -71,6 +90,8 @@ def build(name: str = "test-mcp") -> MCPServer[Any]:
     @server.tool(description="A one-pixel image.")
     def picture() -> Image:
         return Image(data=PNG, format="png")
+
+    server.add_tool(_resources, name="resources", description="Two resources and a link.")
 
     @server.tool(description="Add the tool 'late' and tell the client.")
     async def grow(ctx: Context) -> str:

@@ -139,7 +139,7 @@ async def test_a_visible_cycle_is_refused_at_build(
     await serve(service, caller(model_server, "alpha", "beta"))
     service.write_agent(caller(model_server, "beta", "alpha"))
     status = await service.wait_error("beta", "agent tools call each other in a circle")
-    assert status["last_error"]["message"].endswith("tools[alpha]: beta → alpha → beta)")
+    assert status["last_error"]["message"].endswith("(tools[alpha]: beta → alpha → beta)")
 
 
 async def test_the_depth_limit_stops_a_chain_at_run_time(

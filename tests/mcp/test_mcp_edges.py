@@ -14,6 +14,7 @@ from mcp.client import Client
 from dynagent import AgentBuilder, Resources, load_spec
 from dynagent._mcp_setup import mcp_servers
 from dynagent.config import ServiceConfig
+from dynagent.environment import EnvironmentPolicy
 from dynagent.events import Event, ToolCallEvent
 from dynagent.exceptions import ConfigError
 from dynagent.tools.mcp import McpServers
@@ -107,7 +108,7 @@ async def test_a_stdio_server_is_named_from_the_service_config(
     [
         (
             {"type": "mcp", "name": "f", "server": "nowhere"},
-            "server",
+            "tools[f].server",
             "no MCP server 'nowhere' in mcp_servers; known: local",
         ),
         (
@@ -115,16 +116,16 @@ async def test_a_stdio_server_is_named_from_the_service_config(
                 "type": "mcp",
                 "name": "f",
                 "url": "http://127.0.0.1:9/mcp",
-                "headers": {"Authorization": "Bearer ${OPENAI_NOT_SET_ANYWHERE}"},
+                "headers": {"Authorization": "Bearer ${NOT_SET_ANYWHERE}"},
             },
             "tools[f].headers.Authorization",
-            "environment variable OPENAI_NOT_SET_ANYWHERE is not set",
+            "environment variable NOT_SET_ANYWHERE is not set",
         ),
         (
             {"type": "mcp", "name": "f", "server": "local", "allow": ["echo", "nope"]},
             "tools[f].allow",
             "stdio:local lists no ['nope']; it has add, cancelled, echo, fail, grow, picture, "
-            "slow, wait_cancelled, wait_running",
+            "resources, slow, wait_cancelled, wait_running",
         ),
     ],
 )
@@ -135,7 +136,8 @@ async def test_an_entry_that_cannot_work_is_refused_naming_its_field(
     path: str,
     message: str,
 ) -> None:
-    builder = AgentBuilder(mcp=servers, environ={})
+    allowed = EnvironmentPolicy(allow=("NOT_SET_ANYWHERE",))
+    builder = AgentBuilder(mcp=servers, environ={}, environment=allowed)
     definition = spec(model_server, entry)
     with pytest.raises(ConfigError) as refused:
         await builder.prepare(definition)
@@ -152,9 +154,13 @@ def test_a_spec_cannot_start_a_program() -> None:
                 "tools": [{"type": "mcp", "name": "f", "command": "rm", "args": ["-rf", "/"]}],
             }
         )
-    assert [(i.path, i.message.split(";")[0]) for i in refused.value.issues] == [
-        ("tools[f].command", "unknown field 'command' in tools[f]"),
-        ("tools[f].args", "unknown field 'args' in tools[f]"),
+    known = (
+        "known fields: allow, allow_hosts, allow_private, description, headers, method, nacos, "
+        "name, on_error, parameters, prefix, server, timeout, transport, type, url"
+    )
+    assert [(i.path, i.message) for i in refused.value.issues] == [
+        ("tools[f].command", f"unknown field 'command' in tools[f]; {known}"),
+        ("tools[f].args", f"unknown field 'args' in tools[f]; {known}"),
     ]
 
 

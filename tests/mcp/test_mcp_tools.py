@@ -119,6 +119,7 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                         "wait_running",
                         "wait_cancelled",
                         "picture",
+                        "resources",
                         "grow",
                     ],
                     "connected_at": status["servers"][0]["connected_at"],
@@ -141,6 +142,7 @@ async def test_errors_images_and_bad_arguments_reach_the_model_as_such(
                     ("orders_fail", {"reason": "nope"}),
                     ("orders_add", {"a": "two", "b": 3}),
                     ("orders_picture", {}),
+                    ("orders_resources", {}),
                 ]
             ),
             Reply("done"),
@@ -152,6 +154,12 @@ async def test_errors_images_and_bad_arguments_reach_the_model_as_such(
         ("orders_add", "TOOL_ERROR: invalid arguments: a: 'two' is not of type 'integer'"),
         ("orders_fail", "TOOL_ERROR: McpToolError: Error executing tool fail"),
         ("orders_picture", "[image image/png, 70 bytes, not shown]"),
+        (
+            "orders_resources",
+            "[resource file:///notes.txt]\na note\n"
+            "[resource file:///logo.png, image/png, 70 bytes, not shown]\n"
+            "[resource link file:///big.csv: big.csv]",
+        ),
     ]
 
 

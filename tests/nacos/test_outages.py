@@ -148,12 +148,16 @@ async def test_serving_survives_an_outage_and_a_restart_while_nacos_is_down(
 async def test_with_nacos_down_the_sources_wait_for_it_side_by_side(
     nacos_settings: NacosConfig, agents_dir: Path, state_dir: Path
 ) -> None:
-    # Nothing listens on the port: two Nacos factories (full agents, prompt-only) each wait
-    # CONNECT_TIMEOUT (5 s) for it. One after another that kept the port closed 10 s.
+    # Nothing listens on the port: three Nacos factories (full agents, prompt-only, Spring AI
+    # Alibaba) each wait CONNECT_TIMEOUT (5 s) for it. One after another that kept the port
+    # closed 15 s; the Spring AI Alibaba one alone used to wait twice.
     with claimed_port({}, start=DOWN_PORT) as port:
         down = nacos_settings.model_copy(update={"server_addr": f"127.0.0.1:{port}"})
         config = nacos_service_config(
-            down, agents_dir, state_dir, factories={"nacos_prompt": {"directory": str(agents_dir)}}
+            down,
+            agents_dir,
+            state_dir,
+            factories={"nacos_prompt": {"directory": str(agents_dir)}, "spring_ai_alibaba": True},
         )
         started = time.monotonic()
         async with running_service(config) as service:
@@ -161,5 +165,7 @@ async def test_with_nacos_down_the_sources_wait_for_it_side_by_side(
             assert set(service.registry.degraded) == {
                 f"nacos:public/{down.prompt_group}",
                 f"nacos:public/{down.group}",
+                "nacos:public/nacos-ai-meta",
             }
+    print(f"\nwith Nacos down, three Nacos factories started in {took:.2f} s")
     assert CONNECT_TIMEOUT <= took < 2 * CONNECT_TIMEOUT, took

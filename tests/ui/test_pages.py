@@ -3,7 +3,6 @@ service on loopback: what ops see, live, and what they can do from it."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import pytest
 import yaml
 from playwright.async_api import expect
 
+from dynagent.config import load_config
 from dynagent.http.openapi import openapi_document
 from tests.support import CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.service import (
@@ -26,7 +26,6 @@ from tests.support.service import (
 from .browser import ops_page
 
 SAMPLES = Path(__file__).resolve().parents[2] / "config-samples" / "agents"
-SAMPLE_NAMES = sorted(p.stem for p in SAMPLES.glob("*.yaml") if not p.stem.endswith(".canary"))
 ADMIN_KEY = "ui-admin-key-aaaaaaaaaaaaaaaaaaaa"
 USER_KEY = "ui-user-key-bbbbbbbbbbbbbbbbbbbbb"
 """Limited to ``bot``, no admin."""
@@ -62,19 +61,25 @@ def admin() -> dict[str, str]:
     return {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
-async def test_the_sample_agents_are_listed(state_dir: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "samples"
-    shutil.copytree(SAMPLES, folder)
-    notes = {"command": "python", "args": [str(SAMPLES.parent / "mcp" / "notes_server.py")]}
-    config = service_config(folder, state_dir, mcp_servers={"notes": notes})
+async def test_the_sample_agents_are_listed(tmp_path: Path) -> None:
+    """What `make run` serves: the sample config as it is (its stdio MCP server included)."""
+    names = sorted(
+        yaml.safe_load(path.read_text())["name"]
+        for path in SAMPLES.glob("*.yaml")
+        if ".canary." not in path.name
+    )
+    environ = {"DYNAGENT_SESSIONS_PATH": str(tmp_path / "sessions.db")}
+    config = load_config(SAMPLES.parent / "service.yaml", environ)
     async with running_service(config, environ={}) as running:
-        await running.registry.wait_for(lambda r: len(r) == len(SAMPLE_NAMES))
+        await running.registry.wait_for(
+            lambda r: all(n in r and r.entry(n).stable is not None for n in names)
+        )
         expected = {e.name: e.stable.revision for e in running.registry if e.stable}
-        assert sorted(expected) == SAMPLE_NAMES
+        assert sorted(expected) == names and len(names) >= 3
         async with ops_page(running.url, shot="agents-samples") as ui:
             await ui.open()
             rows = ui.page.locator("#agent-rows tr[data-agent]")
-            await expect(rows).to_have_count(len(SAMPLE_NAMES))
+            await expect(rows).to_have_count(len(names))
             shown = {
                 await row.get_attribute("data-agent"): await row.locator("td").nth(2).inner_text()
                 for row in await rows.all()
@@ -84,6 +89,21 @@ async def test_the_sample_agents_are_listed(state_dir: Path, tmp_path: Path) -> 
             await expect(canary).to_contain_text("10%")
             await expect(canary).to_contain_text("guard ok")
             await expect(ui.page.locator("#live")).to_have_text("live")
+            # The MCP sample: its server and state, as GET /v1/mcp/servers reports them.
+            await ui.go("#/agent/librarian")
+            parts = ui.page.locator("#parts")
+            await expect(parts).to_contain_text("stdio server notes")
+            await expect(parts.locator("tr", has_text="MCP server")).to_contain_text("stdio:notes")
+            # The agent-as-tool sample: the sub-agent and its state; its run nested in the trace.
+            await ui.go("#/agent/concierge")
+            await expect(parts.locator("tr", has_text="sub-agent")).to_contain_text("serving")
+            ran = await running.client.post("/v1/agents/concierge/invoke", json={"input": "hours?"})
+            assert ran.status == 200, await ran.text()
+            await ui.go(f"#/trace/{(await ran.json())['trace_id']}")
+            nested = ui.page.locator(".nested")
+            await expect(nested).to_contain_text("librarian")
+            await expect(nested.locator(".span.tool").first).to_contain_text("notes_")
+            await ui.shot("trace-nested")
 
 
 async def test_a_broken_definition_shows_its_error_and_clears_when_fixed(

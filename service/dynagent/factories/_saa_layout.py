@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _regex
 from ..exceptions import ConfigError, FieldIssue
 
 GROUP_PREFIX = "ai-agent-"
@@ -31,6 +32,9 @@ MODEL = "model.json"
 MCP_SERVERS = "mcp-servers.json"
 PARTNER_AGENTS = "partner-agents.json"
 PIECES = (AGENT_BASE, MODEL, MCP_SERVERS, PARTNER_AGENTS)
+
+
+_UNSAFE = _regex.compile(r"[^a-zA-Z0-9_-]")
 
 
 def prompt_data_id(prompt_key: str) -> str:
@@ -126,11 +130,9 @@ def _model(model: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mcp_tools(piece: Piece | None) -> list[dict[str, Any]]:
-    """``mcp-servers.json`` → ``type: mcp`` tools resolved through the Nacos MCP registry.
-
-    The ``type: mcp`` tool model is being added to spec.py by another change; until it
-    is merged these entries fail validation by name, so an agent that lists MCP
-    servers is refused rather than served without its tools."""
+    """``mcp-servers.json`` → ``type: mcp`` tools found in the Nacos MCP registry, limited
+    to ``whiteTools`` when it lists any. ``headers`` and ``queryParams`` are not carried:
+    a registry server's endpoint comes from the registry."""
     if piece is None:
         return []
     servers = parse_piece(piece).get("mcpServers") or []
@@ -138,24 +140,31 @@ def _mcp_tools(piece: Piece | None) -> list[dict[str, Any]]:
     for server in servers if isinstance(servers, list) else []:
         if not isinstance(server, dict) or not server.get("mcpServerName"):
             continue
-        nacos: dict[str, Any] = {"server": str(server["mcpServerName"])}
+        name = str(server["mcpServerName"])
+        nacos: dict[str, Any] = {"server": name}
         if server.get("version"):
             nacos["version"] = str(server["version"])
-        tools.append({"type": "mcp", "name": str(server["mcpServerName"]), "nacos": nacos})
+        tool: dict[str, Any] = {"type": "mcp", "name": _tool_name(name), "nacos": nacos}
+        allow = server.get("whiteTools")
+        if isinstance(allow, list) and allow:
+            tool["allow"] = sorted(str(t) for t in allow)
+        tools.append(tool)
     return tools
 
 
+def _tool_name(server: str) -> str:
+    """A registry name (``weather.v2``) as an MCP tool entry's name (``weather_v2``)."""
+    return _UNSAFE.sub("_", server)[:48] or "mcp"
+
+
 def _partner_tools(piece: Piece | None) -> list[dict[str, Any]]:
-    """``partner-agents.json`` → ``type: agent`` tools (remote over A2A, by Nacos name)."""
+    """``partner-agents.json`` → ``type: agent`` tools calling the partner over A2A,
+    found by name in the Nacos A2A registry (``headers`` and ``queryPrams`` are not carried)."""
     if piece is None:
         return []
     agents = parse_piece(piece).get("agents") or []
     return [
-        {
-            "type": "agent",
-            "name": str(agent["agentName"]),
-            "a2a": {"nacos": str(agent["agentName"])},
-        }
+        {"type": "agent", "name": str(name), "a2a": {"nacos": str(name)}}
         for agent in (agents if isinstance(agents, list) else [])
-        if isinstance(agent, dict) and agent.get("agentName")
+        if isinstance(agent, dict) and (name := agent.get("agentName"))
     ]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -31,6 +33,7 @@ from ..resources import Resources
 from ..sessions.base import SessionStore
 from ..sessions.memory import MemorySessionStore
 from ..sessions.sqlite import SqliteSessionStore
+from ..sources._nacos_a2a import NacosA2aDirectory
 from ..spec import AgentSpec
 from ..tools.registry import ToolRegistry
 from . import a2a, admin, agents, mcp, openai_compat, openai_models, responses, ui
@@ -198,6 +201,9 @@ def _lifecycle(
         resources = Resources()
         store = _session_store(config)
         auth = config.auth
+        directory = NacosA2aDirectory(
+            config.nacos, Path(tempfile.mkdtemp(prefix="dynagent-a2a-directory-"))
+        )
         builder = AgentBuilder(
             tools=tools or ToolRegistry.default(),
             interceptors=interceptors or InterceptorRegistry.default(),
@@ -211,6 +217,7 @@ def _lifecycle(
             secrets=app[SECRETS],
             mcp=app[MCP],
             agents=registry,
+            a2a=directory.url_of,
         )
         chosen = [
             *configured_factories(builder, config, specs),
@@ -233,6 +240,7 @@ def _lifecycle(
                 await factory.stop()
             await store.aclose()
             await app[MCP].aclose()
+            await directory.aclose()
             await resources.aclose()
             logger.info("stopped")
 

@@ -18,10 +18,11 @@ from aiohttp import web
 
 from .. import _regex
 from ..exceptions import BadRequest
+from ..masking import SecretValues
 from ..registry import AgentEntry, AgentRegistry
 from .auth import Caller
 from .series import SERIES, RecentSeries
-from .state import REGISTRY, caller
+from .state import REGISTRY, SECRETS, caller
 
 _DIGITS = _regex.compile(r"[0-9]{1,4}")
 
@@ -123,12 +124,12 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
     deadline, quiet_since = loop.time() + lifetime, loop.time()
     seen, payload = registry.changes, feed.update(first=True)
     try:
-        await _send(response, "snapshot", payload)
+        await _send(response, "snapshot", payload, app[SECRETS])
         while loop.time() < deadline and not stopping.is_set():
             await _next_change(registry, seen, stopping)
             seen, payload = registry.changes, feed.update()
             if payload is not None:
-                await _send(response, "update", payload)
+                await _send(response, "update", payload, app[SECRETS])
                 quiet_since = loop.time()
             elif loop.time() - quiet_since > KEEPALIVE:
                 await response.write(b": keepalive\n\n")
@@ -139,6 +140,9 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _send(response: web.StreamResponse, event: str, payload: Any) -> None:
-    data = json.dumps(payload, ensure_ascii=False, default=str)
+async def _send(
+    response: web.StreamResponse, event: str, payload: Any, secrets: SecretValues
+) -> None:
+    # A stream passes no response mask (http/masking.py): statuses are masked here.
+    data = secrets.mask(json.dumps(payload, ensure_ascii=False, default=str))
     await response.write(f"event: {event}\ndata: {data}\n\n".encode())

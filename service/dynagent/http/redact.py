@@ -1,39 +1,33 @@
-"""What the operations page may show of definitions and runs: secrets masked as the
-logs mask them (the service's API keys, the Nacos password, ``OPENAI_API_KEY``), and
-in definitions every credential-like field, unless it only names an environment
-variable (``${VAR}``, shown without its default)."""
+"""What the operations page may show of a definition: every credential-like field masked
+unless it only names an environment variable (``${VAR}``, shown without its default), and
+the service's known secrets masked as everywhere else (``SecretValues``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from .. import _regex
-from ..logs import MASK
+from ..masking import MASK, SecretValues
 
 _SECRET_FIELDS = _regex.compile(r"(?i)(api_?key|password|secret|token|authorization)")
 _ENV_REFERENCE = _regex.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}$")
 
 
 class Redactor:
-    """Masks known secret values in any JSON-like structure (strings replaced whole or
-    in part, keys and numbers left alone)."""
+    """Masks secrets in JSON-like structures: known values in any string, and in
+    definitions the values of credential fields and headers."""
 
-    def __init__(self, secrets: Iterable[str]) -> None:
-        # Short values would mask ordinary words; real keys are long (as in the log mask).
-        self._secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+    def __init__(self, secrets: SecretValues) -> None:
+        self._secrets = secrets
 
     def text(self, value: str) -> str:
-        for secret in self._secrets:
-            if secret in value:
-                value = value.replace(secret, MASK)
-        return value
+        return self._secrets.mask(value)
 
     def value(self, value: Any) -> Any:
-        if not self._secrets:
+        if not len(self._secrets):
             return value
         if isinstance(value, str):
-            return self.text(value)
+            return self._secrets.mask(value)
         if isinstance(value, dict):
             return {key: self.value(item) for key, item in value.items()}
         if isinstance(value, list):

@@ -18,7 +18,7 @@ from aiohttp import web
 from . import live, ops
 from .redact import Redactor
 from .series import SERIES, RecentSeries
-from .state import API_KEYS, CONFIG, REGISTRY
+from .state import CONFIG, REGISTRY, SECRETS
 
 ASSETS = Path(__file__).with_name("ui")
 FILES = frozenset(path.name for path in ASSETS.iterdir() if path.is_file())
@@ -65,16 +65,12 @@ def _file(name: str) -> web.Response:
 
 
 def install(app: web.Application, environ: Mapping[str, str]) -> None:
-    """The page's routes and state: the 15-minute series, the secret mask, the watchers'
-    stop signal."""
+    """The page's routes and state: the 15-minute series, the definition mask, the
+    watchers' stop signal."""
     series = app[SERIES] = RecentSeries()
-    app[ops.REDACTOR] = Redactor(
-        [
-            *app[API_KEYS].secrets,
-            app[CONFIG].nacos.password or "",
-            environ.get("OPENAI_API_KEY", ""),
-        ]
-    )
+    # What `dynagent serve` also hands the log mask: the page masks as the logs do.
+    app[SECRETS].add([app[CONFIG].nacos.password, environ.get("OPENAI_API_KEY", "")])
+    app[ops.REDACTOR] = Redactor(app[SECRETS])
     app[live.STOPPING] = asyncio.Event()
 
     def forget(name: str, what: str) -> None:

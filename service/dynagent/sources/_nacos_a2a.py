@@ -59,21 +59,7 @@ class NacosA2aRegistrar:
         """Set (and replaced) after every change applied."""
 
     async def start(self, agents: list[Agent]) -> None:
-        builder = (
-            ClientConfigBuilder()
-            .server_address(self.settings.server_addr)
-            .namespace_id(self.settings.namespace)
-            .cache_dir(str(self.work_dir / "cache"))
-            .log_dir(str(self.work_dir / "logs"))
-            .log_level(logging.WARNING)
-        )
-        if self.settings.username:
-            builder = builder.username(self.settings.username).password(self.settings.password)
-        try:
-            async with asyncio.timeout(CONNECT_TIMEOUT):
-                self._service = await NacosAIService.create_ai_service(builder.build())
-        except Exception as exc:
-            raise NacosUnavailable(f"cannot reach the Nacos A2A registry: {exc}") from None
+        self._service = await _ai_service(self.settings, self.work_dir)
         for agent in agents:
             self.changed_agent(agent.name, agent)
         self._task = asyncio.create_task(self._apply_all(), name="nacos-a2a-registry")
@@ -158,3 +144,45 @@ async def card_url(service: Any, name: str) -> str:
     if not url:
         raise LookupError(f"the Nacos A2A registry has no address for agent {name!r}")
     return str(url)
+
+
+class NacosA2aDirectory:
+    """Finds remote A2A agents in the Nacos A2A registry, connecting on first use (a
+    service that never calls one never connects)."""
+
+    def __init__(self, settings: NacosConfig, work_dir: Path) -> None:
+        self.settings = settings
+        self.work_dir = work_dir
+        self._service: Any = None
+        self._lock = asyncio.Lock()
+
+    async def url_of(self, name: str) -> str:
+        async with self._lock:
+            if self._service is None:
+                self._service = await _ai_service(self.settings, self.work_dir)
+        return await card_url(self._service, name)
+
+    async def aclose(self) -> None:
+        if self._service is not None:
+            with contextlib.suppress(Exception):
+                await self._service.shutdown()
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+async def _ai_service(settings: NacosConfig, work_dir: Path) -> Any:
+    """A connected ``NacosAIService``; ``NacosUnavailable`` after ``CONNECT_TIMEOUT``."""
+    builder = (
+        ClientConfigBuilder()
+        .server_address(settings.server_addr)
+        .namespace_id(settings.namespace)
+        .cache_dir(str(work_dir / "cache"))
+        .log_dir(str(work_dir / "logs"))
+        .log_level(logging.WARNING)
+    )
+    if settings.username:
+        builder = builder.username(settings.username).password(settings.password)
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            return await NacosAIService.create_ai_service(builder.build())
+    except Exception as exc:
+        raise NacosUnavailable(f"cannot reach the Nacos A2A registry: {exc}") from None

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,9 @@ class NacosClient:
         self._log_handlers: list[logging.Handler] = []
         self._http: aiohttp.ClientSession | None = None
         self._token: str | None = None
+        self._failed_at = -CONNECT_TIMEOUT
+        self._failure = ""
+        """When and why the last connect failed (monotonic seconds)."""
         self._hub: FuzzyHub | None = None
         """The fuzzy watches on the current SDK connection."""
         self._hub_service: Any = None
@@ -128,6 +132,10 @@ class NacosClient:
         """Open the gRPC client; ``NacosUnavailable`` if the server does not answer in time."""
         if self._service is not None:
             return
+        since = time.monotonic() - self._failed_at
+        if since < CONNECT_TIMEOUT:
+            # Sources sharing this client must not each wait out the timeout again.
+            raise NacosUnavailable(self._failure)
         builder = (
             ClientConfigBuilder()
             .server_address(self.settings.server_addr)
@@ -156,7 +164,9 @@ class NacosClient:
         except Exception as exc:
             await _shutdown(service)
             self._release_log_handlers()
+            self._failed_at = time.monotonic()
             if isinstance(exc, NacosUnavailable):
+                self._failure = exc.message
                 raise
             # A timeout's str() is empty: say what happened instead.
             reason = (
@@ -164,9 +174,8 @@ class NacosClient:
                 if isinstance(exc, TimeoutError)
                 else str(exc) or type(exc).__name__
             )
-            raise NacosUnavailable(
-                f"cannot reach Nacos at {self.settings.server_addr}: {reason}"
-            ) from None
+            self._failure = f"cannot reach Nacos at {self.settings.server_addr}: {reason}"
+            raise NacosUnavailable(self._failure) from None
         self._service = service
 
     async def close(self) -> None:

@@ -36,6 +36,14 @@ Transport = Literal["streamable_http", "sse", "stdio", "nacos"]
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 30.0
 CONNECT_TIMEOUT = 5.0
+STDIO_START_TIMEOUT = 20.0
+"""A stdio server is a process to start (an interpreter importing the SDK): more time."""
+
+
+def connect_timeout(target: McpTarget) -> float:
+    return STDIO_START_TIMEOUT if target.transport == "stdio" else CONNECT_TIMEOUT
+
+
 PING_SECONDS = 10.0
 """An idle session is pinged this often, so that a server gone quiet shows as down."""
 
@@ -141,7 +149,7 @@ class McpConnection:
 
     async def _session(self) -> None:
         async with contextlib.AsyncExitStack() as stack:
-            async with asyncio.timeout(CONNECT_TIMEOUT):
+            async with asyncio.timeout(connect_timeout(self.target)):
                 client = await stack.enter_async_context(
                     Client(
                         _transport(self.target),

@@ -21,7 +21,15 @@ from .. import _regex
 from ..exceptions import ConfigError, FieldIssue
 from ..models.base import ToolDefinition
 from ..spec_tools import McpToolSpec
-from ._mcp_pool import CONNECT_TIMEOUT, McpPool, McpTarget, McpToolError, McpUnavailable, RemoteTool
+from ._mcp_pool import (
+    CONNECT_TIMEOUT,
+    McpPool,
+    McpTarget,
+    McpToolError,
+    McpUnavailable,
+    RemoteTool,
+    connect_timeout,
+)
 from ._mcp_registry import McpDirectory, RegisteredServer, endpoint_target, registry_key
 from .base import Tool
 
@@ -47,18 +55,22 @@ class McpServers:
         """Told the agent names to rebuild when a server they use changes."""
         return self.pool.listeners
 
-    def target(self, entry: McpToolSpec, url: str, headers: Mapping[str, str]) -> McpTarget:
-        """The server ``entry`` names (``url`` and ``headers`` with ``${VAR}`` filled in)."""
+    def target(
+        self, entry: McpToolSpec, url: str, headers: Mapping[str, str], path: str
+    ) -> McpTarget:
+        """The server ``entry`` (at ``path``) names (``url`` and ``headers`` with ``${VAR}``
+        filled in)."""
         if entry.server is not None:
             found = self.stdio.get(entry.server)
             if found is None:
                 known = ", ".join(sorted(self.stdio)) or "none"
                 message = f"no MCP server {entry.server!r} in mcp_servers; known: {known}"
-                raise _issue("server", message)
+                raise _issue(f"{path}.server", message)
             return found
         if entry.nacos is not None:
             if self.directory is None:
-                raise _issue("nacos", "this service has no Nacos MCP registry configured")
+                message = "this service has no Nacos MCP registry configured"
+                raise _issue(f"{path}.nacos", message)
             return registry_key(entry.nacos.server, entry.nacos.version)
         label = _CREDENTIALS.sub(lambda m: m.group(1) or "", url).split("?", 1)[0]
         return McpTarget(entry.transport, label, url=url, headers=tuple(sorted(headers.items())))
@@ -78,7 +90,7 @@ class McpServers:
                     await self.pool.connection(first).first_outcome(CONNECT_TIMEOUT)
                     self.pool.use(agent, [first])
             else:
-                await self.pool.connection(target).first_outcome(CONNECT_TIMEOUT)
+                await self.pool.connection(target).first_outcome(connect_timeout(target))
             self.pool.use(agent, [target])
 
     def _registered_server(self, key: McpTarget) -> RegisteredServer:
