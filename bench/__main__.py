@@ -30,7 +30,17 @@ from typing import Any
 
 from loguru import logger
 
-from bench import fleet, overhead, reload_files, reload_nacos, scale, swap, throughput, tools
+from bench import (
+    fleet,
+    hostile_text,
+    overhead,
+    reload_files,
+    reload_nacos,
+    scale,
+    swap,
+    throughput,
+    tools,
+)
 from bench._nacos import PORT, nacos
 from bench._process import Child
 
@@ -139,6 +149,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         await run.part(
             "tools", lambda: tools.measure(model_url, 200 if quick else 800), tools.table
         )
+        await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
         if not args.no_nacos:
             try:
                 await _nacos_parts(run, model_url, quick=quick, port=args.nacos_port)
@@ -156,6 +167,10 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
 async def _reload_files(edits: int) -> dict[str, Any]:
     latencies, refused = await reload_files.measure(edits, atomic=True, within=5.0)
     return reload_files.report(latencies, refused, atomic=True)
+
+
+async def _hostile_text(quick: bool) -> dict[str, Any]:
+    return await asyncio.to_thread(hostile_text.measure, 1 if quick else 5)
 
 
 async def _nacos_parts(run: Run, model_url: str, *, quick: bool, port: int) -> None:
@@ -238,6 +253,14 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
         )
         cpu = data["fleet"]["scaling"]["replicas"]["3"]["cpu_ratio_to_one_replica"]
         bar("CPU per request, 3 replicas / 1", cpu, "<= 1.25", cpu <= 1.25)
+    if "loop" in data.get("hostile_text", {}):
+        hold = data["hostile_text"]["loop"]["max_loop_hold_ms"]
+        bar(
+            "hostile 1 MB text: event-loop hold ms",
+            hold,
+            f"<= {hostile_text.LOOP_BAR_MS:.0f}",
+            hold <= hostile_text.LOOP_BAR_MS,
+        )
     if "failed" in data.get("swap", {}):
         figures = data["swap"]
         bar("swap under load: failed requests", figures["failed"], "0", figures["failed"] == 0)

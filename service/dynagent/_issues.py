@@ -9,7 +9,6 @@ name) or ``tools[#2]`` (its position, counted from 1).
 from __future__ import annotations
 
 import difflib
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -17,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from . import _regex
 from .exceptions import FieldIssue
 
 
@@ -56,7 +56,7 @@ def document_path(loc: tuple[int | str, ...], data: Any) -> str:
     return ".".join(parts)
 
 
-NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+NAME = _regex.compile(r"[A-Za-z0-9_-]{1,64}")
 """What may label an entry in a path; any other name (hostile, or the error itself)
 is left out and the entry counted instead."""
 

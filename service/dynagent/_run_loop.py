@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import jsonschema
 
+from ._redaction import INLINE_CHARS
+from ._schemas import validator
 from ._templates import MissingVariable, render
 from .events import (
     FinalOutput,
@@ -47,6 +48,7 @@ from .sessions.base import SessionStore
 from .spec import AgentSpec
 from .tools.base import Tool
 
+_T = TypeVar("_T")
 AgentInput = str | Sequence[Message]
 """What a run is given: one user message as text, or whole messages."""
 
@@ -71,7 +73,15 @@ class Agent(Protocol):
     def name(self) -> str: ...
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+def unfenced(text: str) -> str:
+    """The JSON inside a Markdown code fence (```` ```json … ``` ````), else ``text``.
+
+    Plain string operations, linear in the text: the regex this replaces took cubic
+    time on a fence followed by spaces (issue 11)."""
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return text
+    inner = text[3:-3]
+    return inner.removeprefix("json").strip()
 
 
 async def execute_run(
@@ -130,7 +140,7 @@ class _Loop:
         """Input and answers of this run, in order: what a session keeps."""
         output = agent.spec.output
         self.schema = output.schema_ if output else options.output_schema
-        self.validator = jsonschema.Draft202012Validator(self.schema) if self.schema else None
+        self.validator = validator(self.schema) if self.schema else None
         self.output_retries = output.retries if output else options.output_retries
         own = tuple(tool.definition for tool in agent.tools.values())
         self.definitions = (*own, *options.client_tools)
@@ -156,7 +166,7 @@ class _Loop:
                 for message in await self._run_tools(step, response.tool_calls):
                     self._keep(messages, message)
                 continue
-            output, problem = self._check_output(response.content or "")
+            output, problem = await self._checked_output(response.content or "")
             if problem is None:
                 self.ctx.emit(FinalOutput(trace_id=self.ctx.trace_id, step=step, output=output))
                 return output, self.usage, step
@@ -288,10 +298,9 @@ class _Loop:
             known = ", ".join(self.agent.tools) or "none"
             return _error(f"unknown tool {call.name!r}; available: {known}")
         try:
-            arguments: Any = json.loads(call.arguments or "{}")
+            arguments, problem = await _off_loop(_parsed_arguments, tool, call.arguments)
         except ValueError as exc:
             return _error(f"arguments are not valid JSON ({exc}); send a JSON object")
-        problem = tool.argument_errors(arguments)
         if problem is not None:
             return _error(f"invalid arguments: {problem}")
         try:
@@ -310,14 +319,17 @@ class _Loop:
             raise ToolFailed(f"tool {call.name!r} failed: {message}")
         return _error(f"{type(exc).__name__}: {message}")
 
+    async def _checked_output(self, content: str) -> tuple[JsonValue, str | None]:
+        if self.validator is None:
+            return content, None
+        return await _off_loop(self._check_output, content)
+
     def _check_output(self, content: str) -> tuple[JsonValue, str | None]:
         """The final output, or a message telling the model what to fix."""
         if self.validator is None:
             return content, None
-        text = content.strip()
-        fenced = _FENCE.match(text)
         try:
-            value = json.loads(fenced.group(1) if fenced else text)
+            value = json.loads(unfenced(content.strip()))
             error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
         except ValueError:
             return self._retry_output(content, "the answer is not valid JSON")
@@ -352,6 +364,19 @@ async def _all_or_none(calls: list[Coroutine[Any, Any, ToolOutcome]]) -> list[To
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _parsed_arguments(tool: Tool, text: str) -> tuple[Any, str | None]:
+    arguments = json.loads(text or "{}")
+    return arguments, tool.argument_errors(arguments)
+
+
+async def _off_loop(check: Callable[..., _T], *args: Any) -> _T:
+    """``check(*args)``, on a worker thread when its text is long: parsing and
+    validating a 1 MB answer must not hold the event loop (issue 11)."""
+    if len(args[-1]) <= INLINE_CHARS:
+        return check(*args)
+    return await asyncio.to_thread(check, *args)
 
 
 def _error(text: str) -> ToolOutcome:

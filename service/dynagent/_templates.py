@@ -7,11 +7,12 @@ pass and never re-scan what they inserted, so a value cannot inject syntax.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
+from . import _regex
+
+_ENV = _regex.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VAR = _regex.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 
 
 class MissingVariable(KeyError):
@@ -25,8 +26,8 @@ class MissingVariable(KeyError):
 def expand_env(text: str, environ: Mapping[str, str]) -> str:
     """Replace ``${VAR}`` and ``${VAR:-default}`` from ``environ``."""
 
-    def replace(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
+    def replace(match: _regex.Match) -> str:
+        name, default = match.group(1) or "", match.group(2)
         value = environ.get(name)
         if value is None or (value == "" and default is not None):
             if default is None:
@@ -39,14 +40,14 @@ def expand_env(text: str, environ: Mapping[str, str]) -> str:
 
 def env_names(text: str) -> list[str]:
     """The environment variables a text refers to."""
-    return [m.group(1) for m in _ENV.finditer(text)]
+    return [m.group(1) or "" for m in _ENV.finditer(text)]
 
 
 def render(template: str, variables: Mapping[str, str]) -> str:
     """Fill ``{{name}}`` placeholders; raises ``MissingVariable`` for an unknown one."""
 
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
+    def replace(match: _regex.Match) -> str:
+        name = match.group(1) or ""
         if name not in variables:
             raise MissingVariable(name)
         return str(variables[name])
@@ -56,4 +57,4 @@ def render(template: str, variables: Mapping[str, str]) -> str:
 
 def template_variables(template: str) -> set[str]:
     """The ``{{name}}`` placeholders a template uses."""
-    return {m.group(1) for m in _VAR.finditer(template)}
+    return {m.group(1) or "" for m in _VAR.finditer(template)}

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from ._health import SourceHealth
+from ._redaction import RedactingEmitter
 from ._run_loop import AgentInput, execute_run, render_system
 from .events import ErrorEvent, Event, JsonValue, ModelDelta, RunFinished, RunStarted, Usage
 from .exceptions import RunError, RunTimeout
@@ -30,6 +31,7 @@ from .tools.base import Tool
 __all__ = ["Agent", "AgentInput", "RunResult", "SourceInfo", "Variant"]
 
 Variant = Literal["stable", "canary"]
+_YIELD_EVERY = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +161,14 @@ class Agent:
         task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True, options=options))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
+            delivered = 0
             while (event := await queue.get()) is not None:
                 yield event
+                delivered += 1
+                if delivered % _YIELD_EVERY == 0:
+                    # A full queue is drained without a pause otherwise: thousands of
+                    # deltas of a long answer held the event loop (issue 11).
+                    await asyncio.sleep(0)
             if not task.cancelled() and isinstance(task.exception(), RunError):
                 return
             await task
@@ -187,10 +195,12 @@ class Agent:
             session_id,
             system=render_system(self, merged),
         )
+        # Masked inline, or on a worker thread when an event carries a long text.
+        shown = RedactingEmitter(emit, lambda event: self._shown(event, ctx))
         if streamed and self.secrets:  # only streamed runs have deltas
-            ctx.emit = _DeltaGate(StreamMask(self.secrets), lambda e: emit(self._shown(e, ctx)))
+            ctx.emit = _DeltaGate(StreamMask(self.secrets), shown)
         else:
-            ctx.emit = lambda event: emit(self._shown(event, ctx))
+            ctx.emit = shown
         return ctx
 
     def _shown(self, event: Event, ctx: RunContext) -> Event:
@@ -209,6 +219,24 @@ class Agent:
         *,
         stream: bool,
         options: RunOptions | None = None,
+    ) -> tuple[JsonValue, Usage, int]:
+        """The run, returning (or raising) only once every event has been delivered."""
+        try:
+            result = await self._timed(input, ctx, variant, stream=stream, options=options)
+        except RunError:
+            await _flushed(ctx)
+            raise
+        await _flushed(ctx)
+        return result
+
+    async def _timed(
+        self,
+        input: AgentInput,
+        ctx: RunContext,
+        variant: Variant,
+        *,
+        stream: bool,
+        options: RunOptions | None,
     ) -> tuple[JsonValue, Usage, int]:
         started = time.perf_counter()
         await self.chain.before_run(ctx)
@@ -286,6 +314,12 @@ class _DeltaGate:
         if rest and self.held is not None:
             self.emit(dataclasses.replace(self.held, text=rest))
         self.emit(event)
+
+
+async def _flushed(ctx: RunContext) -> None:
+    emitter = ctx.emit.emit if isinstance(ctx.emit, _DeltaGate) else ctx.emit
+    if isinstance(emitter, RedactingEmitter):
+        await emitter.flush()
 
 
 def _ms_since(started: float) -> float:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import ipaddress
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +20,7 @@ from loguru import logger
 
 from .builder import AgentBuilder
 from .config import ServiceConfig, load_config
-from .exceptions import ConfigError
+from .exceptions import ConfigError, StartupError
 from .http.app import create_app
 from .http.auth import ApiKeys
 from .logs import configure_logging
@@ -67,11 +69,12 @@ def serve(args: argparse.Namespace) -> int:
             )
             return 2
         logger.warning("auth is OFF: any caller can use every agent (set {})", config.auth.keys_env)
+    # Bound before the app starts: a port in use is one line, before any source loads.
+    listening = _listen_socket(config.listen.host, config.listen.port)
     app = create_app(config, secrets=mask)
     web.run_app(
         app,
-        host=config.listen.host,
-        port=config.listen.port,
+        sock=listening,
         shutdown_timeout=config.listen.drain_seconds,
         access_log=None,
         print=lambda text: logger.info(
@@ -79,6 +82,26 @@ def serve(args: argparse.Namespace) -> int:
         ),
     )
     return 0
+
+
+def _listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (``StartupError`` in one line if it cannot be)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        listening = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(address)
+    except OSError as exc:
+        listening.close()
+        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise StartupError(
+            f"cannot listen on {host}:{port}: {reason}; stop the other process or pick "
+            "another port (--port, listen.port)"
+        ) from None
+    return listening
 
 
 def validate(args: argparse.Namespace) -> int:
@@ -255,6 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StartupError as exc:
+        logger.error("{}", exc.message)
         return 2
     except aiohttp.ClientError as exc:
         print(f"error: cannot reach the service at {args.url}: {exc}", file=sys.stderr)

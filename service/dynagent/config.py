@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -12,8 +11,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import _regex
 from ._templates import MissingVariable, expand_env
 from .exceptions import ConfigError, FieldIssue
+from .sessions.base import DEFAULT_HISTORY_BYTES
 from .spec import issues_from
 
 
@@ -84,8 +85,8 @@ class SessionsConfig(_Section):
     key_prefix: str = "dynagent:session:"
     lock_ttl: float = Field(default=15.0, gt=0, le=600)
     """Seconds a crashed replica's hold on a session outlives it (``store: redis``)."""
-    history_bytes: int = Field(default=0, ge=0)
-    """``store: redis``: oldest turns are dropped past this many bytes (0: keep all)."""
+    max_history_bytes: int = Field(default=DEFAULT_HISTORY_BYTES, ge=1024)
+    """A session keeps (and a run is given) its newest whole turns within this many bytes."""
 
 
 class AuthConfig(_Section):
@@ -106,6 +107,9 @@ class LoggingConfig(_Section):
     """One JSON object per line (for log shippers) instead of text."""
 
 
+_VARIABLE_PATTERN = _regex.compile(r"^[A-Za-z0-9_*?]{1,128}$")
+
+
 class EnvironmentConfig(_Section):
     allow: list[str] = Field(
         default_factory=lambda: ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"],
@@ -118,7 +122,7 @@ class EnvironmentConfig(_Section):
     @classmethod
     def _names(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
-            if not re.fullmatch(r"[A-Za-z0-9_*?]{1,128}", pattern):
+            if _VARIABLE_PATTERN.search(pattern) is None:
                 raise ValueError(f"{pattern!r} is not a variable name or a * / ? pattern")
         return patterns
 
@@ -128,8 +132,14 @@ class MetricsConfig(_Section):
     """Serve ``/metrics`` to anyone; off: it needs an admin or a metrics key."""
 
 
+DEFAULT_TRACE_BYTES = 256 * 1024 * 1024
+"""``traces.max_bytes``: about 256 MB of recent traces (one 1 MB request keeps ~2 MB)."""
+
+
 class TracesConfig(_Section):
     max_traces: int = Field(default=1000, ge=1)
+    max_bytes: int = Field(default=DEFAULT_TRACE_BYTES, ge=1024)
+    """The trace store's size bound; the oldest traces go first."""
 
 
 class CorsConfig(_Section):

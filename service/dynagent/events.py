@@ -8,6 +8,7 @@ timestamp; model responses and the run's end carry token usage.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Any, Literal
 
@@ -37,6 +38,12 @@ class Usage:
         }
 
 
+@functools.cache
+def _field_names(kind: Any) -> tuple[str, ...]:
+    # dataclasses.fields() per call was most of the cost of recording 30,000 deltas.
+    return tuple(f.name for f in dataclasses.fields(kind))
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Event:
     trace_id: str
@@ -45,7 +52,8 @@ class _Event:
     """Unix time the event was emitted."""
 
     def as_dict(self) -> dict[str, JsonValue]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        kind: Any = type(self)
+        data = {name: getattr(self, name) for name in _field_names(kind)}
         for key, value in data.items():
             if isinstance(value, Usage):
                 data[key] = value.as_dict()

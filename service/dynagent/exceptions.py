@@ -236,4 +236,9 @@ class SessionConflict(RunError):
 class SessionStoreUnavailable(RunError):
     """The shared session store (Redis) could not be reached."""
 
+
+class StartupError(DynagentError):
+    """The service cannot start: its port is taken, or its session database cannot be
+    opened. ``dynagent serve`` reports it in one line and exits 2; never an HTTP answer."""
+
     kind: ErrorKind = "unavailable"

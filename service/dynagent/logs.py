@@ -1,24 +1,38 @@
 """Logging with loguru: text or JSON lines, a trace id on every run's lines, and
-secrets masked before anything is written."""
+secrets masked before anything is written.
+
+Every log line of the process goes through one loguru sink that masks: loguru's own
+records, and every stdlib ``logging`` record (aiohttp's ``aiohttp.server`` and
+``aiohttp.access``, the Nacos SDK, asyncio …) bridged into it by ``StdlibBridge``. A
+stdlib warning or error that repeats one already shown is held back (see
+``RepeatGate``): 40 s of Nacos outage is one line, not 38.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
 from loguru import logger
 
+from . import _regex
 from .masking import MASK, SecretValues
 
 if TYPE_CHECKING:
     from loguru import Record
 
-__all__ = ["MASK", "SecretMask", "configure_logging"]
+__all__ = ["MASK", "SecretMask", "StdlibBridge", "configure_logging", "state_changed"]
 
 TEXT_FORMAT = (
     "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | "
     "{extra[trace_id]} | {message}"
 )
+_DIGITS = _regex.compile(r"\d+")
+REPEAT_WINDOW = 300.0
+"""Seconds a repeated stdlib warning stays held back before it is shown again."""
 
 
 class SecretMask(SecretValues):
@@ -31,15 +45,122 @@ class SecretMask(SecretValues):
             record["message"] = self.mask(record["message"])
 
 
+class MaskedStream:
+    """The one sink's stream: the whole formatted line (exception text included) is
+    masked again just before it is written."""
+
+    def __init__(self, mask: SecretMask, stream: TextIO) -> None:
+        self._mask = mask
+        self._stream = stream
+
+    def write(self, text: str) -> None:
+        self._stream.write(self._mask.mask(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
+class RepeatGate:
+    """Holds back a stdlib warning/error already shown for its logger family, until that
+    family logs something below WARNING (a state change, such as a reconnect) or
+    ``REPEAT_WINDOW`` seconds pass; the next line shown says how many were held."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._shown: dict[str, dict[str, float]] = {}
+        self._held: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self._shown.clear()
+
+    def admit(self, name: str, level: int, message: str) -> tuple[bool, int]:
+        """(show it?, how many lines of this family were held back before it)."""
+        family = name.split(".", maxsplit=1)[0]
+        shown = self._shown.setdefault(family, {})
+        if level < logging.WARNING:
+            shown.clear()
+            return True, self._held.pop(family, 0)
+        key = _DIGITS.sub("#", message[:300])  # "retry 3 of 10" repeats "retry 2 of 10"
+        now = self._clock()
+        if now - shown.get(key, -REPEAT_WINDOW) < REPEAT_WINDOW:
+            self._held[family] = self._held.get(family, 0) + 1
+            return False, 0
+        shown[key] = now
+        return True, self._held.pop(family, 0)
+
+
+class StdlibBridge(logging.Handler):
+    """Hands every stdlib ``logging`` record to loguru, as one masked line."""
+
+    def __init__(self, gate: RepeatGate | None = None) -> None:
+        super().__init__()
+        self.gate = gate or RepeatGate()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = f"{record.name}: {record.getMessage()}"
+            if record.exc_info and record.exc_info[1] is not None:
+                text += f": {_exception_text(record.exc_info)}"
+        except Exception:
+            self.handleError(record)
+            return
+        show, held = self.gate.admit(record.name, record.levelno, text)
+        if not show:
+            return
+        if held:
+            text += f" ({held} repeated line(s) held back before this)"
+        level: str | int = record.levelno
+        if record.levelname in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            level = record.levelname
+        logger.log(level, "{}", text)
+
+
+def _exception_text(exc_info: Any) -> str:
+    error = exc_info[1]
+    # aiohttp's refusal of a malformed request is the client's fault: one line, no traceback.
+    if type(error).__module__.startswith("aiohttp.http_exceptions"):
+        return f"{type(error).__name__}: {' '.join(str(error).split())}"
+    return logging.Formatter().formatException(exc_info)
+
+
+def route_stdlib_logging(level: str) -> None:
+    """Send every stdlib logger's records through loguru (idempotent)."""
+    # The root logger's level stays as it is (WARNING by default): libraries' INFO chatter
+    # (aiohttp.access per request) is not wanted, and records made are records kept by
+    # any other handler (pytest's capture grew by one per request).
+    root = logging.getLogger()
+    if not any(isinstance(h, StdlibBridge) for h in root.handlers):
+        root.addHandler(StdlibBridge())
+    for handler in root.handlers:
+        if isinstance(handler, StdlibBridge):
+            handler.setLevel(level.upper())
+
+
+def stdlib_routed() -> bool:
+    """Whether stdlib records reach the masking sink (``dynagent serve`` set it up)."""
+    return any(isinstance(h, StdlibBridge) for h in logging.getLogger().handlers)
+
+
+def state_changed() -> None:
+    """A connection's state changed (a source is reachable again, or lost): warnings
+    held back as repeats may each show once more."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, StdlibBridge):
+            handler.gate.reset()
+
+
 def configure_logging(level: str = "INFO", *, json_lines: bool = False) -> SecretMask:
     """Send logs to stderr; returns the mask so secrets can be registered with it."""
     mask = SecretMask()
     logger.remove()
     logger.configure(patcher=mask, extra={"trace_id": "-"})
+    stream = MaskedStream(mask, sys.stderr)
     if json_lines:
-        logger.add(sys.stderr, level=level.upper(), serialize=True, backtrace=False, diagnose=False)
+        logger.add(stream, level=level.upper(), serialize=True, backtrace=False, diagnose=False)
     else:
-        logger.add(
-            sys.stderr, level=level.upper(), format=TEXT_FORMAT, backtrace=False, diagnose=False
-        )
+        logger.add(stream, level=level.upper(), format=TEXT_FORMAT, backtrace=False, diagnose=False)
+    route_stdlib_logging(level)
     return mask

@@ -35,6 +35,7 @@ from ._documents import (
     yaml_problem,
 )
 from ._issues import describe
+from ._schemas import check_patterns
 from .exceptions import ConfigError, FieldIssue
 from .spec_tools import AgentToolSpec, McpToolSpec
 
@@ -299,6 +300,7 @@ def _check_json_schema(value: dict[str, Any]) -> None:
         jsonschema.Draft202012Validator.check_schema(value)
     except jsonschema.SchemaError as exc:
         raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    check_patterns(value)
 
 
 _UNION_TAGS = {"tool-name", "tool-ref", "tool-http", "tool-mcp", "tool-agent"}

@@ -136,7 +136,7 @@ async def test_a_failing_fallback_raises_its_own_error(
     [
         (Malformed("{not json"), "malformed response from the model endpoint"),
         (Malformed('{"object": "chat.completion"}'), "the model endpoint answered without choices"),
-        (Malformed("plain words", content_type="text/plain"), "without choices"),
+        (Malformed("plain words", content_type="text/plain"), "not a chat completion"),
     ],
     ids=["broken-json", "no-choices", "not-json"],
 )

@@ -157,6 +157,8 @@ def test_serve_refuses_a_public_address_without_auth(
 ) -> None:
     started: list[Any] = []
     monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
+    # The socket serve binds before the app starts; here, the address it would bind.
+    monkeypatch.setattr("dynagent.cli._listen_socket", lambda host, port: (host, port))
     config = str(SAMPLES / "service.yaml")
 
     assert cli.main(["serve", "--config", config, "--host", host]) == 2
@@ -164,7 +166,7 @@ def test_serve_refuses_a_public_address_without_auth(
     assert cli.main(["serve", "--config", config, "--host", host, "--insecure"]) == 0
     monkeypatch.setenv("DYNAGENT_API_KEYS", API_KEY)
     assert cli.main(["serve", "--config", config, "--host", host, "--port", "8123"]) == 0
-    assert [(o["host"], o["port"]) for o in started] == [(host, 8090), (host, 8123)]
+    assert [o["sock"] for o in started] == [(host, 8090), (host, 8123)]
 
 
 @pytest.mark.usefixtures("offline_environment", "restore_logging")
@@ -172,8 +174,9 @@ def test_serve_refuses_a_public_address_without_auth(
 def test_serve_allows_loopback_without_auth(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Any] = []
     monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
+    monkeypatch.setattr("dynagent.cli._listen_socket", lambda host, port: (host, port))
     assert cli.main(["serve", "--config", str(SAMPLES / "service.yaml"), "--host", host]) == 0
-    assert [o["host"] for o in started] == [host]
+    assert [o["sock"][0] for o in started] == [host]
 
 
 def test_a_bad_service_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

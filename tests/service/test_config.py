@@ -64,7 +64,7 @@ traces: {max_traces: 5}
             "url": "redis://127.0.0.1:6379/0",
             "key_prefix": "dynagent:session:",
             "lock_ttl": 15.0,
-            "history_bytes": 0,
+            "max_history_bytes": 4 * 1024 * 1024,
         },
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",
@@ -73,7 +73,7 @@ traces: {max_traces: 5}
             "keys_file": Path("/run/secrets/keys.yaml"),
         },
         "logging": {"level": "DEBUG", "json": True},
-        "traces": {"max_traces": 5},
+        "traces": {"max_traces": 5, "max_bytes": 256 * 1024 * 1024},
         "cors": {"allow_origins": []},
         "metrics": {"public": False},
         "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},

@@ -173,7 +173,8 @@ class ScriptedModelServer:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> ScriptedModelServer:
-        app = web.Application()
+        # Big enough for the hostile-input runs: a 1 MB answer sent back with its retry.
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)

@@ -18,11 +18,11 @@ The ``cipher-kms-aes-256-`` (KMS-encrypted) variants of these dataIds are not re
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _regex
 from ..exceptions import ConfigError, FieldIssue
 
 GROUP_PREFIX = "ai-agent-"
@@ -32,6 +32,9 @@ MODEL = "model.json"
 MCP_SERVERS = "mcp-servers.json"
 PARTNER_AGENTS = "partner-agents.json"
 PIECES = (AGENT_BASE, MODEL, MCP_SERVERS, PARTNER_AGENTS)
+
+
+_UNSAFE = _regex.compile(r"[^a-zA-Z0-9_-]")
 
 
 def prompt_data_id(prompt_key: str) -> str:
@@ -151,7 +154,7 @@ def _mcp_tools(piece: Piece | None) -> list[dict[str, Any]]:
 
 def _tool_name(server: str) -> str:
     """A registry name (``weather.v2``) as an MCP tool entry's name (``weather_v2``)."""
-    return re.sub(r"[^a-zA-Z0-9_-]", "_", server)[:48] or "mcp"
+    return _UNSAFE.sub("_", server)[:48] or "mcp"
 
 
 def _partner_tools(piece: Piece | None) -> list[dict[str, Any]]:

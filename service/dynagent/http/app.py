@@ -176,7 +176,7 @@ def _install_state(
     app[CONFIG] = config
     app[FACTORIES] = {}
     app[REGISTRY] = registry
-    app[TRACES] = TraceStore(config.traces.max_traces)
+    app[TRACES] = TraceStore(config.traces.max_traces, max_bytes=config.traces.max_bytes)
     app[METRICS] = Metrics()
     app[METRICS].registry.register(RegistryGauges(registry))
     app[API_KEYS] = ApiKeys.from_config(environ, config.auth)
@@ -338,8 +338,9 @@ def configured_factories(
 
 def _session_store(config: ServiceConfig) -> SessionStore:
     settings = config.sessions
+    budget = settings.max_history_bytes
     if settings.store == "memory":
-        return MemorySessionStore()
+        return MemorySessionStore(budget)
     if settings.store == "redis":
         try:
             from ..sessions.redis import RedisSessionStore  # the optional ``redis`` extra
@@ -351,6 +352,6 @@ def _session_store(config: ServiceConfig) -> SessionStore:
             settings.url,
             key_prefix=settings.key_prefix,
             lock_ttl=settings.lock_ttl,
-            history_bytes=settings.history_bytes,
+            history_bytes=budget,
         )
-    return SqliteSessionStore(settings.path)
+    return SqliteSessionStore(settings.path, budget)

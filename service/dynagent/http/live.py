@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
 from aiohttp import web
 
+from .. import _regex
 from ..exceptions import BadRequest
 from ..masking import SecretValues
 from ..registry import AgentEntry, AgentRegistry
 from .auth import Caller
 from .series import SERIES, RecentSeries
 from .state import REGISTRY, SECRETS, caller
+
+_DIGITS = _regex.compile(r"[0-9]{1,4}")
 
 routes = web.RouteTableDef()
 STOPPING = web.AppKey("watch_stopping", asyncio.Event)
@@ -86,7 +88,7 @@ class AgentFeed:
 def _max_seconds(raw: str | None) -> float:
     if raw is None:
         return 300.0
-    if not re.fullmatch(r"[0-9]{1,4}", raw) or not 1 <= int(raw) <= MAX_SECONDS:
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_SECONDS:
         raise BadRequest(f"max_seconds must be a whole number from 1 to {MAX_SECONDS}")
     return float(raw)
 

@@ -4,17 +4,19 @@ and scoping as the rest of the API: a limited key sees only its agents."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
 from aiohttp import web
 
+from .. import _regex
 from ..exceptions import BadRequest, NotFound
 from .redact import Redactor
 from .series import SERIES
 from .state import API_KEYS, REGISTRY, TRACES, caller
+
+_DIGITS = _regex.compile(r"[0-9]{1,4}")
 
 routes = web.RouteTableDef()
 REDACTOR = web.AppKey("redactor", Redactor)
@@ -65,7 +67,7 @@ async def list_traces(request: web.Request) -> web.Response:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return 100
-    if not re.fullmatch(r"[0-9]{1,4}", raw) or not 1 <= int(raw) <= MAX_LIMIT:
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return int(raw)
 

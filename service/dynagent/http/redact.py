@@ -4,13 +4,13 @@ the service's known secrets masked as everywhere else (``SecretValues``)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from .. import _regex
 from ..masking import MASK, SecretValues
 
-_SECRET_FIELDS = re.compile(r"(api_?key|password|secret|token|authorization)", re.IGNORECASE)
-_ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}$")
+_SECRET_FIELDS = _regex.compile(r"(?i)(api_?key|password|secret|token|authorization)")
+_ENV_REFERENCE = _regex.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}$")
 
 
 class Redactor:

@@ -12,7 +12,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._redaction import TEXT_FIELDS, text_size
 from ..agent import Agent, SourceInfo
+from ..config import DEFAULT_TRACE_BYTES
 from ..events import Event
 
 
@@ -44,12 +46,28 @@ class _Recorded:
         return trace
 
 
+def _size(events: Sequence[Event]) -> int:
+    """About how many bytes the events hold: their text, plus a little per event."""
+    return sum(
+        200 + text_size([getattr(event, name, None) for name in TEXT_FIELDS], limit=1 << 62)
+        for event in events
+    )
+
+
 class TraceStore:
-    def __init__(self, max_traces: int = 1000) -> None:
+    """The newest traces, at most ``max_traces`` of them and about ``max_bytes`` in all
+    (``traces.max_bytes``); the oldest go first. A trace bigger than ``max_bytes`` on its
+    own is not kept."""
+
+    def __init__(self, max_traces: int = 1000, *, max_bytes: int = DEFAULT_TRACE_BYTES) -> None:
         self.max_traces = max_traces
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        """The size of what is kept now, as ``_size`` counts it."""
         self._traces: OrderedDict[str, _Recorded] = OrderedDict()
         self._feedback: dict[str, dict[str, Any]] = {}
         """The rating of a kept trace (``POST /v1/traces/{trace_id}/feedback``)."""
+        self._sizes: dict[str, int] = {}
 
     def record(
         self,
@@ -61,6 +79,12 @@ class TraceStore:
         nested: Sequence[dict[str, Any]] = (),
     ) -> None:
         """``nested``: the runs of agents this run called as tools, with their events."""
+        self._forget(trace_id)
+        size = _size(events) + sum(_size(run["events"]) for run in nested)
+        if size > self.max_bytes:
+            return
+        self._sizes[trace_id] = size
+        self.bytes += size
         self._traces[trace_id] = _Recorded(
             agent.name,
             agent.revision,
@@ -70,10 +94,17 @@ class TraceStore:
             tuple(events),
             tuple({**run, "events": tuple(run["events"])} for run in nested),
         )
-        self._traces.move_to_end(trace_id)
-        while len(self._traces) > self.max_traces:
-            gone, _ = self._traces.popitem(last=False)
+        while len(self._traces) > self.max_traces or self.bytes > self.max_bytes:
+            gone = next(iter(self._traces))
+            self._forget(gone)
             self._feedback.pop(gone, None)
+
+    def _forget(self, trace_id: str) -> None:
+        if self._traces.pop(trace_id, None) is not None:
+            self.bytes -= self._sizes.pop(trace_id)
+
+    def __len__(self) -> int:
+        return len(self._traces)
 
     def get(self, trace_id: str) -> dict[str, Any] | None:
         recorded = self._traces.get(trace_id)

@@ -23,10 +23,13 @@ from .._tracing import outgoing_headers
 from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
+from ._answers import chunk_delta, from_completion, malformed, usage_of
 from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 from .breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
 
 MAX_BACKOFF = 8.0
+YIELD_EVERY = 32
+"""Streamed chunks parsed between two turns of the event loop."""
 
 T = TypeVar("T")
 
@@ -108,6 +111,10 @@ class OpenAIModel:
                 text = builder.add(chunk)
                 if text:
                     yield TextDelta(text)
+                if builder.chunks % YIELD_EVERY == 0:
+                    # Chunks already buffered are parsed without a pause: a long answer in
+                    # tiny chunks held the event loop for over a second (issue 11).
+                    await asyncio.sleep(0)
             response = builder.response()
             permit.succeeded()
         except openai.APIError as exc:
@@ -125,7 +132,7 @@ class OpenAIModel:
 
     async def _complete(self, request: ModelRequest) -> ModelResponse:
         completion = await self._create(request, stream=False)
-        return _from_completion(completion, self.model_name)
+        return from_completion(completion, self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
         kwargs: dict[str, Any] = {**self.settings.model_dump(exclude_none=True), **request.settings}
@@ -238,34 +245,6 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _usage(usage: Any) -> Usage:
-    if not usage:
-        return Usage()
-    return Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
-
-
-def _from_completion(completion: Any, model: str) -> ModelResponse:
-    """A ``chat.completion`` body (parsed JSON, not the client's model objects: building
-    those cost more than the rest of a served run)."""
-    choices = completion.get("choices") if isinstance(completion, dict) else None
-    if not choices:
-        raise ModelError("the model endpoint answered without choices")
-    message = choices[0]["message"]
-    calls = tuple(
-        ToolCallRequest(
-            call["id"], call["function"]["name"], call["function"].get("arguments") or "{}"
-        )
-        for call in message.get("tool_calls") or ()
-        if call.get("type", "function") == "function"
-    )
-    return ModelResponse(
-        message.get("content"),
-        calls,
-        _usage(completion.get("usage")),
-        completion.get("model") or model,
-    )
-
-
 class _StreamAccumulator:
     """Folds streamed chunks (text and tool-call deltas, as parsed JSON) into one response."""
 
@@ -274,18 +253,20 @@ class _StreamAccumulator:
         self.text: list[str] = []
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
+        self.chunks = 0
+        self.choices = 0
+        """Chunks that carried a choice: a stream without one holds no answer at all."""
 
     def add(self, chunk: Any) -> str:
-        if not isinstance(chunk, dict):
-            raise ValueError("a stream chunk that is not a JSON object")
+        self.chunks += 1
+        delta = chunk_delta(chunk)
         if chunk.get("usage"):
-            self.usage = _usage(chunk["usage"])
-        if chunk.get("model"):
+            self.usage = usage_of(chunk["usage"])
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
             self.model = chunk["model"]
-        choices = chunk.get("choices")
-        if not choices:
+        if delta is None:
             return ""
-        delta = choices[0].get("delta") or {}
+        self.choices += 1
         for call in delta.get("tool_calls") or ():
             slot = self.calls.setdefault(call["index"], ["", "", ""])
             if call.get("id"):
@@ -301,6 +282,8 @@ class _StreamAccumulator:
         return ""
 
     def response(self) -> ModelResponse:
+        if not self.choices:
+            raise malformed("the stream held no answer (not a chat completions stream?)")
         calls = tuple(
             ToolCallRequest(call_id or f"call_{index}", name, args or "{}")
             for index, (call_id, name, args) in sorted(self.calls.items())

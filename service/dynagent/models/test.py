@@ -7,13 +7,15 @@ from the tool's JSON Schema, then answers, so samples run with no network.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _regex
 from ..events import Usage
 from .base import Message, ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
+
+_WORDS = _regex.compile(r"\s*\S+\s*|\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +35,8 @@ class TestModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         response = self._respond(request)
         if response.content:  # words that join back to the content, byte for byte
-            for word in re.findall(r"\s*\S+\s*|\s+", response.content):
+            for match in _WORDS.finditer(response.content):
+                word = match.group(0) or ""
                 yield TextDelta(word)
         yield response
 
@@ -69,8 +72,29 @@ def _text(message: Message) -> str:
     return str(content)
 
 
-def example(schema: dict[str, Any] | bool) -> Any:
-    """A value that validates against a (reasonable) JSON Schema."""
+MAX_ANSWER_SIZE = 100_000
+"""Values and characters in one whole example, however its levels nest: three nested
+arrays each asking ``minItems: 1000`` would otherwise build 10^9 values (1 GB) from a
+227-byte definition. Past it arrays and strings come out short, and the answer fails its
+schema (422) instead."""
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self, wanted: int) -> int:
+        granted = max(0, min(wanted, self.left))
+        self.left -= max(granted, 1)
+        return granted
+
+
+def example(schema: dict[str, Any] | bool, budget: _Budget | None = None) -> Any:
+    """A value that validates against a (reasonable) JSON Schema, within ``MAX_ANSWER_SIZE``."""
+    budget = budget or _Budget(MAX_ANSWER_SIZE)
+    budget.take(1)
     if isinstance(schema, bool):  # true: anything goes; false: nothing can, give null
         return "example" if schema else None
     if schema.get("examples"):
@@ -82,17 +106,17 @@ def example(schema: dict[str, Any] | bool) -> Any:
         return schema["enum"][0]
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
-            return example(schema[key][0])
+            return example(schema[key][0], budget)
     kind = schema.get("type", "object")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
-    return _BY_TYPE.get(kind, lambda s: None)(schema)
+    return _BY_TYPE.get(kind, lambda s, b: None)(schema, budget)
 
 
-def _object(schema: dict[str, Any]) -> dict[str, Any]:
+def _object(schema: dict[str, Any], budget: _Budget) -> dict[str, Any]:
     properties: dict[str, Any] = schema.get("properties", {})
     required = schema.get("required", list(properties))
-    return {name: example(properties.get(name, {})) for name in required}
+    return {name: example(properties.get(name, {}), budget) for name in required}
 
 
 MAX_EXAMPLE_SIZE = 1000
@@ -100,21 +124,24 @@ MAX_EXAMPLE_SIZE = 1000
 the offline model building gigabytes for a hostile definition."""
 
 
-def _string(schema: dict[str, Any]) -> str:
+def _string(schema: dict[str, Any], budget: _Budget) -> str:
     if "minLength" not in schema:
         return "example"
-    return "a" * min(max(int(schema["minLength"]), 1), MAX_EXAMPLE_SIZE)
+    return "a" * budget.take(min(max(int(schema["minLength"]), 1), MAX_EXAMPLE_SIZE))
 
 
-def _number(schema: dict[str, Any]) -> float | int:
+def _number(schema: dict[str, Any], budget: _Budget) -> float | int:
     low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
     value = low + 1 if "exclusiveMinimum" in schema else low
     return int(value) if schema.get("type") == "integer" else value
 
 
-def _array(schema: dict[str, Any]) -> list[Any]:
+def _array(schema: dict[str, Any], budget: _Budget) -> list[Any]:
     count = min(int(schema.get("minItems", 1)), MAX_EXAMPLE_SIZE)
-    return [example(schema.get("items", {"type": "string"})) for _ in range(count)]
+    items: list[Any] = []
+    while len(items) < count and budget.left > 0:
+        items.append(example(schema.get("items", {"type": "string"}), budget))
+    return items
 
 
 _BY_TYPE: dict[str, Any] = {
@@ -122,7 +149,7 @@ _BY_TYPE: dict[str, Any] = {
     "string": _string,
     "integer": _number,
     "number": _number,
-    "boolean": lambda s: True,
+    "boolean": lambda s, b: True,
     "array": _array,
-    "null": lambda s: None,
+    "null": lambda s, b: None,
 }

@@ -4,11 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
 from ..models.base import Message
+
+DEFAULT_HISTORY_BYTES = 4 * 1024 * 1024
+"""``sessions.max_history_bytes``: the most of a conversation a run is given and a store keeps."""
+
+
+def first_kept(newest_first: Iterable[tuple[int, int, str | None]], budget: int) -> int | None:
+    """The position of the oldest message a session keeps, by the history budget rule.
+
+    ``newest_first`` yields (position, bytes, role) of a session's messages, newest first.
+    A session keeps its newest whole turns (a turn starts at a ``user`` message) whose
+    messages add up to at most ``budget`` bytes of JSON; older turns are dropped, never
+    part of one, so the history always starts at a user message and never holds a tool
+    result without the call it answers. None: nothing fits (the newest turn alone is
+    over the budget). Reading stops at the first message past the budget, so a long
+    history is never read whole.
+    """
+    total, cut = 0, None
+    for position, size, role in newest_first:
+        total += size
+        if total > budget:
+            break
+        if role == "user":
+            cut = position
+    return cut
 
 
 class SessionStore(Protocol):

@@ -15,8 +15,11 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+from loguru import logger
+
+from ..exceptions import StartupError
 from ..models.base import Message
-from .base import SessionLocks
+from .base import DEFAULT_HISTORY_BYTES, SessionLocks, first_kept
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -36,16 +39,64 @@ CREATE TABLE IF NOT EXISTS pins (
 """
 
 
+def _connect(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        (verdict,) = db.execute("PRAGMA quick_check(1)").fetchone()
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+        db.execute(_SCHEMA)
+        db.execute(_PINS)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_database(path: Path) -> sqlite3.Connection:
+    """The session database at ``path``, by this rule (issue 11):
+
+    - a file that is not a readable SQLite database (truncated, corrupt, something else)
+      is moved aside to ``<name>.corrupt-<unix time>`` with an ERROR naming both paths,
+      and a new empty database is started: the service serves, the old sessions are
+      kept for inspection;
+    - a path that cannot be opened at all (a directory, no permission) is a
+      ``StartupError``: ``dynagent serve`` says so in one line and exits 2.
+    """
+    if str(path) != ":memory:":
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        try:
+            return _connect(str(path))
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            path.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+            logger.error(
+                "session database {} is not readable ({}): moved aside to {}; "
+                "starting with no sessions",
+                path,
+                exc,
+                aside,
+            )
+            return _connect(str(path))
+    except sqlite3.OperationalError as exc:
+        raise StartupError(
+            f"cannot open the session database {path} ({exc}): check sessions.path"
+        ) from None
+
+
 class SqliteSessionStore:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, max_history_bytes: int = DEFAULT_HISTORY_BYTES) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
-        self._db.execute(_PINS)
+        self.max_history_bytes = max_history_bytes
+        """The budget of ``first_kept``: older turns are neither loaded nor kept."""
+        self._db = open_database(self.path)
         self._mutex = threading.Lock()
         self._locks = SessionLocks()
 
@@ -74,10 +125,26 @@ class SqliteSessionStore:
         with self._mutex:
             self._db.close()
 
+    def _first_kept(self, session_id: str) -> int | None:
+        # Sizes and roles only, newest first, read until the budget is spent.
+        rows = self._db.execute(
+            "SELECT seq, length(CAST(message AS BLOB)), json_extract(message, '$.role') "
+            "FROM messages WHERE session_id = ? ORDER BY seq DESC",
+            (session_id,),
+        )
+        try:
+            return first_kept(rows, self.max_history_bytes)
+        finally:
+            rows.close()
+
     def _load(self, session_id: str) -> list[Message]:
         with self._mutex:
+            cut = self._first_kept(session_id)
+            if cut is None:
+                return []
             rows = self._db.execute(
-                "SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+                "SELECT message FROM messages WHERE session_id = ? AND seq >= ? ORDER BY seq",
+                (session_id, cut),
             ).fetchall()
         return [json.loads(row[0]) for row in rows]
 
@@ -93,6 +160,11 @@ class SqliteSessionStore:
                 self._db.executemany(
                     "INSERT INTO messages VALUES (?, ?, ?, ?)",
                     [(session_id, last + 1 + i, text, now) for i, text in enumerate(encoded)],
+                )
+                cut = self._first_kept(session_id)
+                self._db.execute(
+                    "DELETE FROM messages WHERE session_id = ? AND seq < ?",
+                    (session_id, last + 1 + len(encoded) if cut is None else cut),
                 )
                 self._db.execute("COMMIT")
             except BaseException:

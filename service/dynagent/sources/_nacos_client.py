@@ -30,6 +30,7 @@ from v2.nacos.transport.grpc_util import GrpcUtils
 
 from ..config import NacosConfig
 from ..exceptions import DynagentError, ErrorKind
+from ..logs import stdlib_routed
 from ._nacos_fuzzy import FuzzyHub, FuzzyWatch, OnGroupChange
 
 Listener = Callable[[str, str, str, str], Awaitable[None]]
@@ -150,6 +151,11 @@ class NacosClient:
         before = set(SDK_LOGGER.handlers)
         service = NacosConfigService(builder.build())  # adds a file handler to SDK_LOGGER
         self._log_handlers += [h for h in SDK_LOGGER.handlers if h not in before]
+        if stdlib_routed():
+            # Its lines go to the service's one masking log instead (dynagent.logs), not
+            # to an unmasked file of their own.
+            self._release_log_handlers()
+            SDK_LOGGER.propagate = True
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
                 await service.grpc_client_proxy.start()

@@ -24,6 +24,7 @@ from loguru import logger
 
 from .._health import SourceHealth
 from ..agent import SourceInfo
+from ..logs import state_changed
 from ..spec import format_of
 from ._nacos_client import ConfigRead, NacosClient, NacosError
 from ._nacos_fuzzy import FuzzyWatch, GroupChange
@@ -61,14 +62,25 @@ class Snapshot:
     def delete(self, data_id: str) -> None:
         (self.directory / data_id).unlink(missing_ok=True)
 
-    def load(self) -> dict[str, str]:
+    def load(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(the documents by dataId, the files that could not be read and why).
+
+        One unreadable file (truncated mid-character, unreadable) is skipped, never the
+        reason the others are not served: the snapshot exists for the bad day."""
+        documents: dict[str, str] = {}
+        unreadable: dict[str, str] = {}
         if not self.directory.is_dir():
-            return {}
-        return {
-            path.name: path.read_text(encoding="utf-8")
-            for path in sorted(self.directory.iterdir())
-            if path.is_file() and not path.name.startswith(".")
-        }
+            return documents, unreadable
+        for path in sorted(self.directory.iterdir()):
+            if path.name.startswith(".") or not path.is_file():
+                continue
+            try:
+                documents[path.name] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                unreadable[path.name] = f"not valid UTF-8 at byte {exc.start}"
+            except OSError as exc:
+                unreadable[path.name] = exc.strerror or type(exc).__name__
+        return documents, unreadable
 
 
 class NacosSource:
@@ -348,7 +360,8 @@ class NacosSource:
         return Document(data_id, text, format_of(data_id), info)
 
     async def _serve_snapshot(self, reason: str) -> None:
-        saved = {k: v for k, v in self.snapshot.load().items() if self.accepts(k)}
+        documents, unreadable = self.snapshot.load()
+        saved = {k: v for k, v in documents.items() if self.accepts(k)}
         logger.error(
             "Nacos source {} unavailable at start ({}); serving {} definitions from the "
             "snapshot in {}",
@@ -357,6 +370,12 @@ class NacosSource:
             len(saved),
             self.snapshot.directory,
         )
+        skipped = "; ".join(f"{name} ({why})" for name, why in unreadable.items())
+        if skipped:
+            logger.error(
+                "Nacos source {}: unreadable snapshot files skipped: {}", self.location, skipped
+            )
+            reason += f"; unreadable snapshot files skipped: {skipped}"
         self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
         assert self._on_change is not None
         for data_id, text in saved.items():
@@ -369,6 +388,7 @@ class NacosSource:
     def _set_degraded(self, reason: str | None) -> None:
         if reason == self.degraded:
             return
+        state_changed()  # the SDK's repeated connection errors may show once for this state
         if reason is None:
             logger.info("Nacos source {} is reachable again", self.location)
         elif self.degraded is None:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import create_model
 
+from .._schemas import validator
 from ..models.base import ToolDefinition
 
 ToolFunction = Callable[[dict[str, Any]], Awaitable[str]]
@@ -31,7 +32,7 @@ class Tool:
 
     def __post_init__(self) -> None:
         if self.validator is None:
-            checker = jsonschema.Draft202012Validator(self.definition.parameters)
+            checker = validator(self.definition.parameters)
             object.__setattr__(self, "validator", checker)
 
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,13 +10,14 @@ from urllib.parse import quote, unquote, urlsplit
 import aiohttp
 from yarl import URL
 
+from .. import _regex
 from .._tracing import outgoing_headers
 from ..models.base import ToolDefinition
 from ..resources import Resources, is_public_address
 from ..spec import HttpToolSpec
 from .base import Tool
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = _regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_RESPONSE_CHARS = 16_000
 
 
@@ -70,7 +70,7 @@ class UrlTemplate:
         segments = tuple(parts.path[1:].split("/")) if parts.path else ()
         query = tuple(parts.query.split("&")) if parts.query else ()
         parsed = cls(f"{parts.scheme}://{parts.netloc}", segments, query)
-        sample = {match.group(1): "x" for match in _PLACEHOLDER.finditer(template)}
+        sample = {match.group(1) or "": "x" for match in _PLACEHOLDER.finditer(template)}
         try:
             parsed.fill(sample)
         except ValueError:
@@ -105,8 +105,8 @@ class UrlTemplate:
     def _filled(text: str, arguments: Mapping[str, Any], used: set[str]) -> tuple[str, str | None]:
         names: list[str] = []
 
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
+        def replace(match: _regex.Match) -> str:
+            name = match.group(1) or ""
             if name not in arguments:
                 raise ValueError(f"missing argument {name!r} for the URL")
             names.append(name)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jsonschema
 from mcp import types
 
+from .. import _regex
 from ..exceptions import ConfigError, FieldIssue
 from ..models.base import ToolDefinition
 from ..spec_tools import McpToolSpec
@@ -33,7 +33,8 @@ from ._mcp_pool import (
 from ._mcp_registry import McpDirectory, RegisteredServer, endpoint_target, registry_key
 from .base import Tool
 
-_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+_UNSAFE = _regex.compile(r"[^a-zA-Z0-9_-]")
+_CREDENTIALS = _regex.compile(r"^(\w+://)[^@/]*@")
 MAX_RESULT_CHARS = 32_000
 
 
@@ -71,7 +72,7 @@ class McpServers:
                 message = "this service has no Nacos MCP registry configured"
                 raise _issue(f"{path}.nacos", message)
             return registry_key(entry.nacos.server, entry.nacos.version)
-        label = re.sub(r"^(\w+://)[^@/]*@", r"\1", url).split("?", 1)[0]
+        label = _CREDENTIALS.sub(lambda m: m.group(1) or "", url).split("?", 1)[0]
         return McpTarget(entry.transport, label, url=url, headers=tuple(sorted(headers.items())))
 
     async def prepare(self, agent: str, targets: Iterable[McpTarget]) -> None:
