@@ -14,6 +14,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 from dynagent import AgentBuilder, ToolRegistry, load_spec
@@ -94,11 +95,20 @@ MEMORY_CASES: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
 }
 
 
+def _peak_rss_kb() -> int:
+    """This process's own high-water RSS (``VmHWM``). Not ``ru_maxrss``: Linux carries that
+    across ``exec``, so a child of a large pytest process would report the parent's size."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def main() -> None:
     case = sys.argv[1]
     started = time.perf_counter()
     asyncio.run({**CASES, **MEMORY_CASES}[case]())
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = _peak_rss_kb() / 1024
     seconds = round(time.perf_counter() - started, 3)
     print(json.dumps({"case": case, "seconds": seconds, "peak_rss_mb": round(peak_mb)}))
 
