@@ -7,19 +7,17 @@ that the script was consumed exactly.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from dynagent.http.app import create_app
 from tests.support import ScriptedModelServer, Step
 from tests.support.service import agent_document, service_config, write_agent
+from tests.support.threaded import loop_in_thread, served_in_thread
 
 API_KEY = "openai-clients-test-key-0001"
 MODEL = "gpt-main"
@@ -45,7 +43,7 @@ TRIAGE_SCHEMA = {
 
 @dataclass
 class Served:
-    """The service's base URL and the model server behind it, on a loop of their own."""
+    """The service's base URL, and the model server behind it with the loop it runs on."""
 
     url: str
     model: ScriptedModelServer
@@ -77,44 +75,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("openai-clients")
     (root / "agents").mkdir()
     (root / "state").mkdir()
-    loop = asyncio.new_event_loop()
-    started: Future[tuple[web.AppRunner, Served]] = Future()
-
-    async def start() -> None:
-        model = await ScriptedModelServer().start()
-        _agents(root / "agents", model)
-        config = service_config(root / "agents", root / "state")
-        app = create_app(config, environ={"DYNAGENT_API_KEYS": API_KEY})
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        started.set_result((runner, Served(f"http://{host}:{port}", model, loop)))
-
-    def main() -> None:
-        asyncio.set_event_loop(loop)
+    with loop_in_thread() as loop:
+        model = asyncio.run_coroutine_threadsafe(ScriptedModelServer().start(), loop).result(60)
         try:
-            loop.run_until_complete(start())
-        except BaseException as exc:
-            started.set_exception(exc)
-            return
-        loop.run_forever()
-
-    thread = threading.Thread(target=main, name="openai-clients", daemon=True)
-    thread.start()
-    runner, served = started.result(timeout=60)
-    try:
-        yield served
-    finally:
-
-        async def stop() -> None:
-            await runner.cleanup()
-            await served.model.stop()
-
-        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=30)
+            _agents(root / "agents", model)
+            config = service_config(root / "agents", root / "state")
+            environ = {"DYNAGENT_API_KEYS": API_KEY}
+            with served_in_thread(
+                lambda: create_app(config, environ=environ), shutdown_timeout=1
+            ) as app:
+                yield Served(app.url, model, loop)
+        finally:
+            asyncio.run_coroutine_threadsafe(model.stop(), loop).result(timeout=30)
 
 
 @pytest.fixture
