@@ -24,12 +24,15 @@ from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
 from ._answers import chunk_delta, from_completion, malformed, usage_of
+from ._sse import chunk_blocks
 from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 from .breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
 
 MAX_BACKOFF = 8.0
-YIELD_EVERY = 32
-"""Streamed chunks parsed between two turns of the event loop."""
+JOIN_OVER = 4
+"""Text chunks of one network block above which they are passed on as one delta."""
+PAUSE_EVERY = 0.005
+"""Seconds a buffered stream is parsed for before the event loop gets a turn."""
 
 T = TypeVar("T")
 
@@ -107,14 +110,21 @@ class OpenAIModel:
         chunks, permit = await self._with_retries(lambda: self._create(request, stream=True))
         builder = _StreamAccumulator(self.model_name)
         try:
-            async for chunk in chunks:
-                text = builder.add(chunk)
-                if text:
+            # A network block of many chunks (a flood: see _sse.py) is one text delta;
+            # a few chunks, the usual pace of a model, stay a delta each. A pause every
+            # PAUSE_EVERY seconds, so that a long answer already buffered never holds the
+            # loop, yet queued deltas can be joined downstream (agent._EventQueue).
+            loop = asyncio.get_running_loop()
+            paused = loop.time()
+            async for block in chunk_blocks(chunks):
+                texts = [text for text in map(builder.add, block) if text]
+                if len(texts) > JOIN_OVER:
+                    texts = ["".join(texts)]
+                for text in texts:
                     yield TextDelta(text)
-                if builder.chunks % YIELD_EVERY == 0:
-                    # Chunks already buffered are parsed without a pause: a long answer in
-                    # tiny chunks held the event loop for over a second (issue 11).
+                if loop.time() - paused > PAUSE_EVERY:
                     await asyncio.sleep(0)
+                    paused = loop.time()
             response = builder.response()
             permit.succeeded()
         except openai.APIError as exc:
@@ -251,7 +261,8 @@ class _StreamAccumulator:
     def __init__(self, model: str) -> None:
         self.model = model
         self.text: list[str] = []
-        self.calls: dict[int, list[str]] = {}
+        self.calls: dict[int, tuple[str, list[str], list[str]]] = {}
+        """Per call index: its id and the pieces of its name and arguments."""
         self.usage = Usage()
         self.chunks = 0
         self.choices = 0
@@ -268,13 +279,15 @@ class _StreamAccumulator:
             return ""
         self.choices += 1
         for call in delta.get("tool_calls") or ():
-            slot = self.calls.setdefault(call["index"], ["", "", ""])
+            # Lists, not ``+=`` on strings: arguments streamed in 30,000 pieces would be
+            # copied 30,000 times (a hostile model's quadratic answer).
+            slot = self.calls.setdefault(call["index"], ("", [], []))
             if call.get("id"):
-                slot[0] = call["id"]
+                slot = self.calls[call["index"]] = (call["id"], slot[1], slot[2])
             function = call.get("function")
             if function is not None:
-                slot[1] += function.get("name") or ""
-                slot[2] += function.get("arguments") or ""
+                slot[1].append(function.get("name") or "")
+                slot[2].append(function.get("arguments") or "")
         content = delta.get("content")
         if content:
             self.text.append(content)
@@ -285,7 +298,7 @@ class _StreamAccumulator:
         if not self.choices:
             raise malformed("the stream held no answer (not a chat completions stream?)")
         calls = tuple(
-            ToolCallRequest(call_id or f"call_{index}", name, args or "{}")
+            ToolCallRequest(call_id or f"call_{index}", "".join(name), "".join(args) or "{}")
             for index, (call_id, name, args) in sorted(self.calls.items())
         )
         if any(not call.name for call in calls):
