@@ -268,7 +268,7 @@ def test_responses_client_tools_and_structured_text(service: Served, client: ope
 
 
 def test_responses_stream_typed_events(service: Served, client: openai.OpenAI) -> None:
-    service.script([Reply("Hello there.")])
+    service.script([Reply("Hello there.", gap=0.06)])  # two deltas, paced
     with client.responses.stream(model="bot", input="Hi") as stream:
         events = list(stream)
         final = stream.get_final_response()

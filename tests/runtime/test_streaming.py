@@ -39,6 +39,41 @@ def deltas(events: list[Event]) -> list[str]:
     return [e.text for e in of_type(events, ModelDelta)]
 
 
+def squeezed(types: list[str]) -> list[str]:
+    """Event types with each run of ``model_delta`` written once."""
+    return [t for i, t in enumerate(types) if t != "model_delta" or types[i - 1] != t]
+
+
+def joined(pieces: list[tuple[int, str]], step: int) -> str:
+    return "".join(text for at, text in pieces if at == step)
+
+
+async def test_a_model_writing_at_a_reading_pace_streams_each_piece_as_it_comes(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-main", [Reply("one two three four", gap=0.08)])
+    agent = make_agent()
+
+    events = await collect(agent, "count")
+
+    # Pieces further apart than the delta window are each passed on when they come.
+    assert deltas(events) == ["one ", "two ", "three ", "four"]
+
+
+async def test_a_flood_of_tiny_chunks_reaches_the_reader_in_few_deltas(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    text = "".join(f"w{i} " for i in range(20_000))
+    model_server.script("gpt-main", [Reply(text)])  # 20,000 chunks, as fast as they go
+    agent = make_agent()
+
+    events = await collect(agent, "flood me")
+
+    assert "".join(deltas(events)) == text == one(events, FinalOutput).output
+    # Joined per network block and per delta window: a few hundred at most, not 20,000.
+    assert len(deltas(events)) < 1_000, len(deltas(events))
+
+
 async def test_events_arrive_in_order_with_deltas_and_reassembled_tool_calls(
     make_agent: AgentFactory, model_server: ScriptedModelServer
 ) -> None:
@@ -50,28 +85,24 @@ async def test_events_arrive_in_order_with_deltas_and_reassembled_tool_calls(
 
     events = await collect(agent)
 
-    assert event_types(events) == [
+    # Deltas that arrive closer together than the delta window reach the reader joined.
+    assert squeezed(event_types(events)) == [
         "run_started",
         "model_request",
-        *["model_delta"] * 3,
+        "model_delta",
         "model_response",
         "tool_call",
         "tool_result",
         "model_request",
-        *["model_delta"] * 4,
+        "model_delta",
         "model_response",
         "final_output",
         "run_finished",
     ]
     pieces = [(e.step, e.text) for e in of_type(events, ModelDelta)]
-    assert pieces == [
-        (1, "Let "),
-        (1, "me "),
-        (1, "add."),
-        (2, "The "),
-        (2, "sum "),
-        (2, "is "),
-        (2, "5."),
+    assert [(step, joined(pieces, step)) for step in (1, 2)] == [
+        (1, "Let me add."),
+        (2, "The sum is 5."),
     ]
     first, second = of_type(events, ModelResponseEvent)
     assert (first.content, first.tool_calls) == (
@@ -161,7 +192,7 @@ async def test_a_stream_that_fails_to_start_is_retried_then_falls_back(
 
     events = await collect(agent)
 
-    assert deltas(events) == ["from ", "the ", "fallback"]
+    assert "".join(deltas(events)) == "from the fallback"
     assert one(events, FinalOutput).output == "from the fallback"
 
 

@@ -93,7 +93,7 @@ async def test_a_completion_is_an_agent_run(
 async def test_a_streamed_completion_assembles_the_answer(
     service: RunningService, client: openai.AsyncOpenAI, model_server: ScriptedModelServer
 ) -> None:
-    model_server.script(DEFAULT_MODEL, [Reply("Hello there, friend.")])
+    model_server.script(DEFAULT_MODEL, [Reply("Hello there, friend.", gap=0.06)])
     raw = await client.chat.completions.with_raw_response.create(
         model="bot", messages=[{"role": "user", "content": "Hi!"}], stream=True
     )
@@ -112,7 +112,7 @@ async def test_a_streamed_completion_assembles_the_answer(
 async def test_the_usage_chunk_comes_when_asked_for(
     client: openai.AsyncOpenAI, model_server: ScriptedModelServer
 ) -> None:
-    model_server.script(DEFAULT_MODEL, [Reply("Hello there.")])
+    model_server.script(DEFAULT_MODEL, [Reply("Hello there.", gap=0.06)])
     stream = await client.chat.completions.create(
         model="bot", messages=USER, stream=True, stream_options={"include_usage": True}
     )

@@ -45,6 +45,9 @@ class Reply:
     expect: Expectation | None = field(default=None, kw_only=True)
     pieces: Sequence[str] | None = field(default=None, kw_only=True)
     """Streamed deltas; by default the text is split into words."""
+    gap: float = field(default=0.0, kw_only=True)
+    """Seconds between two streamed chunks: a model writing at a human's reading pace
+    (deltas closer together than the service's delta window reach callers joined)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +261,10 @@ class ScriptedModelServer:
         if not streaming:
             return web.json_response(completion(answer))
         options = body.get("stream_options") or {}
-        return await _stream(request, answer, include_usage=bool(options.get("include_usage")))
+        gap = step.gap if isinstance(step, Reply) else 0.0
+        return await _stream(
+            request, answer, include_usage=bool(options.get("include_usage")), gap=gap
+        )
 
     def _wire_answer(
         self, body: Body, step: Reply | CallTools | BrokenStream, number: int
@@ -311,11 +317,13 @@ def _failure(step: Fail) -> web.Response:
 
 
 async def _stream(
-    request: web.Request, answer: WireAnswer, *, include_usage: bool
+    request: web.Request, answer: WireAnswer, *, include_usage: bool, gap: float = 0.0
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
-    for chunk in chunks(answer, include_usage=include_usage):
+    for number, chunk in enumerate(chunks(answer, include_usage=include_usage)):
+        if gap and number > 1:  # the role chunk and the first text go out together
+            await asyncio.sleep(gap)  # the model's pace, not a wait for the service
         await response.write(sse(chunk))
     await response.write(sse("[DONE]"))
     await response.write_eof()
