@@ -4,7 +4,6 @@ and scoping as the rest of the API: a limited key sees only its agents."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -25,7 +24,6 @@ TRACE_FILTERS = ("agent", "variant", "status", "session_id")
 VARIANTS = ("stable", "canary")
 STATUSES = ("ok", "error", "unfinished")
 MAX_LIMIT = 500
-_PREVIEW = 200
 
 
 @routes.get("/v1/whoami")
@@ -53,12 +51,11 @@ async def list_traces(request: web.Request) -> web.Response:
     limit = _limit(request.query.get("limit"))
     redactor = request.app[REDACTOR]
     found: list[dict[str, Any]] = []
-    for trace in request.app[TRACES].recent():
+    for summary in request.app[TRACES].summaries():
         if len(found) >= limit:
             break
-        if not who.may_see(trace["agent"]):
+        if not who.may_see(summary["agent"]):
             continue
-        summary = trace_summary(trace)
         if all(str(summary.get(key)) == value for key, value in wanted.items()):
             found.append(redactor.value(summary))
     return web.json_response({"traces": found})
@@ -70,36 +67,6 @@ def _limit(raw: str | None) -> int:
     if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return int(raw)
-
-
-def _of(events: list[dict[str, Any]], kind: str) -> Iterator[dict[str, Any]]:
-    return (event for event in events if event.get("type") == kind)
-
-
-def trace_summary(trace: dict[str, Any]) -> dict[str, Any]:
-    """One line of the traces list: who served, how it ended, how long, what it cost."""
-    events: list[dict[str, Any]] = trace["events"]
-    started = next(_of(events, "run_started"), {})
-    finished = next(_of(list(reversed(events)), "run_finished"), None)
-    error = next(_of(list(reversed(events)), "error"), None)
-    status = finished["status"] if finished else ("error" if error else "unfinished")
-    text = started.get("input")
-    preview = text if isinstance(text, str) else yaml.safe_dump(text, default_flow_style=True)
-    return {
-        "trace_id": trace["trace_id"],
-        "agent": trace["agent"],
-        "revision": trace["revision"],
-        "variant": trace["variant"],
-        "session_id": started.get("session_id"),
-        "status": status,
-        "started_at": events[0]["at"] if events else None,
-        "duration_ms": finished["duration_ms"] if finished else None,
-        "steps": sum(1 for _ in _of(events, "model_response")),
-        "tool_calls": sum(1 for _ in _of(events, "tool_call")),
-        "usage": finished["usage"] if finished else None,
-        "error": error and {"type": error["error_type"], "message": error["message"]},
-        "input": (preview or "")[:_PREVIEW],
-    }
 
 
 @routes.get("/v1/agents/{name}/series")

@@ -15,7 +15,14 @@ from typing import Any
 from .._redaction import TEXT_FIELDS, text_size
 from ..agent import Agent, SourceInfo
 from ..config import DEFAULT_TRACE_BYTES
-from ..events import Event
+from ..events import (
+    ErrorEvent,
+    Event,
+    ModelResponseEvent,
+    RunFinished,
+    RunStarted,
+    ToolCallEvent,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +130,54 @@ class TraceStore:
     def recent(self) -> Iterator[dict[str, Any]]:
         """Every kept trace, newest first."""
         return (recorded.as_dict(tid) for tid, recorded in reversed(self._traces.items()))
+
+    def summaries(self) -> Iterator[dict[str, Any]]:
+        """One line per kept trace, newest first, read from the events as they are kept:
+        listing never converts a whole (perhaps 1 MB) trace to JSON."""
+        return (_summary(tid, recorded) for tid, recorded in reversed(self._traces.items()))
+
+
+PREVIEW = 200
+"""Characters of a run's input shown in the traces list."""
+
+
+def _summary(trace_id: str, recorded: _Recorded) -> dict[str, Any]:
+    """Who served the run, how it ended, how long it took, what it cost."""
+    events = recorded.events
+    started = next((e for e in events if isinstance(e, RunStarted)), None)
+    finished = next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
+    error = next((e for e in reversed(events) if isinstance(e, ErrorEvent)), None)
+    status = finished.status if finished else ("error" if error else "unfinished")
+    return {
+        "trace_id": trace_id,
+        "agent": recorded.agent,
+        "revision": recorded.revision,
+        "variant": recorded.variant,
+        "session_id": started.session_id if started else None,
+        "status": status,
+        "started_at": events[0].at if events else None,
+        "duration_ms": finished.duration_ms if finished else None,
+        "steps": sum(1 for e in events if isinstance(e, ModelResponseEvent)),
+        "tool_calls": sum(1 for e in events if isinstance(e, ToolCallEvent)),
+        "usage": finished.usage.as_dict() if finished else None,
+        "error": error and {"type": error.error_type, "message": error.message},
+        "input": _preview(started.input if started else None),
+    }
+
+
+def _preview(value: Any) -> str:
+    """The first ``PREVIEW`` characters of a run's input: its text, or its messages as
+    ``role: text`` lines (only as much of them as the preview shows is ever formatted)."""
+    if isinstance(value, str):
+        return value[:PREVIEW]
+    lines: list[str] = []
+    size = 0
+    for item in value if isinstance(value, list) else ():
+        if size >= PREVIEW:
+            break
+        message = item if isinstance(item, dict) else {}
+        content, role = message.get("content"), message.get("role")
+        text = content[:PREVIEW] if isinstance(content, str) else ""
+        lines.append(f"{role}: {text}" if isinstance(role, str) else text)
+        size += len(lines[-1]) + 1
+    return "\n".join(lines)[:PREVIEW]
