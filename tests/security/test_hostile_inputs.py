@@ -4,18 +4,18 @@ sent to every endpoint of ``/openapi.json`` and through every built-in intercept
 
 It reports (with ``-s``) the server CPU each request cost, read from the process's own CPU
 time in ``/proc``, the slowest request, and ``/healthz``'s worst latency. The bars are 1 s of
-server CPU per request and 100 ms for ``/healthz``; the assertions are generous (3 s of CPU for
-a request whose answer is not streamed, 60 s for a streamed one, 5 s for ``/healthz``) so that
-a loaded machine does not fail them, while a stall like the old 15 s one still does. A 1 MB
-answer streamed in ~30,000 chunks does not meet the bars (see BENCHMARKS.md): most of its CPU
-is the ``openai`` client building one object per chunk.
+server CPU per request and 100 ms for ``/healthz``; the assertions allow twice the CPU and
+ten times the latency, so that a loaded machine does not fail them while a stall (the old
+15 s one) or per-chunk work on a streamed 1 MB answer (8-18 s before ``models/_sse.py``)
+still does. The mirroring model streams a 1 MB answer back as ~150,000 one-word chunks.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -46,8 +46,8 @@ INTERCEPTORS = [
     {"retry": {"max_attempts": 2}},
 ]
 CPU_BAR, HEALTHZ_BAR = 1.0, 0.1
-CPU_LIMIT, STREAMED_CPU_LIMIT, HEALTHZ_LIMIT = 3.0, 60.0, 5.0
-"""The generous limits asserted; the bars are reported."""
+CPU_LIMIT, HEALTHZ_LIMIT = 2.0, 1.0
+"""The limits asserted (a loaded machine's margin over the bars); the bars are reported."""
 
 
 def _mirror(body: dict[str, Any]) -> str:
@@ -128,66 +128,90 @@ async def _send(
         data=None if body is None else data.encode(),
         headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
     ) as response:
+        if method == "GET" and response.content_type == "text/event-stream":
+            # A watch (``/v1/watch/agents``) never ends: its first event answers.
+            return response.status, await response.content.readuntil(b"\n\n")
         return response.status, await response.read()
 
 
-async def _poll_healthz(session: aiohttp.ClientSession, url: str, worst: list[float]) -> None:
-    while True:
-        started = time.perf_counter()
-        async with session.get(f"{url}/healthz") as response:
-            assert response.status == 200
-            await response.read()
-        worst.append(time.perf_counter() - started)
-        await asyncio.sleep(0.02)
+_PROBE = """
+import http.client, sys, time
+host, port = sys.argv[1].split(":")
+connection = http.client.HTTPConnection(host, int(port), timeout=30)
+while True:
+    started = time.monotonic()
+    connection.request("GET", "/healthz")
+    response = connection.getresponse()
+    response.read()
+    ended = time.monotonic()
+    print(ended, ended - started, response.status, flush=True)
+    time.sleep(0.02)  # the poll interval, not a wait for the server
+"""
 
 
-@pytest.mark.timeout(600)  # ~2 minutes alone: 120 requests of ~1 MB, streamed ones included
-@pytest.mark.xfail(
-    reason="after merging main (20:40), a 1 MB answer streamed back in ~30,000 chunks takes "
-    "over the client's 120 s; it passed before that merge with 8-18 s of server CPU. "
-    "Reported to the lead; not strict so that a fix turns it green",
-    strict=False,
-)
+class _HealthzProbe:
+    """Polls ``/healthz`` from a process of its own: the test's event loop is busy (the
+    mirroring model streams 1 MB answers from it) and must not count as the server's
+    latency. ``time.monotonic`` is one clock for every process on Linux."""
+
+    def __init__(self, url: str) -> None:
+        address = url.removeprefix("http://")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _PROBE, address], stdout=subprocess.PIPE, text=True
+        )
+        self.polls: list[tuple[float, float]] = []
+        """(when it ended, how long it took), in seconds."""
+
+    def stop(self) -> None:
+        self.process.terminate()
+        output, _ = self.process.communicate(timeout=30)
+        for line in output.splitlines():
+            ended, took, status = line.split()
+            assert status == "200", line
+            self.polls.append((float(ended), float(took)))
+
+    def worst(self, since: float, until: float) -> float:
+        return max((took for ended, took in self.polls if since <= ended <= until), default=0.0)
+
+
+@pytest.mark.timeout(600)  # ~1 minute alone: 120 requests of ~1 MB, streamed ones included
 async def test_hostile_inputs_on_every_endpoint_cost_bounded_server_cpu(
     served: ServedProcess,
 ) -> None:
     pid = served.process.pid
-    results: list[tuple[float, str, int]] = []
-    latencies: list[float] = []
+    results: list[tuple[float, str, tuple[float, float], int]] = []
     timeout = aiohttp.ClientTimeout(total=120)
-    async with aiohttp.ClientSession(timeout=timeout) as session, aiohttp.ClientSession() as probe:
-        document = json.loads((await _send(session, served.url, "GET", "/openapi.json", None))[1])
-        operations = [(m.upper(), p) for p, item in document["paths"].items() for m in item]
-        poller = asyncio.create_task(_poll_healthz(probe, served.url, latencies))
-        try:
+    probe = _HealthzProbe(served.url)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            document = await _send(session, served.url, "GET", "/openapi.json", None)
+            paths = json.loads(document[1])["paths"]
+            operations = [(m.upper(), p) for p, item in paths.items() for m in item]
             for label, text in TEXTS.items():
                 for method, path, body in _requests(text, operations):
-                    before, polled = _cpu_seconds(pid), len(latencies)
+                    before, started = _cpu_seconds(pid), time.monotonic()
                     status, answer = await _send(session, served.url, method, path, body)
                     cost = _cpu_seconds(pid) - before
                     streamed = isinstance(body, dict) and body.get("stream") is True
-                    kind = "streamed" if streamed else "plain"
-                    healthz = max(latencies[polled - 1 :] or [0.0]) * 1000
-                    what = f"{label}: {method} {path[:50]} ({kind}; /healthz {healthz:.0f} ms)"
-                    results.append((cost, what, status))
+                    what = f"{label}: {method} {path[:50]} ({'streamed' if streamed else 'plain'})"
+                    results.append((cost, what, (started, time.monotonic()), status))
                     assert status != 500 and b"Traceback" not in answer, (label, path, answer[:300])
-        finally:
-            poller.cancel()
-            await asyncio.gather(poller, return_exceptions=True)
+    finally:
+        probe.stop()
+    latencies = [took for _, took in probe.polls]
 
     results.sort(reverse=True)
-    plain = [r for r in results if "(streamed;" not in r[1]]
     worst_ms = max(latencies) * 1000
     print(f"\n{len(results)} hostile requests over {len(operations)} operations; slowest:")
-    for cost, what, status in results[:6]:
-        print(f"  {cost:6.2f} s CPU  {status}  {what}")
+    for cost, what, (since, until), status in results[:6]:
+        healthz = probe.worst(since, until) * 1000
+        print(f"  {cost:6.2f} s CPU  {status}  {what}; /healthz {healthz:.0f} ms")
+    stalled = max(results, key=lambda r: probe.worst(*r[2]))
     print(
-        f"slowest not streamed: {plain[0][0]:.2f} s of server CPU ({plain[0][1]}); "
-        f"bar {CPU_BAR} s\n/healthz worst {worst_ms:.0f} ms over {len(latencies)} polls; "
-        f"bar {HEALTHZ_BAR * 1000:.0f} ms"
+        f"slowest: {results[0][0]:.2f} s of server CPU; bar {CPU_BAR} s\n"
+        f"/healthz worst {worst_ms:.0f} ms over {len(latencies)} polls "
+        f"(during {stalled[1]}); bar {HEALTHZ_BAR * 1000:.0f} ms"
     )
-    assert plain[0][0] < CPU_LIMIT, plain[:3]
-    # A streamed 1 MB answer in ~30,000 chunks costs the openai client ~100 us per chunk
-    # (BENCHMARKS.md): linear, over the 1 s bar, reported; a stall would be far past this.
-    assert results[0][0] < STREAMED_CPU_LIMIT, results[:3]
-    assert worst_ms / 1000 < HEALTHZ_LIMIT
+    assert len(latencies) > len(results), "the /healthz probe hardly ran"
+    assert results[0][0] < CPU_LIMIT, results[:3]
+    assert worst_ms / 1000 < HEALTHZ_LIMIT, (worst_ms, stalled)
