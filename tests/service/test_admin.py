@@ -202,10 +202,10 @@ async def test_only_admin_keys_may_promote_or_roll_back(service: RunningService)
     forbidden = {
         "error": {
             "type": "forbidden",
-            "message": "promote, rollback and resume need an admin API key",
+            "message": "promote, rollback, pause and resume need an admin API key",
         }
     }
-    for action in ("promote", "rollback"):
+    for action in ("promote", "rollback", "rollout/pause", "rollout/resume"):
         assert await post(service, action, headers=USER) == (403, forbidden)
         status, body = await post(service, action, headers={})
         assert (status, body["error"]["type"]) == (401, "unauthorized")
