@@ -194,13 +194,22 @@ def rollback(args: argparse.Namespace) -> int:
 
 
 def rollout(args: argparse.Namespace) -> int:
-    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollout/{args.action}"))
+    if args.reason and args.action != "pause":
+        print("error: --reason goes with pause only", file=sys.stderr)
+        return 2
+    body = {"reason": args.reason} if args.reason else None
+    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollout/{args.action}", body))
 
 
 def _rollout_parser(commands: Any) -> None:
     steer = commands.add_parser("rollout", help="steer an agent's canary rollout")
-    steer.add_argument("action", choices=["resume"], help="resume: put a paused canary back")
+    steer.add_argument(
+        "action",
+        choices=["pause", "resume"],
+        help="pause: take the canary out of traffic on every replica; resume: put it back",
+    )
     steer.add_argument("name")
+    steer.add_argument("--reason", help="pause only: why (recorded in rollout.paused.reason)")
     _client_options(steer)
     steer.set_defaults(func=rollout)
 

@@ -51,7 +51,8 @@ class GuardPolicy(BaseModel):
 
 class Paused(BaseModel):
     """``rollout.paused``: the canary is out of traffic on every replica until this is
-    removed (an edit, or ``dynagent rollout resume NAME``). The guard writes it."""
+    removed (an edit, or ``dynagent rollout resume NAME``). The guard writes it, and so
+    does ``dynagent rollout pause NAME``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -280,8 +281,8 @@ class Pulled:
     then honours it, and a restart does not undo it."""
 
     @classmethod
-    def now(cls, reason: str) -> Pulled:
-        return cls(reason, time.time())
+    def now(cls, reason: str, by: str = "guard") -> Pulled:
+        return cls(reason, time.time(), by)
 
     @classmethod
     def of(cls, paused: Paused | None, revision: str) -> Pulled | None:

@@ -5,8 +5,9 @@ recorded as ``rollout.paused: {reason, at, by}`` in the canary's document — it
 or its Nacos dataId — by a compare-and-set on the text that was read. Replicas that
 pull at the same moment make one write: the others' compare fails, they read again and
 find the pause already there. Every replica then stops routing to the canary as soon as
-the change reaches it, and a restarted replica reads the pause back. Resuming is the
-reverse edit (``dynagent rollout resume NAME``, or removing the block by hand).
+the change reaches it, and a restarted replica reads the pause back. A pause by hand
+(``dynagent rollout pause NAME``) is the same edit with the operator's name in ``by``;
+resuming is the reverse edit (``dynagent rollout resume NAME``, or removing the block).
 """
 
 from __future__ import annotations
@@ -146,6 +147,30 @@ class RolloutDecisions:
             return
         if wrote:
             logger.info("recorded the pull of {}'s canary in its definition", name)
+
+    async def pause(self, name: str, reason: str, by: str) -> bool:
+        """Record ``rollout.paused: {reason, at, by, revision}`` in the canary of ``name``;
+        False if a pause of this canary revision was already recorded.
+
+        Nothing changes in this replica until the edited document comes back through its
+        watcher, as on every other replica: the config center stays the one truth."""
+        canary = self._canary(name)
+        if canary is None:
+            raise Conflict(f"agent {name!r} has no canary to pause")
+        revision = canary.agent.revision
+        block = Pulled.now(reason, by).as_paused(revision)
+
+        def pause(rollout: dict[str, Any]) -> bool:
+            current = rollout.get("paused")
+            if isinstance(current, dict) and current.get("revision") in (None, revision):
+                return False  # already paused (another replica, the guard or a person)
+            rollout["paused"] = block  # replaces a pause of an earlier revision
+            return True
+
+        wrote = await self.edit(name, canary.agent.spec.revision, pause)
+        if wrote:
+            logger.info("agent {} canary {}: pause by {} written", name, revision, by)
+        return wrote
 
     async def resume(self, name: str) -> bool:
         """Remove ``rollout.paused`` from the canary of ``name``; False if it had none."""

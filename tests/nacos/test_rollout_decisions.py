@@ -162,3 +162,64 @@ async def test_replicas_pulling_at_once_write_the_pause_once(
     assert sum(writes) == 1, writes
     assert all(p is not None and p.recorded and p.by == "guard" for p in own_pulls)
     assert (await stored_rollout(nacos, group))["paused"]["reason"] == REASON
+
+
+async def test_a_pause_by_hand_on_one_replica_is_written_to_nacos_and_held_by_all(
+    nacos: NacosAdmin,
+    nacos_settings: NacosConfig,
+    model_server: ScriptedModelServer,
+    tmp_path: Path,
+) -> None:
+    """``POST …/rollout/pause`` (``dynagent rollout pause bot``) is the guard's write-back
+    by hand: one compare-and-set on the dataId, then every replica, and a late one, route
+    everyone to the stable until the resume."""
+    group = nacos_settings.group
+    stable, canary = documents(model_server)
+    canary["rollout"]["weight"] = 100  # while it serves, every unpinned caller gets it
+    await nacos.publish("bot.agent.yaml", group, yaml_text(stable))
+    await nacos.publish("bot.canary.yaml", group, yaml_text(canary))
+    model_server.script(DEFAULT_MODEL, [Reply("stable")], cycle=True)
+    model_server.script(CANARY_MODEL, [Reply("canary before"), Reply("canary after")])
+
+    async def variants(services: list[RunningService]) -> list[str]:
+        served = []
+        for service in services:
+            response = await service.client.post(
+                "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Canary-Key": "c"}
+            )
+            served.append(response.headers["X-Agent-Variant"])
+        return served
+
+    async with fleet(nacos_settings, tmp_path, 2) as (replicas, _, start):
+        for service in replicas:
+            await service.registry.wait_for(
+                lambda r: "bot" in r and r.entry("bot").canary is not None
+            )
+        assert await variants(replicas[:1]) == ["canary"]
+
+        response = await replicas[0].client.post(
+            "/v1/agents/bot/rollout/pause", json={"reason": "hold for the launch"}
+        )
+        body = await response.json()
+        assert response.status == 200, body
+        assert (body["canary"]["state"], body["canary"]["pulled"]["by"]) == ("pulled", "operator")
+        for service in replicas:
+            await service.registry.wait_for(recorded, within=2.0)
+        paused = (await stored_rollout(nacos, group))["paused"]
+        assert (paused["reason"], paused["by"], paused["revision"]) == (
+            "hold for the launch",
+            "operator",
+            canary_revision(canary),
+        )
+        assert sum(s.app[DECISIONS].writes for s in replicas) == 1
+        late = await start()  # joins ``replicas``
+        await late.registry.wait_for(lambda r: "bot" in r and r.entry("bot").canary is not None)
+        assert recorded(late.registry)
+        assert await variants(replicas) == ["stable"] * 3
+
+        response = await replicas[1].client.post("/v1/agents/bot/rollout/resume")
+        assert response.status == 200, await response.text()
+        for service in replicas:
+            await service.registry.wait_for(lambda r: canary_of(r).serving, within=2.0)
+        assert await stored_rollout(nacos, group) == canary["rollout"]
+        assert await variants([late]) == ["canary"]

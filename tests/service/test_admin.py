@@ -202,10 +202,10 @@ async def test_only_admin_keys_may_promote_or_roll_back(service: RunningService)
     forbidden = {
         "error": {
             "type": "forbidden",
-            "message": "promote, rollback and resume need an admin API key",
+            "message": "promote, rollback, pause and resume need an admin API key",
         }
     }
-    for action in ("promote", "rollback"):
+    for action in ("promote", "rollback", "rollout/pause", "rollout/resume"):
         assert await post(service, action, headers=USER) == (403, forbidden)
         status, body = await post(service, action, headers={})
         assert (status, body["error"]["type"]) == (401, "unauthorized")
@@ -310,3 +310,32 @@ async def test_the_promote_and_rollback_commands_against_a_running_service(
     assert during > 0
     assert load.revisions() == {revision_of(V2), canary_revision(CANARY)}
     assert yaml.safe_load((agents_dir / "bot.yaml").read_text(encoding="utf-8")) == CANDIDATE
+
+
+async def test_the_rollout_pause_and_resume_commands_against_a_running_service(
+    served: str, agents_dir: Path
+) -> None:
+    canary_file = agents_dir / canary_filename("bot")
+    code, status = await command(
+        "rollout", "pause", "bot", "--reason", "too slow", "--url", served, key=ADMIN_KEY
+    )
+    assert (code, status["canary"]["state"], status["canary"]["pulled"]["reason"]) == (
+        0,
+        "pulled",
+        "too slow",
+    )
+    paused = yaml.safe_load(canary_file.read_text(encoding="utf-8"))["rollout"]["paused"]
+    assert (paused["reason"], paused["by"]) == ("too slow", "DYNAGENT_ADMIN_KEYS[0]")
+
+    code, error = await command("rollout", "pause", "bot", "--url", served, key=ADMIN_KEY)
+    assert (code, error["error"]["type"]) == (1, "conflict")
+    code, error = await command("rollout", "resume", "bot", "--url", served, key=USER_KEY)
+    assert (code, error["error"]["type"]) == (1, "forbidden")
+    code, message = await command(
+        "rollout", "resume", "bot", "--reason", "x", "--url", served, key=ADMIN_KEY
+    )
+    assert (code, message) == (2, "error: --reason goes with pause only\n")
+
+    code, status = await command("rollout", "resume", "bot", "--url", served, key=ADMIN_KEY)
+    assert (code, status["canary"]["state"]) == (0, "serving")
+    assert yaml.safe_load(canary_file.read_text(encoding="utf-8")) == CANARY

@@ -314,6 +314,7 @@ CONTRACT = {
     "/v1/agents/{name}/revisions": "get",
     "/v1/agents/{name}/promote": "post",
     "/v1/agents/{name}/rollback": "post",
+    "/v1/agents/{name}/rollout/pause": "post",
     "/v1/agents/{name}/rollout/resume": "post",
     "/v1/chat/completions": "post",
     "/v1/responses": "post",

@@ -252,7 +252,7 @@ async def test_a_limited_key_sees_only_its_agents(service: RunningService) -> No
         await expect(ui.page.locator("#who")).to_contain_text("ops-user")
         await ui.go("#/agent/bot")
         await expect(ui.page.locator("#actions")).to_contain_text("need an admin key")
-        await expect(ui.page.locator("#promote, #rollback")).to_have_count(0)
+        await expect(ui.page.locator("#promote, #rollback, #pause, #resume")).to_have_count(0)
         await ui.go("#/agent/other")
         await expect(ui.page.locator("#agent")).to_contain_text("may not call agent 'other'")
         # The key stays in session storage and travels only as a bearer header.

@@ -1,9 +1,8 @@
-"""Version management: revision history, promote a canary, roll back.
+"""Version management: revision history, promote a canary, roll back, pause and resume.
 
-Promote and rollback write the definition back to where it lives (the agent
-file, or the Nacos dataId), so the source stays the truth and every replica
-follows; the request returns once this instance serves the result. Both need
-an admin key.
+Each writes the definition back to where it lives (the agent file, or the Nacos
+dataId), so the source stays the truth and every replica follows; the request
+returns once this instance serves the result. All need an admin key.
 """
 
 from __future__ import annotations
@@ -16,19 +15,21 @@ from aiohttp import web
 from ..exceptions import Conflict, Forbidden, NotFound
 from ..registry import AgentRegistry
 from .bodies import read_body
-from .schemas import RollbackRequest
-from .state import DECISIONS, FACTORIES, REGISTRY, caller
+from .schemas import PauseRequest, RollbackRequest
+from .state import API_KEYS, DECISIONS, FACTORIES, REGISTRY, caller
 
 routes = web.RouteTableDef()
 APPLY_TIMEOUT = 15.0
 """Seconds to wait for the written definition to come back through the watcher."""
+PAUSE_REASON = "paused by hand"
+"""``rollout.paused.reason`` when a pause gives none."""
 
 
 def _admin(request: web.Request, name: str) -> None:
     who = caller(request)
     who.check_agent(name)
     if not who.admin:
-        raise Forbidden("promote, rollback and resume need an admin API key")
+        raise Forbidden("promote, rollback, pause and resume need an admin API key")
 
 
 @routes.get("/v1/agents/{name}/revisions")
@@ -88,6 +89,37 @@ async def rollback(request: web.Request) -> web.Response:
     async with _refused_as("rollback"):
         await factory.write(name, "stable", target.agent.spec, entry.stable.source)
     await _until(registry, name, target.agent.spec.revision)
+    return web.json_response(registry.status(name))
+
+
+@routes.post("/v1/agents/{name}/rollout/pause")
+async def pause(request: web.Request) -> web.Response:
+    """Take a serving canary out of traffic: writes ``rollout.paused`` into its document,
+    named after the admin key (``operator`` with auth off), as the guard's pulls are."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    body = await read_body(request, PauseRequest) if request.can_read_body else None
+    registry = request.app[REGISTRY]
+    canary = registry.entry(name).canary
+    if canary is None:
+        raise Conflict(f"agent {name!r} has no canary to pause")
+    if not canary.serving:
+        raise Conflict(f"the canary of agent {name!r} is already paused")
+    by = caller(request).name[:200] if request.app[API_KEYS].enabled else "operator"
+    reason = body.reason if body is not None and body.reason else PAUSE_REASON
+    async with _refused_as("pause"):
+        await request.app[DECISIONS].pause(name, reason, by)
+
+    def paused(r: AgentRegistry) -> bool:
+        current = r.entry(name).canary if name in r else None
+        return current is None or not current.serving or current.agent is not canary.agent
+
+    try:
+        await registry.wait_for(paused, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the pause of {name!r}'s canary was written but is not served yet"
+        ) from None
     return web.json_response(registry.status(name))
 
 

@@ -26,6 +26,7 @@ from .schemas import (
     InvokeRequest,
     InvokeResponse,
     McpServerList,
+    PauseRequest,
     Readiness,
     RevisionHistory,
     RollbackRequest,
@@ -43,6 +44,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     ModelList,
     ModelObject,
     OpenAIError,
+    PauseRequest,
     RollbackRequest,
     FeedbackRequest,
     FeedbackResponse,
@@ -202,6 +204,16 @@ def _agent_paths() -> dict[str, Any]:
                 *_BODY_ERRORS,
                 parameters=[_NAME],
                 requestBody=_body(RollbackRequest, required=False),
+            )
+        },
+        "/v1/agents/{name}/rollout/pause": {
+            "post": _op(
+                "Take a serving canary out of traffic on every replica (admin key)",
+                _ok(AgentStatus),
+                *admin,
+                *_BODY_ERRORS,
+                parameters=[_NAME],
+                requestBody=_body(PauseRequest, required=False),
             )
         },
         "/v1/agents/{name}/rollout/resume": {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 
 class ChatMessage(BaseModel):
@@ -40,6 +40,17 @@ class RollbackRequest(BaseModel):
 
     to: str | None = Field(default=None, min_length=1, max_length=64)
     """Revision to restore; default: the stable revision before the current one."""
+
+
+class PauseRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
+        | None
+    ) = None
+    """Why the rollout is paused, recorded in ``rollout.paused.reason`` and shown in the
+    status; default: ``paused by hand``."""
 
 
 class InvokeResponse(BaseModel):

@@ -85,11 +85,15 @@ function params() {
   return {parts: path.split("/").filter(Boolean).map(decodeURIComponent), query: new URLSearchParams(query || "")};
 }
 
-function confirmAction(text) {
+function confirmAction(text, askReason) {
+  // Resolves to null when cancelled, else {reason} (what was typed, when a reason is asked).
   const dialog = document.getElementById("confirm");
+  const reason = document.getElementById("confirm-reason");
   document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-reason-row").hidden = !askReason;
+  reason.value = "";
   return new Promise((resolve) => {
-    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), {once: true});
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" ? {reason: reason.value.trim()} : null), {once: true});
     dialog.returnValue = "cancel";
     dialog.showModal();
   });
@@ -523,21 +527,32 @@ function wireAgent(s) {
     act(`Roll ${s.name} back to revision ${to}? It replaces ${s.revision} for every caller.`,
       () => api(`/v1/agents/${name}/rollback`, {method: "POST", json: {to}}), s.name);
   });
-  on("pause", () => act(`Pause the rollout of ${s.name}?`, () => api(state.caps.pause.replace("{name}", name), {method: "POST"}), s.name));
-  on("resume", () => act(`Resume the rollout of ${s.name}?`, () => api(state.caps.resume.replace("{name}", name), {method: "POST"}), s.name));
+  on("pause", () => act(`Pause the rollout of ${s.name}? Canary ${s.canary.revision} leaves traffic on every replica; ${s.revision} answers every caller until it is resumed.`,
+    (answer) => api(state.caps.pause.replace("{name}", name), answer.reason ? {method: "POST", json: {reason: answer.reason}} : {method: "POST"}),
+    s.name, {askReason: true, done: (st) => `Done: canary ${st.canary ? st.canary.revision : s.canary.revision} of ${st.name} paused; ${st.revision} answers every caller.`}));
+  on("resume", () => act(`Resume the rollout of ${s.name}? Canary ${s.canary.revision} takes ${s.canary.weight}% of the traffic again.`,
+    () => api(state.caps.resume.replace("{name}", name), {method: "POST"}),
+    s.name, {done: (st) => st.canary ? `Done: canary ${st.canary.revision} of ${st.name} is back in traffic at ${st.canary.weight}%.` : `Done: ${st.name} now serves ${st.revision}, no canary.`}));
   on("compare", () => compare(s.name));
 }
 
-async function act(question, call, name) {
-  if (!(await confirmAction(question))) return;
+function servesText(status) {
+  return `Done: ${status.name} now serves ${status.revision}${status.canary ? " (canary " + status.canary.revision + ")" : ", no canary"}.`;
+}
+
+async function act(question, call, name, options) {
+  // options: askReason (the dialog asks for one, passed to call), done (status -> text).
+  const opts = options || {};
+  const answer = await confirmAction(question, opts.askReason);
+  if (!answer) return;
   const box = document.getElementById("action-result");
   box.className = "result pending";
   box.textContent = "working…";
   try {
-    const status = await call();
+    const status = await call(answer);
     const now = document.getElementById("action-result");
     now.className = "result ok";
-    now.textContent = `Done: ${status.name} now serves ${status.revision}${status.canary ? " (canary " + status.canary.revision + ")" : ", no canary"}.`;
+    now.textContent = (opts.done || servesText)(status);
   } catch (e) {
     const now = document.getElementById("action-result");
     now.className = "result bad";
@@ -928,7 +943,7 @@ function capabilities() {
 }
 
 async function loadCapabilities() {
-  // Pause and resume exist once the service documents them (another part of the work).
+  // Pause and resume are offered where the service documents them.
   try {
     const doc = await (await fetch("/openapi.json")).json();
     for (const [path, item] of Object.entries(doc.paths || {})) {
@@ -949,6 +964,10 @@ document.getElementById("login-form").addEventListener("submit", (e) => {
   sessionStorage.setItem(KEY_STORE, document.getElementById("key").value.trim());
   document.getElementById("key").value = "";
   start();
+});
+document.getElementById("confirm-reason").addEventListener("keydown", (e) => {
+  // Enter in the reason confirms (the form's first button, and so its default, is Cancel).
+  if (e.key === "Enter") { e.preventDefault(); document.getElementById("confirm").close("ok"); }
 });
 document.getElementById("signout").addEventListener("click", () => { sessionStorage.removeItem(KEY_STORE); location.reload(); });
 window.addEventListener("hashchange", () => { if (state.me) route(); });

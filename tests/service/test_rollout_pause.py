@@ -1,0 +1,218 @@
+"""Pausing a canary by hand: ``POST /v1/agents/{name}/rollout/pause`` writes
+``rollout.paused`` into the canary's file, as the guard's pulls are written, so the stable
+answers everyone, a restart keeps the pause, and a resume puts the canary back. Who may
+pause, and the clear errors of everything else."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.canary import canary_document, canary_filename, canary_revision
+from tests.support.service import (
+    RunningService,
+    agent_document,
+    revision_of,
+    running_service,
+    service_config,
+    write_agent,
+)
+
+ADMIN_KEY = "pause-admin-key-0123456789"
+USER_KEY = "pause-user-key-0123456789"
+OTHER_KEY = "pause-other-key-0123456789"
+"""An admin key (``ops``), a plain key from the environment, and a key limited to ``solo``."""
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+STABLE = agent_document("bot", system="Stable.")
+CANDIDATE = agent_document("bot", system="Candidate.")
+CANARY = canary_document(CANDIDATE, weight=100)
+"""At 100 %, every caller that is not pinned gets the canary while it serves."""
+SOLO = agent_document("solo")
+
+
+@asynccontextmanager
+async def keyed_service(
+    agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> AsyncIterator[RunningService]:
+    """The service on ``agents_dir`` with the three keys; the test writes the files first."""
+    keys = [
+        {"name": "ops", "key": ADMIN_KEY, "admin": True},
+        {"name": "solo-only", "key": OTHER_KEY, "agents": ["solo"]},
+    ]
+    keys_file = tmp_path / "keys.yaml"
+    keys_file.write_text(yaml.safe_dump({"keys": keys}))
+    config = service_config(
+        agents_dir, state_dir, sessions={"store": "memory"}, auth={"keys_file": str(keys_file)}
+    )
+    async with running_service(config, environ={"DYNAGENT_API_KEYS": USER_KEY}) as service:
+        await service.registry.wait_for(lambda r: "bot" in r and r.entry("bot").canary is not None)
+        yield service
+
+
+async def post(
+    service: RunningService, action: str, body: Any = None, headers: dict[str, str] = ADMIN
+) -> tuple[int, Any]:
+    response = await service.client.post(
+        f"/v1/agents/bot/rollout/{action}", json=body, headers=headers
+    )
+    return response.status, await response.json()
+
+
+async def variant(service: RunningService, headers: dict[str, str] = ADMIN) -> tuple[str, str]:
+    """The variant and revision that answer an unpinned caller."""
+    response = await service.client.post(
+        "/v1/agents/bot/invoke", json={"input": "hi"}, headers={**headers, "X-Canary-Key": "c"}
+    )
+    body = await response.json()
+    assert response.status == 200, body
+    return body["variant"], body["revision"]
+
+
+def stored_rollout(path: Path) -> dict[str, Any]:
+    rollout: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))["rollout"]
+    return rollout
+
+
+async def test_a_pause_is_written_into_the_canary_file_and_outlives_a_restart(
+    agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    write_agent(agents_dir, STABLE)
+    path = write_agent(agents_dir, CANARY, filename=canary_filename("bot"))
+    canary = canary_revision(CANARY)
+    async with keyed_service(agents_dir, state_dir, tmp_path) as service:
+        assert await variant(service) == ("canary", canary)
+        before = datetime.now().astimezone()
+
+        status, body = await post(service, "pause", {"reason": "  checkout errors  "})
+
+        assert status == 200, body
+        pulled = body["canary"]["pulled"]
+        assert isinstance(pulled.pop("at"), float)
+        assert (body["canary"]["state"], pulled) == (
+            "pulled",
+            {"reason": "checkout errors", "by": "ops", "recorded": True},
+        )
+        paused = stored_rollout(path)["paused"]
+        assert before <= datetime.fromisoformat(paused.pop("at")) <= datetime.now().astimezone()
+        assert stored_rollout(path) | {"paused": paused} == {
+            "weight": 100,
+            "paused": {"reason": "checkout errors", "by": "ops", "revision": canary},
+        }
+        assert await variant(service) == ("stable", revision_of(STABLE))
+        assert await post(service, "pause") == (
+            409,
+            {
+                "error": {
+                    "type": "conflict",
+                    "message": "the canary of agent 'bot' is already paused",
+                }
+            },
+        )
+
+    async with keyed_service(agents_dir, state_dir, tmp_path) as restarted:
+        assert restarted.registry.status("bot")["canary"]["state"] == "pulled"
+        assert await variant(restarted) == ("stable", revision_of(STABLE))
+        status, body = await post(restarted, "resume")
+        assert (status, body["canary"]["state"], body["canary"]["pulled"]) == (200, "serving", None)
+        assert stored_rollout(path) == {"weight": 100}
+        assert await variant(restarted) == ("canary", canary)
+
+
+async def test_with_auth_off_the_pause_is_the_operators_and_a_json_file_stays_json(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    write_agent(agents_dir, STABLE)
+    path = agents_dir / "bot.canary.json"
+    path.write_text(json.dumps(CANARY), encoding="utf-8")
+    async with running_service(service_config(agents_dir, state_dir), environ={}) as service:
+        await service.registry.wait_for(lambda r: "bot" in r and r.entry("bot").canary is not None)
+        response = await service.client.post("/v1/agents/bot/rollout/pause")  # no body at all
+        body = await response.json()
+        assert response.status == 200, body
+        assert (body["canary"]["pulled"]["by"], body["canary"]["pulled"]["reason"]) == (
+            "operator",
+            "paused by hand",
+        )
+        stored = json.loads(path.read_text(encoding="utf-8"))["rollout"]
+        assert (stored["paused"]["by"], stored["paused"]["reason"]) == (
+            "operator",
+            "paused by hand",
+        )
+        assert await variant(service, {}) == ("stable", revision_of(STABLE))
+
+
+async def test_who_may_pause_and_the_errors_of_everything_else(
+    agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    write_agent(agents_dir, STABLE)
+    path = write_agent(agents_dir, CANARY, filename=canary_filename("bot"))
+    write_agent(agents_dir, SOLO)
+    text = path.read_text(encoding="utf-8")
+    async with keyed_service(agents_dir, state_dir, tmp_path) as service:
+        await service.wait_serving("solo", revision_of(SOLO))
+        forbidden = "promote, rollback, pause and resume need an admin API key"
+        cases: list[tuple[str, Any, dict[str, str], int, str]] = [
+            ("bot", None, {"Authorization": f"Bearer {USER_KEY}"}, 403, forbidden),
+            ("bot", None, {"Authorization": f"Bearer {OTHER_KEY}"}, 403, "may not call agent"),
+            ("bot", None, {}, 401, ""),
+            ("nobody", None, ADMIN, 404, "nobody"),
+            ("solo", None, ADMIN, 409, "agent 'solo' has no canary to pause"),
+            ("bot", {"reason": ""}, ADMIN, 400, "reason"),
+            ("bot", {"reason": "   "}, ADMIN, 400, "reason"),
+            ("bot", {"reason": "x" * 4001}, ADMIN, 400, "reason"),
+            ("bot", {"why": "x"}, ADMIN, 400, "why"),
+            ("bot", [1], ADMIN, 400, "must be a JSON object"),
+        ]
+        answers = []
+        for name, body, headers, *_ in cases:
+            response = await service.client.post(
+                f"/v1/agents/{name}/rollout/pause", json=body, headers=headers
+            )
+            error = (await response.json())["error"]
+            answers.append((response.status, error["message"]))
+        assert [status for status, _ in answers] == [case[3] for case in cases]
+        for (_, message), case in zip(answers, cases, strict=True):
+            assert case[4] in message, (case, message)
+        not_json = await service.client.post(
+            "/v1/agents/bot/rollout/pause",
+            data=b"{not json",
+            headers={**ADMIN, "Content-Type": "application/json"},
+        )
+        assert (not_json.status, (await not_json.json())["error"]["type"]) == (400, "bad_request")
+        assert path.read_text(encoding="utf-8") == text
+        assert service.registry.status("bot")["canary"]["state"] == "serving"
+
+
+async def test_the_pause_of_a_linked_canary_file_is_409_and_changes_nothing(
+    agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    write_agent(agents_dir, STABLE)
+    target = tmp_path / "versions" / "bot-canary.yaml"
+    target.parent.mkdir()
+    target.write_text(yaml.safe_dump(CANARY, sort_keys=False), encoding="utf-8")
+    (agents_dir / canary_filename("bot")).symlink_to(target)
+    text = target.read_text(encoding="utf-8")
+    async with running_service(service_config(agents_dir, state_dir), environ={}) as service:
+        await service.registry.wait_for(lambda r: "bot" in r and r.entry("bot").canary is not None)
+        response = await service.client.post("/v1/agents/bot/rollout/pause")
+        assert (response.status, await response.json()) == (
+            409,
+            {
+                "error": {
+                    "type": "conflict",
+                    "message": "cannot pause: agent file bot.canary.yaml is a symbolic link; "
+                    "the service writes agent files in place and never replaces a link: edit "
+                    "the file it points to, or replace the link with a regular file",
+                }
+            },
+        )
+        assert target.read_text(encoding="utf-8") == text
+        assert (agents_dir / canary_filename("bot")).is_symlink()
+        assert await variant(service, {}) == ("canary", canary_revision(CANARY))
