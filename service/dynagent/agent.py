@@ -301,38 +301,50 @@ class _EventQueue:
     """The events of a streamed run on their way to its reader.
 
     Text deltas reach the reader at most once per ``DELTA_WINDOW``: the first at once,
-    and those that arrive sooner after it are held that long and joined into one. A model
-    streaming a long answer in tiny chunks then costs every later stage (masking, SSE,
-    trace, socket writes) a bounded amount per second, not an amount per chunk; a human
-    reader sees no difference.
+    and those that arrive sooner after it are held until the window ends (or until an
+    event of another kind comes) and joined into one. A model streaming a long answer in
+    tiny chunks then costs every later stage (masking, SSE, trace, socket writes) a
+    bounded amount per second, not an amount per chunk; a human reader sees no difference.
     """
 
     def __init__(self) -> None:
         self._items: deque[Event | None] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        """Woken by any event (the reader waits for the queue to fill)."""
+        self._hold: asyncio.Future[None] | None = None
+        """Woken by an event that is not a delta (the reader holds deltas back)."""
         self._delta_at = -DELTA_WINDOW
 
     def put_nowait(self, event: Event | None) -> None:
         self._items.append(event)
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        for waiter in (self._waiter, None if isinstance(event, ModelDelta) else self._hold):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
     async def get(self) -> Event | None:
+        loop = asyncio.get_running_loop()
         while not self._items:
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = loop.create_future()
             await self._waiter
         event = self._items.popleft()
         if not isinstance(event, ModelDelta):
             return event
-        loop = asyncio.get_running_loop()
-        wait = self._delta_at + DELTA_WINDOW - loop.time()
-        if wait > 0:
-            await asyncio.sleep(wait)
+        deadline = self._delta_at + DELTA_WINDOW
+        if loop.time() < deadline and all(isinstance(e, ModelDelta) for e in self._items):
+            self._hold = loop.create_future()
+            timer = loop.call_later(deadline - loop.time(), _wake, self._hold)
+            await self._hold
+            timer.cancel()
         self._delta_at = loop.time()
         texts = [event.text]
         while self._items and _same_call(self._items[0], event):
             texts.append(self._items.popleft().text)  # type: ignore[union-attr]
         return event if len(texts) == 1 else dataclasses.replace(event, text="".join(texts))
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _same_call(queued: Event | None, delta: ModelDelta) -> bool:
