@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import ipaddress
 import json
 import os
@@ -77,11 +78,19 @@ def serve(args: argparse.Namespace) -> int:
         sock=listening,
         shutdown_timeout=config.listen.drain_seconds,
         access_log=None,
-        print=lambda text: logger.info(
-            "listening on http://{}:{}", config.listen.host, config.listen.port
-        ),
+        print=lambda _: _serving(config.listen.host, config.listen.port),
     )
     return 0
+
+
+def _serving(host: str, port: int) -> None:
+    """Started: every source loaded, the port open."""
+    # What startup built (modules, schemas, agents: ~200,000 objects) lives as long as the
+    # process. Frozen out of the garbage collector, they are no longer walked by each full
+    # collection, which took 30-400 ms in the middle of requests: the p99 tail under load.
+    gc.collect()
+    gc.freeze()
+    logger.info("listening on http://{}:{}", host, port)
 
 
 def _listen_socket(host: str, port: int) -> socket.socket:
