@@ -11,9 +11,9 @@ import pytest
 
 from dynagent.http.state import MCP
 from dynagent.registry import AgentRegistry
-from tests.mcp.conftest import mcp_process
+from tests.mcp.conftest import McpProcess, mcp_process
 from tests.mcp.test_mcp_tools import invoke, mcp_agent, serve
-from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
+from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.process import free_port
 from tests.support.service import RunningService, running_service, service_config
 
@@ -81,3 +81,31 @@ async def test_an_edit_while_the_server_is_down_is_refused_until_it_is_back(
         assert service.registry.entry("bot").last_error is None
         assert service.serving("bot") != good
         assert server_status(service)["state"] == "connected"
+
+
+async def test_a_list_changed_while_the_server_is_flaky_keeps_the_last_good(
+    service: RunningService, model_server: ScriptedModelServer, http_server: McpProcess
+) -> None:
+    document = mcp_agent(model_server, http_server.url)
+    await serve(service, document)
+    good = service.serving("bot")
+    model_server.script(DEFAULT_MODEL, [CallTools([("orders_flake", {})]), Reply("flaked")])
+    await invoke(service)  # the server now sends list_changed, then cannot list its tools
+    pool = service.app[MCP].pool
+    await pool.wait_for(lambda: server_status(service)["state"] == "down")
+    broken = "MCPError: the tool listing is broken for now"
+    assert server_status(service)["last_error"] == broken
+    assert service.serving("bot") == good
+    message = await refused_edit(service, document, http_server.url)
+    assert message.endswith(f"is not connected: {broken}; retried with backoff)")
+    model_server.script(DEFAULT_MODEL, [Reply("still here")])
+    await answers_with(service, good)
+    agent = service.registry.entry("bot").stable
+    assert agent is not None and "orders_late" not in agent.tools
+
+    http_server.heal()
+    await service.registry.wait_for(serves_edit, within=40)
+    agent = service.registry.entry("bot").stable
+    assert agent is not None and "orders_late" in agent.tools
+    model_server.script(DEFAULT_MODEL, [CallTools([("orders_late", {"x": 1})]), Reply("ok")])
+    assert (await invoke(service))["output"] == "ok"

@@ -121,6 +121,7 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                         "picture",
                         "resources",
                         "grow",
+                        "flake",
                     ],
                     "connected_at": status["servers"][0]["connected_at"],
                     "calls": 2,
