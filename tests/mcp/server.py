@@ -9,7 +9,10 @@ linked resources), ``grow`` (adds the tool ``late`` and sends
 ``notifications/tools/list_changed``), ``flake`` (the same, but from then on every
 ``tools/list`` fails, until the process gets SIGUSR1: a flaky server), ``cancelled`` (how
 many calls of ``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled``
-(answer once a call of ``slow`` runs / was cancelled: tests wait on them instead of sleeping).
+(answer once a call of ``slow`` runs / was cancelled: tests wait on them instead of sleeping),
+``authorization`` (a SHA-256 of the call's ``Authorization`` header), ``stats`` (how many
+MCP sessions have called it, how many ``tools/list`` requests were answered; HTTP transports)
+and ``structured`` (structured content without a text block).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
+import json
 import signal
 from typing import Any
 
@@ -51,10 +56,13 @@ class FlakyListing:
 
     def __init__(self, server: MCPServer[Any]) -> None:
         self.broken = False
+        self.count = 0
+        """``tools/list`` requests answered."""
         self._list = server.list_tools
         server.list_tools = self.list_tools  # type: ignore[method-assign]
 
     async def list_tools(self) -> list[types.Tool]:
+        self.count += 1
         if self.broken:
             raise RuntimeError("the tool listing is broken for now")
         return await self._list()
@@ -134,7 +142,30 @@ def build(name: str = "test-mcp") -> tuple[MCPServer[Any], FlakyListing]:
         await ctx.session.send_tool_list_changed()
         return "flaked"
 
+    _add_introspection(server, listing)
     return server, listing
+
+
+def _add_introspection(server: MCPServer[Any], listing: FlakyListing) -> None:
+    sessions: set[str] = set()
+    """The MCP session ids (streamable HTTP header, SSE query) that called ``stats``."""
+
+    @server.tool(description="A SHA-256 of the Authorization header this call came with.")
+    def authorization(ctx: Context) -> str:
+        request: Any = ctx.request_context.request
+        header = request.headers.get("authorization")
+        return "none" if header is None else hashlib.sha256(header.encode()).hexdigest()
+
+    @server.tool(description="Sessions that called this tool; tools/list requests answered.")
+    def stats(ctx: Context) -> str:
+        request: Any = ctx.request_context.request
+        found = request.headers.get("mcp-session-id") or request.query_params.get("session_id")
+        sessions.add(str(found))
+        return json.dumps({"sessions": len(sessions), "listings": listing.count})
+
+    @server.tool(description="Structured content only, no text block.", structured_output=False)
+    def structured() -> types.CallToolResult:
+        return types.CallToolResult(content=[], structured_content={"total": 3})
 
 
 async def _serve(server: MCPServer[Any], listing: FlakyListing, transport: str, port: int) -> None:
