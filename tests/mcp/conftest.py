@@ -4,6 +4,7 @@ own processes on loopback, started and stopped by the tests."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -32,6 +33,10 @@ class McpProcess:
     def kill(self) -> None:
         self.process.kill()
         self.process.wait()
+
+    def heal(self) -> None:
+        """Make ``tools/list`` answer again after the tool ``flake`` broke it."""
+        self.process.send_signal(signal.SIGUSR1)
 
 
 async def _listening(port: int, process: subprocess.Popen[bytes], within: float = 20) -> None:

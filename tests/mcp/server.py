@@ -6,9 +6,13 @@
 Tools: ``echo`` (text), ``add`` (structured), ``fail`` (an ``isError`` answer), ``slow``
 (waits, for timeouts and cancellation), ``picture`` (an image), ``resources`` (embedded and
 linked resources), ``grow`` (adds the tool ``late`` and sends
-``notifications/tools/list_changed``), ``cancelled`` (how many calls of ``slow`` the server
-saw cancelled), ``wait_running`` and ``wait_cancelled`` (answer once a call of ``slow`` runs /
-was cancelled: tests wait on them instead of sleeping).
+``notifications/tools/list_changed``), ``flake`` (the same, but from then on every
+``tools/list`` fails, until the process gets SIGUSR1: a flaky server), ``cancelled`` (how
+many calls of ``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled``
+(answer once a call of ``slow`` runs / was cancelled: tests wait on them instead of sleeping),
+``authorization`` (a SHA-256 of the call's ``Authorization`` header), ``stats`` (how many
+MCP sessions have called it, how many ``tools/list`` requests were answered; HTTP transports)
+and ``structured`` (structured content without a text block).
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
+import json
+import signal
 from typing import Any
 
 from mcp import types
@@ -44,8 +51,37 @@ def _resources() -> list[types.ContentBlock]:
     ]
 
 
-def build(name: str = "test-mcp") -> MCPServer[Any]:
+class FlakyListing:
+    """``tools/list`` of ``server`` that fails while ``broken``."""
+
+    def __init__(self, server: MCPServer[Any]) -> None:
+        self.broken = False
+        self.count = 0
+        """``tools/list`` requests answered."""
+        self._list = server.list_tools
+        server.list_tools = self.list_tools  # type: ignore[method-assign]
+
+    async def list_tools(self) -> list[types.Tool]:
+        self.count += 1
+        if self.broken:
+            raise RuntimeError("the tool listing is broken for now")
+        return await self._list()
+
+    def heal(self) -> None:
+        self.broken = False
+
+
+def _add_late(server: MCPServer[Any]) -> None:
+    def late(x: int) -> str:
+        """Arrived later."""
+        return f"late {x}"
+
+    server.add_tool(late, name="late", description="Arrived later.")
+
+
+def build(name: str = "test-mcp") -> tuple[MCPServer[Any], FlakyListing]:
     server: MCPServer[Any] = MCPServer(name)
+    listing = FlakyListing(server)
     seen = {"cancelled": 0}
     running = asyncio.Event()
     cancelled = asyncio.Event()
@@ -95,15 +131,51 @@ def build(name: str = "test-mcp") -> MCPServer[Any]:
 
     @server.tool(description="Add the tool 'late' and tell the client.")
     async def grow(ctx: Context) -> str:
-        def late(x: int) -> str:
-            """Arrived later."""
-            return f"late {x}"
-
-        server.add_tool(late, name="late", description="Arrived later.")
+        _add_late(server)
         await ctx.session.send_tool_list_changed()
         return "grown"
 
-    return server
+    @server.tool(description="Add 'late', tell the client, then fail tools/list until SIGUSR1.")
+    async def flake(ctx: Context) -> str:
+        _add_late(server)
+        listing.broken = True
+        await ctx.session.send_tool_list_changed()
+        return "flaked"
+
+    _add_introspection(server, listing)
+    return server, listing
+
+
+def _add_introspection(server: MCPServer[Any], listing: FlakyListing) -> None:
+    sessions: set[str] = set()
+    """The MCP session ids (streamable HTTP header, SSE query) that called ``stats``."""
+
+    @server.tool(description="A SHA-256 of the Authorization header this call came with.")
+    def authorization(ctx: Context) -> str:
+        request: Any = ctx.request_context.request
+        header = request.headers.get("authorization")
+        return "none" if header is None else hashlib.sha256(header.encode()).hexdigest()
+
+    @server.tool(description="Sessions that called this tool; tools/list requests answered.")
+    def stats(ctx: Context) -> str:
+        request: Any = ctx.request_context.request
+        found = request.headers.get("mcp-session-id") or request.query_params.get("session_id")
+        sessions.add(str(found))
+        return json.dumps({"sessions": len(sessions), "listings": listing.count})
+
+    @server.tool(description="Structured content only, no text block.", structured_output=False)
+    def structured() -> types.CallToolResult:
+        return types.CallToolResult(content=[], structured_content={"total": 3})
+
+
+async def _serve(server: MCPServer[Any], listing: FlakyListing, transport: str, port: int) -> None:
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, listing.heal)
+    if transport == "stdio":
+        await server.run_stdio_async()
+    elif transport == "sse":
+        await server.run_sse_async(host="127.0.0.1", port=port)
+    else:
+        await server.run_streamable_http_async(host="127.0.0.1", port=port)
 
 
 def main() -> None:
@@ -112,13 +184,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--name", default="test-mcp")
     args = parser.parse_args()
-    server = build(args.name)
-    if args.transport == "stdio":
-        asyncio.run(server.run_stdio_async())
-    elif args.transport == "sse":
-        asyncio.run(server.run_sse_async(host="127.0.0.1", port=args.port))
-    else:
-        asyncio.run(server.run_streamable_http_async(host="127.0.0.1", port=args.port))
+    server, listing = build(args.name)
+    asyncio.run(_serve(server, listing, args.transport, args.port))
 
 
 if __name__ == "__main__":

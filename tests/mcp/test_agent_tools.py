@@ -142,12 +142,26 @@ async def test_a_visible_cycle_is_refused_at_build(
     assert status["last_error"]["message"].endswith("(tools[alpha]: beta → alpha → beta)")
 
 
+DEPTH_REFUSED = (
+    "TOOL_ERROR: AgentFailed: alpha → beta → gamma → delta would be 4 agents deep; "
+    "limits.max_depth of 'gamma' is 3"
+)
+
+
+@pytest.mark.parametrize(
+    "limits,delta_answer",
+    [({}, DEPTH_REFUSED), ({"max_depth": 4}, "d")],
+    ids=["the default of 3", "raised to 4"],
+)
 async def test_the_depth_limit_stops_a_chain_at_run_time(
-    service: RunningService, model_server: ScriptedModelServer
+    service: RunningService,
+    model_server: ScriptedModelServer,
+    limits: dict[str, Any],
+    delta_answer: str,
 ) -> None:
-    # alpha → beta → gamma is 3 deep; gamma may not go on to delta (max_depth 3 of gamma).
+    # alpha → beta → gamma is 3 deep; gamma may go on to delta only with max_depth 4.
     delta = agent_document("delta", model_server, model={"name": "gpt-delta"})
-    gamma = caller(model_server, "gamma", "delta", max_depth=3)
+    gamma = caller(model_server, "gamma", "delta", **limits)
     gamma["model"]["name"] = "gpt-gamma"
     beta = caller(model_server, "beta", "gamma")
     beta["model"]["name"] = "gpt-beta"
@@ -155,17 +169,14 @@ async def test_the_depth_limit_stops_a_chain_at_run_time(
     model_server.script(DEFAULT_MODEL, [CallTools([("beta", {"input": "1"})]), Reply("a")])
     model_server.script("gpt-beta", [CallTools([("gamma", {"input": "2"})]), Reply("b")])
     model_server.script("gpt-gamma", [CallTools([("delta", {"input": "3"})]), Reply("c")])
+    if delta_answer != DEPTH_REFUSED:
+        model_server.script("gpt-delta", [Reply(delta_answer)])
     body = await invoke(service, "alpha")
     recorded = await trace(service, body["trace_id"])
     gamma_run = next(n for n in recorded["nested"] if n["agent"] == "gamma")
-    assert results(gamma_run) == [
-        (
-            "delta",
-            "TOOL_ERROR: AgentFailed: alpha → beta → gamma → delta would be 4 agents deep; "
-            "limits.max_depth of 'gamma' is 3",
-        )
-    ]
-    assert [n["agent"] for n in recorded["nested"]] == ["gamma", "beta"]
+    assert results(gamma_run) == [("delta", delta_answer)]
+    called = ["delta"] if delta_answer != DEPTH_REFUSED else []
+    assert [n["agent"] for n in recorded["nested"]] == [*called, "gamma", "beta"]
 
 
 async def test_the_called_agent_is_routed_at_call_time_canary_included(

@@ -122,10 +122,22 @@ async def test_a_stdio_server_is_named_from_the_service_config(
             "environment variable NOT_SET_ANYWHERE is not set",
         ),
         (
+            {
+                "type": "mcp",
+                "name": "f",
+                "url": "http://127.0.0.1:9/mcp",
+                "headers": {"Authorization": "Bearer ${SERVICE_SECRET}"},
+            },
+            "tools[f].headers.Authorization",
+            "environment variable SERVICE_SECRET is not in the service's environment.allow; "
+            "add it (or a pattern) there to let definitions read it",
+        ),
+        (
             {"type": "mcp", "name": "f", "server": "local", "allow": ["echo", "nope"]},
             "tools[f].allow",
-            "stdio:local lists no ['nope']; it has add, cancelled, echo, fail, grow, picture, "
-            "resources, slow, wait_cancelled, wait_running",
+            "stdio:local lists no ['nope']; it has add, authorization, cancelled, echo, fail, "
+            "flake, grow, picture, resources, slow, stats, structured, wait_cancelled, "
+            "wait_running",
         ),
     ],
 )
@@ -137,12 +149,33 @@ async def test_an_entry_that_cannot_work_is_refused_naming_its_field(
     message: str,
 ) -> None:
     allowed = EnvironmentPolicy(allow=("NOT_SET_ANYWHERE",))
-    builder = AgentBuilder(mcp=servers, environ={}, environment=allowed)
+    environ = {"SERVICE_SECRET": "set, but not for definitions"}
+    builder = AgentBuilder(mcp=servers, environ=environ, environment=allowed)
     definition = spec(model_server, entry)
     with pytest.raises(ConfigError) as refused:
         await builder.prepare(definition)
         builder.build(definition)
     assert [(i.path, i.message) for i in refused.value.issues] == [(path, message)]
+
+
+@pytest.mark.parametrize(
+    "prefix,offered", [(None, "files_echo"), ("shop", "shop_echo"), ("", "echo")]
+)
+async def test_the_prefix_names_the_offered_tools(
+    model_server: ScriptedModelServer, servers: McpServers, prefix: str | None, offered: str
+) -> None:
+    entry = {"type": "mcp", "name": "files", "server": "local", "allow": ["echo"]}
+    builder = AgentBuilder(mcp=servers)
+    definition = spec(model_server, entry if prefix is None else {**entry, "prefix": prefix})
+    await builder.prepare(definition)
+    agent = builder.build(definition)
+    assert list(agent.tools) == [offered]
+    model_server.script(DEFAULT_MODEL, [CallTools([(offered, {"text": "hi"})]), Reply("ok")])
+    result = await agent.run("go")
+    assert [(e.name, e.output) for e in result.events if e.type == "tool_result"] == [
+        (offered, "echo: hi")
+    ]
+    await builder.resources.aclose()
 
 
 def test_a_spec_cannot_start_a_program() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,6 +44,12 @@ async def invoke(service: RunningService) -> dict[str, Any]:
     assert response.status == 200, await response.text()
     body: dict[str, Any] = await response.json()
     return body
+
+
+def server_calls(service: RunningService) -> int:
+    """``tools/call`` requests the one pooled session has sent."""
+    [status] = service.app[MCP].status()
+    return int(status["calls"])
 
 
 async def tool_results(service: RunningService, body: dict[str, Any]) -> list[tuple[str, str]]:
@@ -121,6 +128,10 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                         "picture",
                         "resources",
                         "grow",
+                        "flake",
+                        "authorization",
+                        "stats",
+                        "structured",
                     ],
                     "connected_at": status["servers"][0]["connected_at"],
                     "calls": 2,
@@ -129,6 +140,40 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                 }
             ]
         }
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+async def test_headers_reach_the_server_with_their_variables_filled_in(
+    service: RunningService, model_server: ScriptedModelServer, transport: str
+) -> None:
+    async with mcp_process(transport) as server:
+        headers = {"Authorization": "Bearer ${ORDERS_TOKEN}"}
+        document = mcp_agent(model_server, server.url, transport=transport, headers=headers)
+        model_server.script(
+            DEFAULT_MODEL, [CallTools([("orders_authorization", {})]), Reply("done")]
+        )
+        await serve(service, document)
+        results = await tool_results(service, await invoke(service))
+    # The server answers with a digest: the token itself is masked in every trace.
+    digest = hashlib.sha256(f"Bearer {TOKEN}".encode()).hexdigest()
+    assert results == [("orders_authorization", digest)]
+
+
+async def test_one_session_serves_every_agent_and_run_and_tools_are_listed_once(
+    service: RunningService, model_server: ScriptedModelServer, http_server: McpProcess
+) -> None:
+    await serve(service, mcp_agent(model_server, http_server.url))
+    service.write_agent({**mcp_agent(model_server, http_server.url), "name": "bot2"})
+    await service.registry.wait_for(lambda r: "bot2" in r and r.entry("bot2").stable is not None)
+    outputs: list[str] = []
+    for name in ("bot", "bot2", "bot", "bot2"):
+        model_server.script(DEFAULT_MODEL, [CallTools([("orders_stats", {})]), Reply("ok")])
+        response = await service.client.post(f"/v1/agents/{name}/invoke", json={"input": "go"})
+        body = await response.json()
+        outputs.extend(output for _, output in await tool_results(service, body))
+    assert [json.loads(output) for output in outputs] == [{"sessions": 1, "listings": 1}] * 4
+    [status] = service.app[MCP].status()
+    assert (status["agents"], status["calls"]) == (["bot", "bot2"], 4)
 
 
 async def test_errors_images_and_bad_arguments_reach_the_model_as_such(
@@ -143,6 +188,7 @@ async def test_errors_images_and_bad_arguments_reach_the_model_as_such(
                     ("orders_add", {"a": "two", "b": 3}),
                     ("orders_picture", {}),
                     ("orders_resources", {}),
+                    ("orders_structured", {}),
                 ]
             ),
             Reply("done"),
@@ -160,7 +206,10 @@ async def test_errors_images_and_bad_arguments_reach_the_model_as_such(
             "[resource file:///logo.png, image/png, 70 bytes, not shown]\n"
             "[resource link file:///big.csv: big.csv]",
         ),
+        ("orders_structured", '{"total": 3}'),
     ]
+    # The arguments were refused before any call: the server saw the other four only.
+    assert server_calls(service) == 4
 
 
 async def test_on_error_fail_ends_the_run(

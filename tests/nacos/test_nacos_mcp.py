@@ -160,8 +160,40 @@ async def test_an_agent_uses_a_registry_server_and_follows_its_changes(
             await service.registry.wait_for(lambda r: _tools(r) == ["orders_echo"], within=40)
 
 
-def _tools(registry: AgentRegistry) -> list[str] | None:
-    agent = registry.entry("bot").stable if "bot" in registry else None
+async def test_a_pinned_version_keeps_its_tools_while_the_latest_moves_on(
+    nacos_server: NacosServer,
+    nacos_settings: NacosConfig,
+    agents_dir: Path,
+    state_dir: Path,
+    model_server: ScriptedModelServer,
+) -> None:
+    name = f"pinned-{uuid.uuid4().hex[:8]}"
+    async with aiohttp.ClientSession() as session, mcp_process("streamable_http") as server:
+        admin = McpRegistryAdmin(session, nacos_server.base_url, name)
+        await admin.register(server.port)  # 1.0.0: echo and add
+        await admin.new_version(server.port, "1.1.0", [TOOLS[0]])  # the latest: echo only
+        config = service_config(agents_dir, state_dir, nacos=nacos_settings.model_dump(mode="json"))
+        async with running_service(config, environ={}) as service:
+            for agent, version in (("bot", None), ("pinned", "1.0.0")):
+                ref = {"server": name, **({"version": version} if version else {})}
+                tool = {"type": "mcp", "name": "orders", "nacos": ref}
+                service.write_agent(agent_document(agent, model_server, tools=[tool]))
+            await service.registry.wait_for(
+                lambda r: (
+                    (_tools(r), _tools(r, "pinned"))
+                    == (["orders_echo"], ["orders_add", "orders_echo"])
+                ),
+                within=30,
+            )
+            servers = {s["server"]: s["version"] for s in service.app[MCP].status()}
+            assert {k: v for k, v in servers.items() if k.startswith("nacos:")} == {
+                f"nacos:{name}@latest": "1.1.0",
+                f"nacos:{name}@1.0.0": "1.0.0",
+            }
+
+
+def _tools(registry: AgentRegistry, name: str = "bot") -> list[str] | None:
+    agent = registry.entry(name).stable if name in registry else None
     return sorted(agent.tools) if agent else None
 
 

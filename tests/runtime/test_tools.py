@@ -6,9 +6,13 @@ import datetime as dt
 import re
 from typing import Any
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from dynagent import Tool, ToolRegistry
+from dynagent._schemas import quick_check, validator
+from dynagent.models import ToolDefinition
 from dynagent.tools import CALCULATOR, CURRENT_TIME, calculate
 
 
@@ -136,3 +140,83 @@ def test_the_default_registry_has_the_builtins_and_extra_tools() -> None:
     assert {"calculator", "current_time", "extra"} <= set(registry.names())
     assert registry.get("calculator") is CALCULATOR
     assert registry.get("nope") is None
+
+
+_SCALAR = st.sampled_from(["string", "integer", "number", "boolean"])
+_PROPERTY: st.SearchStrategy[dict[str, str]] = st.one_of(
+    st.fixed_dictionaries({"type": _SCALAR}, optional={"title": st.text(max_size=5)}),
+    st.just({}),
+    st.just({"description": "anything"}),
+)
+_NAMES = st.sampled_from(["a", "b", "c"])
+_SCHEMAS = st.builds(
+    lambda properties, required, additional: {
+        "type": "object",
+        "properties": properties,
+        "required": sorted(required),
+        **({} if additional is None else {"additionalProperties": additional}),
+    },
+    st.dictionaries(_NAMES, _PROPERTY, max_size=3),
+    st.sets(_NAMES, max_size=3),
+    st.one_of(st.none(), st.booleans()),
+)
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+)
+_NOT_OBJECTS = st.one_of(_VALUES, st.lists(st.integers(), max_size=2))
+
+
+@st.composite
+def _schema_and_arguments(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
+    """A schema, and arguments mostly made of its own property names (a few others)."""
+    schema = draw(_SCHEMAS)
+    optional = dict.fromkeys([*schema["properties"], "d"], _VALUES)
+    objects = st.fixed_dictionaries({}, optional=optional)
+    return schema, draw(st.one_of(objects, objects, objects, _NOT_OBJECTS))
+
+
+@given(_schema_and_arguments())
+@settings(max_examples=500, deadline=None)
+def test_the_quick_argument_check_agrees_with_json_schema(case: tuple[Any, Any]) -> None:
+    """The quick check stands in for the JSON Schema engine on valid calls: it must never
+    pass what the engine refuses, and (floats aside: ``1.0`` is an integer to JSON Schema,
+    left to the engine) it passes everything the engine accepts."""
+    schema, arguments = case
+    quick = quick_check(schema)
+    assert quick is not None
+    valid = validator(schema).is_valid(arguments)
+    assert not quick(arguments) or valid
+    if not (isinstance(arguments, dict) and any(type(v) is float for v in arguments.values())):
+        assert quick(arguments) == valid
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"type": "string", "minLength": 2}}},
+        {"type": "object", "properties": {"a": {"type": ["string", "null"]}}},
+        {"type": "object", "properties": {"a": {"type": "object"}}},
+        {"type": "object", "properties": {"a": {"enum": ["x"]}}},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        {"type": "object", "patternProperties": {"^x": {}}},
+        {"type": "object", "$defs": {}},
+        {"type": "array"},
+        {},
+    ],
+)
+def test_other_schemas_have_no_quick_check_and_the_engine_decides(schema: Any) -> None:
+    assert quick_check(schema) is None
+    tool = Tool(ToolDefinition("t", "", schema), CALCULATOR.function)
+    assert tool.quick is None
+
+
+def test_tool_arguments_are_checked_quickly_and_errors_still_explained() -> None:
+    assert CALCULATOR.quick is not None
+    assert CALCULATOR.quick({"expression": "1"})
+    assert CALCULATOR.argument_errors({"expression": "1"}) is None
+    assert CALCULATOR.argument_errors({"expression": 1}) == "expression: 1 is not of type 'string'"
+    assert CALCULATOR.argument_errors([]) == "[] is not of type 'object'"

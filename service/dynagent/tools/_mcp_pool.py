@@ -114,6 +114,7 @@ class McpConnection:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._chores: set[asyncio.Task[None]] = set()
+        self._verifying: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         if self._task is None:
@@ -199,10 +200,29 @@ class McpConnection:
         elif isinstance(message, Exception) and self._client is not None:
             self._spawn(self._ping(self._client))  # a stream broke: is the server gone?
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._chores.add(task)
         task.add_done_callback(self._chores.discard)
+        return task
+
+    @property
+    def usable(self) -> bool:
+        """Connected, and no call or ping has found the session broken since."""
+        return self.state == "connected" and not self._broken.is_set()
+
+    async def verify(self) -> None:
+        """Ping an open session now (verifications at the same time share one ping).
+
+        A rebuild must not trust tools cached from a server that died since the last idle
+        ping: a failed ping breaks the session, so the build is refused and the agent keeps
+        its last good version."""
+        client = self._client
+        if client is None or not self.usable:
+            return
+        if self._verifying is None or self._verifying.done():
+            self._verifying = self._spawn(self._ping(client))
+        await asyncio.shield(self._verifying)
 
     async def _relist(self) -> None:
         client = self._client

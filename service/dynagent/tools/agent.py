@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..exceptions import ConfigError, DynagentError, FieldIssue, RunError
@@ -108,7 +108,9 @@ async def _call_agent(name: str, caller: AgentSpec, agents: AgentDirectory, text
             f"limits.max_depth of {caller.name!r} is {caller.limits.max_depth}"
         )
     agent, variant = agents.route(name, key=scope.key)
-    token = CALL_SCOPE.set(replace(scope, chain=(*chain, name)))
+    # Made directly, not with dataclasses.replace (which looks up every field each call).
+    inner = CallScope(scope.agents, scope.key, scope.trace_id, (*chain, name), scope.nested)
+    token = CALL_SCOPE.set(inner)
     events: tuple[Any, ...] = ()
     try:
         result = await agent.run(text, trace_id=scope.trace_id, variant=variant)

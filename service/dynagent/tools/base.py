@@ -10,7 +10,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import create_model
 
-from .._schemas import validator
+from .._schemas import quick_check, validator
 from ..models.base import ToolDefinition
 
 ToolFunction = Callable[[dict[str, Any]], Awaitable[str]]
@@ -29,11 +29,15 @@ class Tool:
     shadow_safe: bool = False
     """Runs in shadow traffic too (``rollout.shadow``): it has no effect outside the run
     (reads only). Others get a placeholder result there and never execute."""
+    quick: Callable[[Any], bool] | None = field(default=None, repr=False, compare=False)
+    """True for arguments ``validator`` surely accepts (``_schemas.quick_check``), so that a
+    valid call skips the JSON Schema engine; made with ``validator`` from the schema."""
 
     def __post_init__(self) -> None:
         if self.validator is None:
             checker = validator(self.definition.parameters)
             object.__setattr__(self, "validator", checker)
+            object.__setattr__(self, "quick", quick_check(self.definition.parameters))
 
     @property
     def name(self) -> str:
@@ -48,6 +52,8 @@ class Tool:
 
     def argument_errors(self, arguments: Any) -> str | None:
         """A one-line description of what is wrong with ``arguments``, or None."""
+        if self.quick is not None and self.quick(arguments):
+            return None
         assert self.validator is not None
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(arguments))
         if error is None:

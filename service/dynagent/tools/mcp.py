@@ -87,11 +87,20 @@ class McpServers:
                 await registered.first_outcome(CONNECT_TIMEOUT)
                 first = self._server_listed(registered)
                 if first is not None:
-                    await self.pool.connection(first).first_outcome(CONNECT_TIMEOUT)
-                    self.pool.use(agent, [first])
+                    await self._open(agent, first)
             else:
-                await self.pool.connection(target).first_outcome(connect_timeout(target))
+                await self._open(agent, target)
             self.pool.use(agent, [target])
+
+    async def _open(self, agent: str, target: McpTarget) -> None:
+        """Wait for the session's first outcome; for a rebuild (``agent`` already uses it),
+        also check that an open session still answers. New agents skip that check: a
+        start that loads a thousand agents on one server must not ping it a thousand times."""
+        connection = self.pool.connection(target)
+        await connection.first_outcome(connect_timeout(target))
+        if agent in self.pool.users.get(target, ()):
+            await connection.verify()
+        self.pool.use(agent, [target])
 
     def _registered_server(self, key: McpTarget) -> RegisteredServer:
         found = self._registered.get(key)
@@ -122,7 +131,7 @@ class McpServers:
 
     def _listed(self, target: McpTarget) -> tuple[RemoteTool, ...]:
         connection = self.pool.connection(target)
-        if connection.tools is None or connection.state != "connected":
+        if connection.tools is None or not connection.usable:
             reason = connection.last_error or "still connecting"
             raise McpUnavailable(f"MCP server {target.label} is not connected: {reason}")
         return connection.tools
