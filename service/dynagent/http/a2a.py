@@ -73,6 +73,14 @@ async def start_registrar(app: web.Application) -> NacosA2aRegistrar | None:
     return registrar
 
 
+async def withdraw_registration(app: web.Application) -> None:
+    """On shutdown, before running requests drain: the Nacos A2A registry stops handing
+    out this service's endpoints (``on_shutdown``; the registrar closes at cleanup)."""
+    registrar = app.get(A2A_REGISTRAR)
+    if registrar is not None:
+        await registrar.withdraw()
+
+
 KNOWN_METHODS = frozenset({"message/send", "message/stream"})
 
 
