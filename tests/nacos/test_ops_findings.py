@@ -4,6 +4,7 @@ versions in the status, and the console's own v3 HTTP API driving the service.""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from pathlib import Path
@@ -13,6 +14,9 @@ import aiohttp
 from v2.nacos.utils.net_util import NetUtils
 
 from dynagent.config import NacosConfig
+from dynagent.sources._nacos_client import NacosClient
+from dynagent.sources.base import Document
+from dynagent.sources.nacos import NacosSource, Snapshot
 from tests.support.nacos import (
     NacosAdmin,
     NacosServer,
@@ -243,3 +247,37 @@ async def test_a_tag_gray_serves_only_on_instances_with_its_tag_and_their_status
         await nacos.delete(data_id, group, tag=tag)
         await started_later.wait_serving("bot", revision_of(formal))
 
+
+async def test_a_source_started_while_a_gray_is_live_loads_it_with_the_rest(
+    nacos: NacosAdmin, nacos_settings: NacosConfig, tmp_path: Path
+) -> None:
+    """The first load compares each read with the listing's md5, the formal version's, so
+    it used to drop a gray read: a source without the fuzzy watch (one a factory feeds,
+    as the Spring AI Alibaba groups) never served the dataId, one with it only once the
+    watch's first notice came in, after the service said ready."""
+    group, tag = nacos_settings.group, "canary-pods"
+    await nacos.publish("bot.agent.yaml", group, yaml_text(agent_document("bot")))
+    gray = yaml_text(agent_document("bot", system="The tag gray."))
+    await nacos.publish("bot.agent.yaml", group, gray, tag=tag)
+    client = NacosClient(nacos_settings.model_copy(update={"gray_tag": tag}))
+    source = NacosSource(
+        client,
+        group,
+        accepts=lambda data_id: data_id.endswith(".agent.yaml"),
+        snapshot=Snapshot(tmp_path / "snapshot"),
+        watch=False,
+    )
+    delivered: list[tuple[str, str | None, Any]] = []
+
+    async def on_change(document: Document) -> None:
+        delivered.append((document.key, document.text, document.info.details.get("gray")))
+
+    try:
+        await client.connect()
+        async with asyncio.timeout(10):  # reads trail a publish by ~0.1 s
+            while (read := await client.read("bot.agent.yaml", group)) is None or not read.gray:
+                await asyncio.sleep(0.05)  # polling the server's view, not a reload
+        await source.start(on_change)
+        assert delivered == [("bot.agent.yaml", gray, f"tag:{tag}")]
+    finally:
+        await source.stop()
