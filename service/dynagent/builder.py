@@ -239,8 +239,17 @@ class AgentBuilder:
 
         # Like an MCP server's url, the address is the definition's own: private allowed.
         session = self.resources.http_session(allow_private=True)
+        headers = {  # credentials of the remote agent: masked from now on
+            name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
+            for name, value in entry.headers.items()
+        }
         tool = remote_agent_tool(
-            entry.name, entry.description, resolve, session, timeout=entry.timeout or 60.0
+            entry.name,
+            entry.description,
+            resolve,
+            session,
+            headers=headers,
+            timeout=entry.timeout or 60.0,
         )
         return tool.with_options(timeout=None, on_error=entry.on_error)
 

@@ -52,6 +52,10 @@ class NacosConfig(_Section):
     """How long an agent whose config was deleted keeps serving (0: removed at once)."""
     prompt_group: str = "PROMPTS"
     """Group of plain-config prompts, for servers without the prompt registry."""
+    gray_tag: str = Field(default="", max_length=128, pattern=r"^[A-Za-z0-9_.:-]*$")
+    """This instance's gray tag: a config with a tag gray (``tag=`` on publish) under this
+    tag is served in its gray version here, the formal one elsewhere. Sent as the
+    connection label ``Vipserver-Tag``, which Nacos's tag rules match."""
 
 
 class FactoriesConfig(_Section):
@@ -192,6 +196,7 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "NACOS_GROUP": ("nacos", "group"),
     "NACOS_USERNAME": ("nacos", "username"),
     "NACOS_PASSWORD": ("nacos", "password"),
+    "NACOS_GRAY_TAG": ("nacos", "gray_tag"),
 }
 """Environment variables that override one setting each."""
 

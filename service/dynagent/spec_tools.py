@@ -65,11 +65,14 @@ class McpToolSpec(_Strict):
 
 
 class A2aRef(_Strict):
-    """A remote A2A agent: by its name in the Nacos A2A registry, or by its endpoint URL
-    (JSON-RPC ``message/send``); resolved when the tool is called."""
+    """A remote A2A agent: by its name in the Nacos A2A registry, or by URL; resolved
+    when the tool is called."""
 
     nacos: str | None = Field(default=None, min_length=1, max_length=128)
+    """Its name in the Nacos A2A registry: its latest card there says where it answers."""
     url: str | None = Field(default=None, pattern=r"^https?://")
+    """Its JSON-RPC endpoint, or its card (a URL ending ``/.well-known/agent-card.json``,
+    fetched on every call) that says where it answers (``${VAR}`` allowed)."""
 
     @model_validator(mode="after")
     def _one_target(self) -> A2aRef:
@@ -93,3 +96,12 @@ class AgentToolSpec(_Strict):
     on_error: Literal["report", "fail"] = "report"
     a2a: A2aRef | None = None
     """A remote agent over A2A instead of one of this service's agents."""
+    headers: dict[str, str] = {}
+    """Sent to the remote agent (``a2a``) with every request, its card's and its messages'
+    (``Authorization: "Bearer ${TOKEN}"``); values may use ``${VAR}``; never logged."""
+
+    @model_validator(mode="after")
+    def _headers_go_remote(self) -> AgentToolSpec:
+        if self.headers and self.a2a is None:
+            raise ValueError("'headers' go with 'a2a' only (a remote agent)")
+        return self

@@ -3,6 +3,7 @@ registry, a new version on each revision; read back through Nacos's own admin AP
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ from dynagent.config import NacosConfig
 from dynagent.http.state import A2A_REGISTRAR
 from dynagent.sources._nacos_a2a import _ai_service
 from dynagent.tools.a2a import remote_agent_tool
-from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
+from tests.support import DEFAULT_MODEL, CallTools, Held, Reply, ScriptedModelServer
 from tests.support.nacos import NacosAdmin, invoke
+from tests.support.process import free_port, serve_process, write_config
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -35,6 +37,37 @@ async def card_in_nacos(nacos: NacosAdmin, name: str) -> dict[str, Any]:
     assert body["code"] == 0, body
     card: dict[str, Any] = body["data"]
     return card
+
+
+async def endpoints(nacos: NacosAdmin, version: str) -> list[tuple[str, int, str]]:
+    """The endpoints registered for card ``version``, as Nacos keeps them: instances of
+    the naming service ``{agent}::{version}`` in group ``agent-endpoints`` (3.1 server)."""
+    base, group = nacos.base_url + "/v3/admin/ns", "agent-endpoints"
+    search = {"groupNameParam": group, "serviceNameParam": f"::{version}", "pageSize": "10"}
+    async with nacos.session.get(f"{base}/service/list", params=search) as response:
+        services = (await response.json(content_type=None))["data"]["pageItems"]
+    found = []
+    for service in (s["name"] for s in services if s["name"].endswith(f"::{version}")):
+        params = {"groupName": group, "serviceName": service}
+        async with nacos.session.get(f"{base}/instance/list", params=params) as response:
+            body = await response.json(content_type=None)
+        if body["code"] == 0:  # else the service went with its last instance
+            found += [
+                (i["ip"], i["port"], i["metadata"]["__nacos.agent.endpoint.path__"])
+                for i in body["data"]
+            ]
+    return found
+
+
+async def until_endpoints(
+    nacos: NacosAdmin, version: str, expected: list[tuple[str, int, str]], within: float = 10
+) -> None:
+    """Poll Nacos's view (it follows a register or deregister within ~0.5 s) until it
+    shows ``expected``; fail after ``within`` seconds."""
+    async with asyncio.timeout(within):
+        while (seen := await endpoints(nacos, version)) != expected:
+            await asyncio.sleep(0.1)  # polling another process's view, not waiting a reload
+    assert seen == expected
 
 
 async def released(service: RunningService, name: str, revision: str) -> None:
@@ -140,3 +173,53 @@ async def test_a_type_agent_tool_calls_a_remote_agent_found_in_the_nacos_a2a_reg
         finally:
             await ai.shutdown()
     model_server.assert_complete()
+
+
+async def test_a_stopping_service_takes_its_endpoints_out_of_the_registry_before_it_drains(
+    nacos: NacosAdmin, nacos_settings: NacosConfig, tmp_path: Path, nacos_group: str
+) -> None:
+    """A real ``dynagent serve`` with ``a2a.register``, stopped with SIGTERM while a run is
+    in flight: the endpoint leaves the registry at once (callers resolving through it stop
+    finding this instance), the run still finishes, and the process exits 0."""
+    name = f"leaving-{nacos_group[-8:]}"
+    port = free_port()
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    released = asyncio.Event()
+    async with ScriptedModelServer() as model:
+        model.script(DEFAULT_MODEL, [Held(released, Reply("finished while draining"))])
+        document = agent_document(name, model)
+        write_agent(agents, document)
+        config = write_config(
+            tmp_path,
+            {
+                "listen": {"drain_seconds": 60},
+                "factories": {"default": {"directory": str(agents)}},
+                "sessions": {"store": "sqlite", "path": str(tmp_path / "sessions.db")},
+                "nacos": nacos_settings.model_dump(mode="json"),
+                "a2a": {"register": True, "url": f"http://127.0.0.1:{port}"},
+            },
+        )
+        revision = revision_of(document)
+        async with serve_process(config, port) as served, aiohttp.ClientSession() as http:
+            await served.wait_log(f"Nacos A2A registry: agent {name} card {revision}")
+            await until_endpoints(nacos, revision, [("127.0.0.1", port, f"/a2a/{name}")])
+
+            async def run() -> tuple[int, Any]:
+                url = f"{served.url}/v1/agents/{name}/invoke"
+                async with http.post(url, json={"input": "hi"}) as response:
+                    return response.status, (await response.json())["output"]
+
+            running = asyncio.create_task(run())
+            await model.wait_for_requests(1)
+            served.terminate()
+            await served.wait_log(
+                f"agent {name} card {revision}: endpoint 127.0.0.1:{port} deregistered"
+            )
+            await until_endpoints(nacos, revision, [])
+            assert not running.done(), "the run ended before the endpoint left the registry"
+            released.set()
+            assert await running == (200, "finished while draining")
+            assert await served.exit_code(within=30) == 0, "\n".join(served.log)
+        assert served.log[-1].endswith("| stopped")
+    model.assert_complete()

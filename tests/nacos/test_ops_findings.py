@@ -4,6 +4,7 @@ versions in the status, and the console's own v3 HTTP API driving the service.""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from pathlib import Path
@@ -13,6 +14,9 @@ import aiohttp
 from v2.nacos.utils.net_util import NetUtils
 
 from dynagent.config import NacosConfig
+from dynagent.sources._nacos_client import NacosClient
+from dynagent.sources.base import Document
+from dynagent.sources.nacos import NacosSource, Snapshot
 from tests.support.nacos import (
     NacosAdmin,
     NacosServer,
@@ -187,3 +191,93 @@ async def test_the_console_creates_edits_beta_publishes_and_rolls_back_an_agent(
         await service.wait_serving("bot", revision_of(first))
         code, body = await invoke(service, "bot")
         assert (code, body["revision"]) == (200, revision_of(first))
+
+
+async def test_a_tag_gray_serves_only_on_instances_with_its_tag_and_their_status_says_so(
+    nacos: NacosAdmin,
+    nacos_settings: NacosConfig,
+    agents_dir: Path,
+    state_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """Nacos 3.1 tag gray (``tag=`` on publish) is matched against the client
+    connection's ``Vipserver-Tag`` label, which ``nacos.gray_tag`` sets: such an instance
+    is pushed the gray version and shows it as ``source.gray``; others serve the formal
+    one. Stopping the gray brings the formal version back; an instance started while the
+    gray is live serves it from the start."""
+    group, data_id, tag = nacos_settings.group, "bot.agent.yaml", "canary-pods"
+    formal = agent_document("bot", system="The formal version.")
+    gray = agent_document("bot", system="The tag gray, for the canary pods.")
+    await nacos.publish(data_id, group, yaml_text(formal))
+    plain = nacos_service_config(nacos_settings, agents_dir, state_dir)
+    tagged_settings = nacos_settings.model_copy(
+        update={"gray_tag": tag, "snapshot_dir": tmp_path / "tagged-snapshot"}
+    )
+    tagged = nacos_service_config(tagged_settings, agents_dir, tmp_path / "tagged-state")
+    formal_source = nacos_source(group, data_id, yaml_text(formal))
+    gray_source = nacos_source(group, data_id, yaml_text(gray), gray=f"tag:{tag}")
+    async with running_service(plain) as other, running_service(tagged) as canary:
+        for service in (other, canary):
+            await service.wait_serving("bot", revision_of(formal))
+            assert (await status_of(service, "bot"))["source"] == formal_source
+
+        await nacos.publish(data_id, group, yaml_text(gray), tag=tag)
+        await canary.wait_serving("bot", revision_of(gray))
+        assert (await status_of(canary, "bot"))["source"] == gray_source
+        # The untagged instance was pushed the change too: a later publish it has served
+        # is the barrier after which it still serves the formal version.
+        marker = agent_document("marker")
+        await nacos.publish("marker.agent.yaml", group, yaml_text(marker))
+        await other.wait_serving("marker", revision_of(marker))
+        assert (await status_of(other, "bot"))["source"] == formal_source
+        assert [(await invoke(s, "bot"))[1]["revision"] for s in (other, canary)] == [
+            revision_of(formal),
+            revision_of(gray),
+        ]
+
+        await nacos.delete(data_id, group, tag=tag)
+        await canary.wait_serving("bot", revision_of(formal))
+        assert (await status_of(canary, "bot"))["source"] == formal_source
+
+    # Started while the gray is live: served (and kept current by pushes).
+    await nacos.publish(data_id, group, yaml_text(gray), tag=tag)
+    async with running_service(tagged) as started_later:
+        await started_later.wait_serving("bot", revision_of(gray))
+        assert (await status_of(started_later, "bot"))["source"] == gray_source
+        await nacos.delete(data_id, group, tag=tag)
+        await started_later.wait_serving("bot", revision_of(formal))
+
+
+async def test_a_source_started_while_a_gray_is_live_loads_it_with_the_rest(
+    nacos: NacosAdmin, nacos_settings: NacosConfig, tmp_path: Path
+) -> None:
+    """The first load compares each read with the listing's md5, the formal version's, so
+    it used to drop a gray read: a source without the fuzzy watch (one a factory feeds,
+    as the Spring AI Alibaba groups) never served the dataId, one with it only once the
+    watch's first notice came in, after the service said ready."""
+    group, tag = nacos_settings.group, "canary-pods"
+    await nacos.publish("bot.agent.yaml", group, yaml_text(agent_document("bot")))
+    gray = yaml_text(agent_document("bot", system="The tag gray."))
+    await nacos.publish("bot.agent.yaml", group, gray, tag=tag)
+    client = NacosClient(nacos_settings.model_copy(update={"gray_tag": tag}))
+    source = NacosSource(
+        client,
+        group,
+        accepts=lambda data_id: data_id.endswith(".agent.yaml"),
+        snapshot=Snapshot(tmp_path / "snapshot"),
+        watch=False,
+    )
+    delivered: list[tuple[str, str | None, Any]] = []
+
+    async def on_change(document: Document) -> None:
+        delivered.append((document.key, document.text, document.info.details.get("gray")))
+
+    try:
+        await client.connect()
+        async with asyncio.timeout(10):  # reads trail a publish by ~0.1 s
+            while (read := await client.read("bot.agent.yaml", group)) is None or not read.gray:
+                await asyncio.sleep(0.05)  # polling the server's view, not a reload
+        await source.start(on_change)
+        assert delivered == [("bot.agent.yaml", gray, f"tag:{tag}")]
+    finally:
+        await source.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,7 +11,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.support import CallTools, Fail, Reply, ScriptedModelServer
+from tests.support import CallTools, Fail, Held, Reply, ScriptedModelServer
 
 USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 
@@ -163,3 +164,15 @@ async def test_cycle_replays_the_script_and_lists_models(
 
     assert answers == ["one", "two", "one", "two"]
     assert [m.id async for m in client.models.list()] == ["m"]
+
+
+async def test_a_held_call_answers_once_released(
+    model_server: ScriptedModelServer, client: openai.AsyncOpenAI
+) -> None:
+    released = asyncio.Event()
+    model_server.script("m", [Held(released, Reply("let go"))])
+    call = asyncio.create_task(client.chat.completions.create(model="m", messages=USER))
+    await model_server.wait_for_requests(1)
+    assert not call.done()
+    released.set()
+    assert (await call).choices[0].message.content == "let go"

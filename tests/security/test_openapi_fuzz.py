@@ -18,9 +18,10 @@ import hypothesis.strategies as st
 import pytest
 import requests
 import schemathesis
+from a2a.types import A2ARequest, SendMessageRequest, SendStreamingMessageRequest
 from hypothesis import HealthCheck, given, settings
 from schemathesis import Case, GenerationMode
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from dynagent.http.app import create_app
@@ -121,6 +122,30 @@ def valid_bodies_are_refused_only_across_fields(
     return None
 
 
+A2A_RPC = ("POST", "/a2a/{name}")
+
+
+def json_rpc_refuses_in_band(ctx: Any, response: Any, case: Case[Any]) -> bool | None:
+    """A2A's JSON-RPC answers a request it cannot take with HTTP 200 and a JSON-RPC error
+    (``negative_data_rejection`` expects a 4xx): a success answers only a body that
+    ``a2a-sdk`` reads as ``message/send`` or ``message/stream``."""
+    if response.status_code != 200 or "json" not in response.headers.get("Content-Type", ""):
+        return None
+    if "result" in response.json():
+        request = A2ARequest.model_validate(case.body).root
+        assert isinstance(request, SendMessageRequest | SendStreamingMessageRequest), case.body
+    return None
+
+
+def _checks(method: str, path: str) -> tuple[list[Any] | None, list[Any] | None]:
+    """(excluded, additional) checks of an operation, where the defaults do not fit."""
+    if (method, path) in OPENAI_RUNS:
+        return [positive_data_acceptance], [valid_bodies_are_refused_only_across_fields]
+    if (method, path) == A2A_RPC:
+        return [negative_data_rejection], [json_rpc_refuses_in_band]
+    return None, None
+
+
 @pytest.mark.fuzz
 @pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_every_operation_answers_hostile_requests_within_its_contract(
@@ -140,13 +165,13 @@ def test_every_operation_answers_hostile_requests_within_its_contract(
     )
     @given(case=cases, key=keys)
     def run(case: Case[Any], key: str) -> None:
-        openai_run = (method, path) in OPENAI_RUNS
+        excluded, additional = _checks(method, path)
         response = case.call_and_validate(
             session=session,
             headers={"Authorization": f"Bearer {key}"},
             timeout=TIMEOUT,
-            excluded_checks=[positive_data_acceptance] if openai_run else None,
-            additional_checks=[valid_bodies_are_refused_only_across_fields] if openai_run else None,
+            excluded_checks=excluded,
+            additional_checks=additional,
         )
         SENT.append((f"{method} {path}", response.status_code))
 

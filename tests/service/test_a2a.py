@@ -110,3 +110,13 @@ async def test_an_agent_answers_a2a_send_and_stream_with_its_card(
             base, content=b"{not json", headers={"Content-Type": "application/json"}
         )
         assert broken.json()["error"]["code"] == -32700
+        # An id that is neither a string nor an integer: -32600 (no id, as for -32700), not
+        # a 500 (found by the OpenAPI fuzz once the A2A route was in the document).
+        odd = await http.post(base, json={"jsonrpc": "2.0", "id": {"a": 1}, "method": "x"})
+        assert (odd.status_code, odd.json()) == (
+            200,
+            {
+                "jsonrpc": "2.0",
+                "error": {"code": -32600, "message": "'id' must be a string or an integer"},
+            },
+        )

@@ -56,6 +56,7 @@ traces: {max_traces: 5}
             "poll_seconds": 30.0,
             "delete_grace_seconds": 0.0,
             "prompt_group": "PROMPTS",
+            "gray_tag": "",
         },
         "a2a": {"register": False, "url": ""},
         "sessions": {
@@ -96,6 +97,7 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
         "NACOS_GROUP": "TEAM",
         "NACOS_USERNAME": "nacos",
         "NACOS_PASSWORD": "secret",
+        "NACOS_GRAY_TAG": "canary-pods",
     }
     config = load_config(path, environ)
     assert (config.listen.port, config.listen.host) == (9999, "::1")
@@ -112,6 +114,7 @@ def test_environment_overrides_win_over_the_file(tmp_path: Path) -> None:
         "poll_seconds": 30.0,
         "delete_grace_seconds": 0.0,
         "prompt_group": "PROMPTS",
+        "gray_tag": "canary-pods",
     }
 
 

@@ -326,6 +326,8 @@ CONTRACT = {
     "/v1/mcp/servers": "get",
     "/metrics": "get",
     "/openapi.json": "get",
+    "/a2a/{name}/.well-known/agent-card.json": "get",
+    "/a2a/{name}": "post",
     # The operations page's endpoints (tests/ui/).
     "/ui/": "get",
     "/v1/whoami": "get",
@@ -364,13 +366,38 @@ async def test_the_openapi_document_describes_the_whole_contract(
         assert all(code.isdigit() for code in operation["responses"])
 
     # Real answers match the documented schemas.
-    invoke_response = jsonschema.Draft202012Validator(
-        {"$ref": "#/components/schemas/InvokeResponse", "components": document["components"]}
-    )
+    def check(name: str, answer: Any) -> None:
+        reference = {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
+        jsonschema.Draft202012Validator(reference).validate(answer)
+
     model_server.script(DEFAULT_MODEL, [Reply("ok")])
     ok = await service.client.post(
         "/v1/agents/bot/invoke", json={"input": "hi", "variables": {"team": "x"}}
     )
-    invoke_response.validate(await ok.json())
+    check("InvokeResponse", await ok.json())
     error = await (await service.client.get("/v1/agents/nobody")).json()
-    jsonschema.validate(error, schemas["ErrorResponse"])
+    check("ErrorResponse", error)
+
+    echo = agent_document("echo")  # the offline model: it echoes
+    service.write_agent(echo)
+    await service.wait_serving("echo", revision_of(echo))
+    card = await service.client.get("/a2a/echo/.well-known/agent-card.json")
+    check("AgentCard", await card.json())
+    message = {"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}
+    send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    operation = document["paths"]["/a2a/{name}"]["post"]
+    requests = operation["requestBody"]["content"]["application/json"]["schema"]
+    jsonschema.Draft202012Validator({**requests, "components": document["components"]}).validate(
+        send
+    )
+    answer = await (await service.client.post("/a2a/echo", json=send)).json()
+    parts = [{"kind": "text", "text": "[test model] you said: hi"}]
+    assert answer.get("result", {}).get("parts") == parts, answer
+    check("SendMessageResponse", answer)
+    # A run that fails (bot's prompt needs a variable A2A cannot pass) and a bad request.
+    failed = await (await service.client.post("/a2a/bot", json=send)).json()
+    assert failed["error"]["data"] == {"type": "bad_request"}, failed
+    check("SendMessageResponse", failed)
+    refused = await (await service.client.post("/a2a/bot", json={**send, "method": "x"})).json()
+    assert refused["error"]["code"] == -32601, refused
+    check("SendMessageResponse", refused)

@@ -208,21 +208,29 @@ class NacosAdmin:
         assert self._session is not None, "use NacosAdmin in 'async with'"
         return self._session
 
-    async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:
-        """Create or replace a config (``POST /v3/admin/cs/config``)."""
+    async def publish(
+        self, data_id: str, group: str, content: str, kind: str = "yaml", *, tag: str = ""
+    ) -> None:
+        """Create or replace a config (``POST /v3/admin/cs/config``); with ``tag``, its tag
+        gray version (served to clients whose connection label ``Vipserver-Tag`` is it)."""
         form = {
             "dataId": data_id,
             "groupName": group,
             "namespaceId": self.namespace,
             "content": content,
             "type": kind,
+            **({"tag": tag} if tag else {}),
         }
         async with self.session.post(self._url, data=form) as response:
             body = await response.json(content_type=None)
         assert (response.status, body) == (200, OK), f"publishing {group}/{data_id}: {body}"
 
-    async def delete(self, data_id: str, group: str) -> None:
-        async with self.session.delete(self._url, params=self._key(data_id, group)) as response:
+    async def delete(self, data_id: str, group: str, *, tag: str = "") -> None:
+        """Delete a config; with ``tag``, only its tag gray version (the gray stops). The
+        3.1 admin API takes the gray's *name* in ``tag`` (``tag_{tag}``, as the publish
+        stored it); the bare tag fails there with a NullPointerException message."""
+        params = {**self._key(data_id, group), **({"tag": f"tag_{tag}"} if tag else {})}
+        async with self.session.delete(self._url, params=params) as response:
             body = await response.json(content_type=None)
         assert (response.status, body) == (200, OK), f"deleting {group}/{data_id}: {body}"
 

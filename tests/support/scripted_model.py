@@ -78,6 +78,15 @@ class Slow:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """Wait until the test sets ``released`` (503 if the server stops first), then answer
+    with ``then``: a call kept in flight for exactly as long as the test needs."""
+
+    released: asyncio.Event
+    then: Step
+
+
+@dataclass(frozen=True, slots=True)
 class Malformed:
     """Send ``raw_text`` as the body: broken JSON, or a broken SSE stream when streaming."""
 
@@ -95,7 +104,7 @@ class BrokenStream:
     expect: Expectation | None = field(default=None, kw_only=True)
 
 
-Step = Reply | CallTools | Fail | Slow | Malformed | BrokenStream
+Step = Reply | CallTools | Fail | Slow | Held | Malformed | BrokenStream
 
 
 @dataclass
@@ -244,6 +253,8 @@ class ScriptedModelServer:
             except TimeoutError:
                 return await self._answer(request, body, step.then, number)
             return web.json_response(error_body("server stopping", "server_error"), status=503)
+        if isinstance(step, Held):
+            return await self._held(request, body, step, number)
         if step.expect is not None:
             try:
                 step.expect(body)
@@ -265,6 +276,19 @@ class ScriptedModelServer:
         return await _stream(
             request, answer, include_usage=bool(options.get("include_usage")), gap=gap
         )
+
+    async def _held(
+        self, request: web.Request, body: Body, step: Held, number: int
+    ) -> web.StreamResponse:
+        waits = [asyncio.ensure_future(e.wait()) for e in (step.released, self._stopping)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if not step.released.is_set():
+            return web.json_response(error_body("server stopping", "server_error"), status=503)
+        return await self._answer(request, body, step.then, number)
 
     def _wire_answer(
         self, body: Body, step: Reply | CallTools | BrokenStream, number: int

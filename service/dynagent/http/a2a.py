@@ -73,6 +73,14 @@ async def start_registrar(app: web.Application) -> NacosA2aRegistrar | None:
     return registrar
 
 
+async def withdraw_registration(app: web.Application) -> None:
+    """On shutdown, before running requests drain: the Nacos A2A registry stops handing
+    out this service's endpoints (``on_shutdown``; the registrar closes at cleanup)."""
+    registrar = app.get(A2A_REGISTRAR)
+    if registrar is not None:
+        await registrar.withdraw()
+
+
 KNOWN_METHODS = frozenset({"message/send", "message/stream"})
 
 
@@ -150,11 +158,10 @@ def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSO
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return _error(None, JSONParseError())
-    request_id = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("jsonrpc") != "2.0" or "method" not in data:
-        return _error(request_id, InvalidRequestError())
-    if data["method"] not in KNOWN_METHODS:
-        return _error(request_id, MethodNotFoundError())
+    refused = _envelope_error(data)
+    if refused is not None:
+        return refused
+    request_id = data.get("id")
     try:
         request = A2ARequest.model_validate(data).root
     except ValidationError as exc:
@@ -165,6 +172,25 @@ def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSO
     if not _text_of(request.params.message):
         return _error(request_id, InvalidParamsError(message="the message has no text part"))
     return request
+
+
+def _envelope_error(data: Any) -> JSONRPCErrorResponse | None:
+    """The answer to a body that is no JSON-RPC request of ours (its params aside)."""
+    if not isinstance(data, dict):
+        return _error(None, InvalidRequestError())
+    request_id = data.get("id")
+    if not _valid_id(request_id):
+        return _error(None, InvalidRequestError(message="'id' must be a string or an integer"))
+    if data.get("jsonrpc") != "2.0" or "method" not in data:
+        return _error(request_id, InvalidRequestError())
+    if data["method"] not in KNOWN_METHODS:
+        return _error(request_id, MethodNotFoundError())
+    return None
+
+
+def _valid_id(value: Any) -> bool:
+    """JSON-RPC: an id is a string or a number (an integer here, as ``a2a-sdk`` has it)."""
+    return value is None or isinstance(value, str) or type(value) is int
 
 
 def _text_of(message: Message) -> str:

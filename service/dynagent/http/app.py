@@ -152,6 +152,7 @@ def create_app(
     if config.auth.keys_file is not None:
         app.cleanup_ctx.append(_keys_watch(environ))
     app.on_shutdown.append(_draining)
+    app.on_shutdown.append(a2a.withdraw_registration)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

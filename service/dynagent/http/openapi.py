@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from a2a.types import (
+    AgentCard,
+    SendMessageRequest,
+    SendMessageResponse,
+    SendStreamingMessageRequest,
+    SendStreamingMessageResponse,
+)
 from pydantic import BaseModel
 
 from .feedback import FeedbackRequest, FeedbackResponse
@@ -60,7 +67,13 @@ _MODELS: tuple[type[BaseModel], ...] = (
     TraceList,
     AgentSeries,
     RevisionDefinition,
+    AgentCard,
+    SendMessageRequest,
+    SendStreamingMessageRequest,
+    SendMessageResponse,
+    SendStreamingMessageResponse,
 )
+"""Request and answer shapes; the A2A ones are ``a2a-sdk``'s own (protocol 0.3)."""
 _ERRORS = {
     "400": "Bad request body, header or parameter",
     "401": "Missing or unknown API key",
@@ -153,6 +166,7 @@ def _paths() -> dict[str, Any]:
         **_agent_paths(),
         **_trace_paths(),
         **_openai_paths(),
+        **_a2a_paths(),
         **_page_paths(),
     }
 
@@ -313,6 +327,45 @@ def _openai_paths() -> dict[str, Any]:
                 "403",
                 "404",
                 parameters=[model_id],
+            )
+        },
+    }
+
+
+def _a2a_paths() -> dict[str, Any]:
+    """The agents as A2A servers. JSON-RPC answers a bad request in-band: HTTP 200 with
+    a JSON-RPC error (-32700 not JSON, -32600 not a request, -32601 another method,
+    -32602 bad params, -32603 the run failed with ``data.type`` our error type)."""
+    agent = ("401", "403", "404")
+    rpc = {"anyOf": [_ref(SendMessageRequest), _ref(SendStreamingMessageRequest)]}
+    streamed = {
+        **_EVENT,
+        "description": "One server-sent event; its data is a SendStreamingMessageResponse",
+    }
+    answers = {
+        "description": "message/send: a JSON-RPC response (the reply Message, or an error); "
+        "message/stream: server-sent events, each a JSON-RPC response",
+        "content": {**_json(SendMessageResponse), "text/event-stream": {"schema": streamed}},
+    }
+    return {
+        "/a2a/{name}/.well-known/agent-card.json": {
+            "get": _op(
+                "The agent's A2A card: version = revision, streaming, bearer security",
+                _ok(AgentCard),
+                *agent,
+                parameters=[_NAME],
+            )
+        },
+        "/a2a/{name}": {
+            "post": _op(
+                "A2A JSON-RPC message/send and message/stream (the same run path as invoke)",
+                answers,
+                *agent,
+                "400",
+                "408",
+                "413",
+                parameters=[_NAME],
+                requestBody={"required": True, "content": {"application/json": {"schema": rpc}}},
             )
         },
     }

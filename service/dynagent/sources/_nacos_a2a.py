@@ -4,9 +4,10 @@ released there and its endpoint registered, through nacos-sdk-python's
 ``register_agent_endpoint`` and ``get_agent_card`` over gRPC).
 
 The card's version is the agent's revision: a new revision releases a new card
-version (set as latest) and moves the endpoint to it; a removed agent and the
-service's shutdown deregister the endpoints. Changes are applied one at a time by
-one task, in the order the registry made them.
+version (set as latest) and moves the endpoint to it; a removed agent deregisters its
+endpoint, and so does the service's shutdown — first thing, before running requests
+drain, so that callers resolving through the registry stop finding a stopping service.
+Changes are applied one at a time by one task, in the order the registry made them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from ..agent import Agent
 from ..config import NacosConfig
 from ._nacos_client import CONNECT_TIMEOUT, NacosUnavailable
 
+WITHDRAW_SECONDS = 5.0
+"""How long shutdown waits for Nacos to take the endpoints back; past it (Nacos down),
+the server drops them itself when this client's connection goes."""
+
 
 class NacosA2aRegistrar:
     """Keeps the Nacos A2A registry in step with the agents served at ``base_url``."""
@@ -49,7 +54,9 @@ class NacosA2aRegistrar:
         self.prefix = parts.path.rstrip("/")
         self.work_dir = work_dir
         self._service: Any = None
-        self._queue: asyncio.Queue[tuple[str, Agent | None]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, Agent | None] | None] = asyncio.Queue()
+        """Changes to apply; None ends the task."""
+        self._withdrawn = False
         self._registered: dict[str, str] = {}
         """Agent name → the card version its endpoint is registered under."""
         self._task: asyncio.Task[None] | None = None
@@ -65,12 +72,14 @@ class NacosA2aRegistrar:
         self._task = asyncio.create_task(self._apply_all(), name="nacos-a2a-registry")
 
     def changed_agent(self, name: str, agent: Agent | None) -> None:
-        """``agent`` now serves ``name`` (None: it went); applied in order, off the caller."""
-        self._queue.put_nowait((name, agent))
+        """``agent`` now serves ``name`` (None: it went); applied in order, off the caller.
+        Ignored once the service is stopping (``withdraw``)."""
+        if not self._withdrawn:
+            self._queue.put_nowait((name, agent))
 
     async def _apply_all(self) -> None:
-        while True:
-            name, agent = await self._queue.get()
+        while (change := await self._queue.get()) is not None:
+            name, agent = change
             try:
                 await (self._release(agent) if agent is not None else self._deregister(name))
             except Exception as exc:  # the registry must keep going whatever Nacos says
@@ -109,6 +118,43 @@ class NacosA2aRegistrar:
                 agent_name=name, version=version, address=self.address, port=self.port
             )
         )
+        logger.info(
+            "Nacos A2A registry: agent {} card {}: endpoint {}:{} deregistered",
+            name,
+            version,
+            self.address,
+            self.port,
+        )
+
+    async def withdraw(self) -> None:
+        """Deregister every endpoint: the service is stopping. The change being applied
+        is finished, those queued are dropped, later ones ignored; bounded by
+        ``WITHDRAW_SECONDS``."""
+        self._withdrawn = True
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        try:
+            async with asyncio.timeout(WITHDRAW_SECONDS):
+                if self._task is not None:
+                    self._queue.put_nowait(None)
+                    await self._task
+                for name in list(self._registered):
+                    try:
+                        await self._deregister(name)
+                    except Exception as exc:  # the others still go
+                        logger.warning("Nacos A2A registry: deregistering {} failed: {}", name, exc)
+        except TimeoutError:
+            logger.warning(
+                "Nacos A2A registry: no answer within {:g} s; the endpoints of {} go when "
+                "this client's connection closes",
+                WITHDRAW_SECONDS,
+                ", ".join(sorted(self._registered)),
+            )
+        finally:
+            if self._task is not None and not self._task.done():
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
 
     async def wait_for(
         self, predicate: Callable[[NacosA2aRegistrar], bool], within: float = 10
@@ -124,13 +170,8 @@ class NacosA2aRegistrar:
         return await card_url(self._service, name)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        for name in list(self._registered):
-            with contextlib.suppress(Exception):
-                await self._deregister(name)
+        if not self._withdrawn:
+            await self.withdraw()
         if self._service is not None:
             with contextlib.suppress(Exception):
                 await self._service.shutdown()

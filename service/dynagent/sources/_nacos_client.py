@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_plus
 
 import aiohttp
 from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
@@ -39,6 +40,8 @@ Listener = Callable[[str, str, str, str], Awaitable[None]]
 CONNECT_TIMEOUT = 5.0
 CONFIG_NOT_FOUND = 300
 PAGE_SIZE = 500
+GRAY_TAG_LABEL = Constants.VIPSERVER_TAG
+"""The connection label Nacos's tag gray rules match (``Vipserver-Tag``)."""
 SDK_LOGGER = logging.getLogger(Constants.CONFIG_MODULE)
 """The SDK's config logger, shared by every SDK client in the process."""
 
@@ -148,6 +151,8 @@ class NacosClient:
         )
         if self.settings.username:
             builder = builder.username(self.settings.username).password(self.settings.password)
+        if self.settings.gray_tag:
+            builder = builder.app_conn_labels({GRAY_TAG_LABEL: self.settings.gray_tag})
         before = set(SDK_LOGGER.handlers)
         service = NacosConfigService(builder.build())  # adds a file handler to SDK_LOGGER
         self._log_handlers += [h for h in SDK_LOGGER.handlers if h not in before]
@@ -228,8 +233,8 @@ class NacosClient:
             return None
         gray = "beta" if getattr(response, "beta", False) else ""
         tag = getattr(response, "tag", None)
-        if isinstance(tag, str) and tag:
-            gray = f"tag:{tag}"
+        if isinstance(tag, str) and tag:  # the matched rule's text, URL-encoded by the server
+            gray = f"tag:{unquote_plus(tag)}"
         return ConfigRead(response.content, response.md5 or "", gray)
 
     async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:

@@ -281,14 +281,22 @@ class NacosSource:
                 pushes, read = await pending
                 # None for a dataId the listing holds is a read that trails a re-creation
                 # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
-                # A gray version never matches the listing (that is the formal md5).
-                current = read is not None and content_md5(read.content) == listed[data_id]
-                if current and self._pushes.get(data_id, 0) == pushes:
+                if read is None or self._pushes.get(data_id, 0) != pushes:
+                    continue
+                fresh = content_md5(read.content) == listed[data_id]
+                if fresh or self._first_gray(data_id, read):
                     await self._deliver(data_id, read, announce=False)
         finally:
             for pending in reads:
                 pending.cancel()
             await asyncio.gather(*reads, return_exceptions=True)
+
+    def _first_gray(self, data_id: str, read: ConfigRead) -> bool:
+        """A gray version (beta, tag) never matches the listing, which has the formal md5:
+        it is taken when the dataId is not served yet — this instance started while the
+        gray is live — since no push would bring it before a change; once served, its
+        listener keeps it current (a gray read may trail a push already applied)."""
+        return bool(read.gray) and data_id not in self._md5
 
     async def _deliver(
         self, data_id: str, read: ConfigRead | None, *, announce: bool = True, final: bool = False
