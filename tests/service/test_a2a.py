@@ -120,3 +120,29 @@ async def test_an_agent_answers_a2a_send_and_stream_with_its_card(
                 "error": {"code": -32600, "message": "'id' must be a string or an integer"},
             },
         )
+
+
+async def test_prompt_variables_come_in_the_messages_metadata(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    prompt = {"system": "You help {{team}} at {{company}}.", "variables": {"company": "ACME"}}
+    write_agent(agents_dir, agent_document("bot", model_server, prompt=prompt))
+    config = service_config(agents_dir, state_dir)
+    model_server.script(DEFAULT_MODEL, [Reply("ok")])
+    async with running_service(config, environ={}) as service, httpx.AsyncClient() as http:
+        base = f"{service.url}/a2a/bot"
+
+        def send(metadata: Any) -> dict[str, Any]:
+            params = message("hi").model_dump(mode="json", by_alias=True, exclude_none=True)
+            body = {"message": {**params, "metadata": metadata}}
+            return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": body}
+
+        answered = await http.post(base, json=send({"variables": {"team": "sales"}}))
+        assert answered.json()["result"]["parts"] == [{"kind": "text", "text": "ok"}]
+        (request,) = model_server.requests
+        assert request["messages"][0] == {"role": "system", "content": "You help sales at ACME."}
+
+        for bad in ({"variables": ["sales"]}, {"variables": {"team": 7}}):
+            refused = (await http.post(base, json=send(bad))).json()
+            assert refused["error"]["code"] == -32602, refused
+            assert "metadata.variables" in refused["error"]["message"]

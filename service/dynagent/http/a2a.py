@@ -4,7 +4,8 @@
 revision, one skill, streaming, bearer auth); ``POST /a2a/{name}`` answers JSON-RPC
 ``message/send`` and ``message/stream`` (SSE). Both go through the same API keys and
 scopes and the same run path as ``/v1/agents/{name}/invoke``: routing, canaries,
-metrics and traces. A message's ``contextId`` is the run's session.
+metrics and traces. A message's ``contextId`` is the run's session; prompt variables
+come as ``metadata.variables`` (a JSON object of strings) of the params or the message.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ async def a2a_rpc(request: web.Request) -> web.StreamResponse:
         name=name,
         input=_text_of(parsed.params.message),
         session_id=parsed.params.message.context_id,
-        variables={},
+        variables=_variables(parsed) or {},
         pin=None,
         endpoint="a2a",
     )
@@ -171,7 +172,32 @@ def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSO
     assert isinstance(request, SendMessageRequest | SendStreamingMessageRequest)
     if not _text_of(request.params.message):
         return _error(request_id, InvalidParamsError(message="the message has no text part"))
+    if _variables(request) is None:
+        return _error(
+            request_id,
+            InvalidParamsError(
+                message=f"metadata.variables must be an object of at most {MAX_VARIABLES} strings"
+            ),
+        )
     return request
+
+
+MAX_VARIABLES = 100
+"""As many prompt variables as ``/v1/agents/{name}/invoke`` takes."""
+
+
+def _variables(request: SendMessageRequest | SendStreamingMessageRequest) -> dict[str, str] | None:
+    """The prompt variables in ``metadata.variables`` (the message's over the params');
+    None when they are not an object of strings."""
+    found: dict[str, str] = {}
+    for metadata in (request.params.metadata, request.params.message.metadata):
+        value = (metadata or {}).get("variables", {})
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            return None
+        found.update(value)
+    return found if len(found) <= MAX_VARIABLES else None
 
 
 def _envelope_error(data: Any) -> JSONRPCErrorResponse | None:
