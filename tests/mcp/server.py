@@ -8,7 +8,8 @@ Tools: ``echo`` (text), ``add`` (structured), ``fail`` (an ``isError`` answer), 
 linked resources), ``grow`` (adds the tool ``late`` and sends
 ``notifications/tools/list_changed``), ``cancelled`` (how many calls of ``slow`` the server
 saw cancelled), ``wait_running`` and ``wait_cancelled`` (answer once a call of ``slow`` runs /
-was cancelled: tests wait on them instead of sleeping).
+was cancelled: tests wait on them instead of sleeping), ``trace_context`` (the W3C
+``traceparent`` the call arrived with: its HTTP request header and ``params._meta``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def _resources() -> list[types.ContentBlock]:
         ),
         types.ResourceLink(type="resource_link", uri="file:///big.csv", name="big.csv"),
     ]
+
+
+async def _trace_context(ctx: Context) -> dict[str, Any]:
+    headers = ctx.headers or {}
+    meta = ctx.request_context.meta or {}
+    return {"header": headers.get("traceparent"), "meta": meta.get("traceparent")}
 
 
 def build(name: str = "test-mcp") -> MCPServer[Any]:
@@ -92,6 +99,11 @@ def build(name: str = "test-mcp") -> MCPServer[Any]:
         return Image(data=PNG, format="png")
 
     server.add_tool(_resources, name="resources", description="Two resources and a link.")
+    server.add_tool(
+        _trace_context,
+        name="trace_context",
+        description="The traceparent of this call: HTTP header and params._meta.",
+    )
 
     @server.tool(description="Add the tool 'late' and tell the client.")
     async def grow(ctx: Context) -> str:

@@ -125,7 +125,7 @@ async def test_a_stdio_server_is_named_from_the_service_config(
             {"type": "mcp", "name": "f", "server": "local", "allow": ["echo", "nope"]},
             "tools[f].allow",
             "stdio:local lists no ['nope']; it has add, cancelled, echo, fail, grow, picture, "
-            "resources, slow, wait_cancelled, wait_running",
+            "resources, slow, trace_context, wait_cancelled, wait_running",
         ),
     ],
 )

@@ -118,6 +118,7 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                         "cancelled",
                         "wait_running",
                         "wait_cancelled",
+                        "trace_context",
                         "picture",
                         "resources",
                         "grow",
