@@ -7,6 +7,7 @@ from the run's typed events when it ends, with the events' own times: nothing he
 inside the run loop. Each child gets the span id that ``_tracing.child_span_id`` derives for
 its call, the one the model, HTTP-tool and MCP calls named as their parent while it ran
 (``_tracing.outgoing_headers``), so the callee's spans nest under the call that made them.
+A shadow run (``rollout.shadow``) gets a span of its own, a child of the stable request's.
 Export is OTLP, configured by the standard ``OTEL_*`` variables. Message content is recorded
 only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 """
@@ -112,6 +113,14 @@ class OtelTracer:
 
     def start(self, name: str, headers: Mapping[str, str]) -> _Run:
         return self._open(name, propagate.extract(dict(headers)), SpanKind.SERVER, {})
+
+    def start_shadow(self, name: str, stable: _Run | None) -> _Run:
+        """A shadow run's span: a child of the stable request's run (``stable``), apart from
+        whatever context the task starting it had."""
+        parent = otel_context.Context()
+        if stable is not None:
+            parent = trace.set_span_in_context(stable.span, parent)
+        return self._open(name, parent, SpanKind.INTERNAL, {"dynagent.shadow": True})
 
     def _open(
         self, name: str, parent: otel_context.Context, kind: SpanKind, extra: dict[str, Any]

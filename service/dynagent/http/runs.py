@@ -213,7 +213,9 @@ async def _shadow_of(served: _Served) -> ShadowCopy | None:
     run, store = served.run, served.agent.sessions
     scoped = _session_key(served.request, run)
     history = await store.load(scoped) if store is not None and scoped else []
-    return ShadowCopy(canary, run.input, run.session_id, run.variables, history)
+    return ShadowCopy(
+        canary, run.input, run.session_id, run.variables, history, stable_span=served.span
+    )
 
 
 async def stream_agent(
