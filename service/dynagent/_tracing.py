@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 try:
     from opentelemetry import context as otel_context
@@ -28,16 +28,22 @@ RUN_SPAN = "dynagent.run_span"
 from its events (set by the tracer that builds them)."""
 
 
-@contextmanager
-def within(call: str) -> Iterator[None]:
+_UNTRACED = nullcontext()
+
+
+def within(call: str) -> AbstractContextManager[None]:
     """The model or tool call ``call`` of the current run is under way.
 
     Only directly under a run's span: inside a tool call (an agent called as a tool, whose
     run has no span of its own) the tool's span stays current, and so does a caller's own
-    span when no tracer of ours is at work."""
-    if propagate is None:
-        yield
-        return
+    span when no tracer of ours is at work. Untraced, this costs a dictionary look-up."""
+    if propagate is None or otel_context.get_value(RUN_SPAN) is None:
+        return _UNTRACED
+    return _stand_in(call)
+
+
+@contextmanager
+def _stand_in(call: str) -> Iterator[None]:
     current = trace.get_current_span().get_span_context()
     if not current.is_valid or otel_context.get_value(RUN_SPAN) != current.span_id:
         yield
