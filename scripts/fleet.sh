@@ -71,7 +71,13 @@ ensure_nginx() {
 
 replica_port() { echo $((FLEET_REPLICA_PORT + $1 - 1)); }
 replica_dir() { echo "$FLEET_HOME/replica-$1"; }
-pid_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
+# A killed process stays a zombie until init reaps it (here about a second): not alive.
+pid_alive() {
+  [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null || return 1
+  local state
+  state="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  [[ -n "$state" && "$state" != Z ]]
+}
 read_pid() { [[ -f "$1" ]] && tr -dc '0-9' <"$1" || true; }
 
 http_ok() { # GET $1 answers 200
