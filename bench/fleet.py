@@ -1,7 +1,10 @@
 """The fleet: ``scripts/fleet.sh`` (Nacos, Redis, three ``dynagent serve`` replicas, nginx).
 
-1. Requests/s and server CPU per request through nginx with 3, 2 and 1 replicas serving
-   (the others stopped). On two cores the point is that CPU per request stays flat.
+1. Requests/s and server CPU per request (replicas + nginx) through nginx with 1, 2 and 3
+   replicas serving, interleaved round after round, beside the floor: as many minimal
+   aiohttp proxies making the same model call, behind the same nginx rules. On two cores
+   the point is that CPU per request stays flat, not that throughput triples; what more
+   processes cost on the same two cores shows in the floor's own ratio.
 2. Session turn latency, in-process on one agent: no session, SQLite, Redis (the fleet's).
 3. A guard's pull on replica 1 → the moment the last replica stops routing to the canary
    (bar: p99 ≤ 2 s), each round a new canary revision pointed at a model that refuses.
@@ -13,16 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
 
+from bench._balancer import Balancer, balancers
 from bench._load import LoadResult, load
 from bench._process import Child, cpu_seconds, free_port
 from bench._service import AGENT, agent_document
@@ -42,7 +48,8 @@ POLL = 0.01
 async def measure(model_url: str, *, quick: bool) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory(prefix="dynagent-fleet-") as home,
-        Fleet.on_free_ports(Path(home), replicas=3) as fleet,
+        # the poll of fleet.sh's own fleet (tests list every 0.5 s, for speed)
+        Fleet.on_free_ports(Path(home), replicas=3, poll_seconds=2.0) as fleet,
     ):
         await asyncio.to_thread(fleet.up)
         async with NacosAdmin(fleet.nacos_url) as nacos:
@@ -52,10 +59,17 @@ async def measure(model_url: str, *, quick: bool) -> dict[str, Any]:
             await _serving(fleet, AGENT)
             guard = await _guard_spread(fleet, nacos, model_url, 5 if quick else 20)
         sessions = await _session_turns(model_url, fleet.redis_port, 50 if quick else 300)
-        scaling = await _scaling(fleet, seconds=1.5 if quick else 5.0)
+        scaling = await _scaling(
+            fleet,
+            model_url,
+            # short windows, many rounds: a burst of other work lands on every level alike
+            seconds=0.5,
+            rounds=10 if quick else 30,
+            idle_seconds=5.0 if quick else 15.0,  # CPU time comes in 10 ms ticks
+        )
     return {
         "what": "nginx round robin over dynagent serve replicas on one Nacos and one Redis; "
-        "CPU from /proc of the replicas (and nginx, apart)",
+        "CPU per request from /proc: the serving replicas and nginx, over requests served",
         "scaling": scaling,
         "session_turn": sessions,
         "guard_pull_to_last_replica": guard,
@@ -77,39 +91,121 @@ async def _serving(fleet: Fleet, name: str, within: float = 30) -> None:
 
 # -- 1. replicas behind nginx --------------------------------------------------------
 
-
-async def _scaling(fleet: Fleet, *, seconds: float) -> dict[str, Any]:
-    url = f"{fleet.url}/v1/agents/{AGENT}/invoke"
-    body = {"input": "ping"}
-    await load(url, body, concurrency=8, seconds=0.5)  # warm-up
-    figures: dict[str, Any] = {}
-    for serving in (3, 2, 1):
-        if serving < fleet.replicas:
-            await asyncio.to_thread(fleet.stop_replica, serving + 1)
-        await load(url, body, concurrency=8, seconds=0.3)  # nginx learns who is gone
-        pids = [fleet.replica_pid(n) for n in range(1, serving + 1)]
-        nginx = fleet.nginx_pids()
-        before = sum(cpu_seconds(p) for p in pids), sum(cpu_seconds(p) for p in nginx)
-        result = await load(url, body, concurrency=16, seconds=seconds)
-        after = sum(cpu_seconds(p) for p in pids), sum(cpu_seconds(p) for p in nginx)
-        figures[str(serving)] = _level(result, after[0] - before[0], after[1] - before[1])
-    one = figures["1"]["replica_cpu_ms_per_request"]
-    for figure in figures.values():
-        figure["cpu_ratio_to_one_replica"] = ratio(figure["replica_cpu_ms_per_request"], one)
-    for n in range(2, fleet.replicas + 1):
-        await asyncio.to_thread(fleet.start_replica, n)
-    return {"concurrency": 16, "seconds": seconds, "replicas": figures}
+CONCURRENCY = 16
 
 
-def _level(result: LoadResult, replica_cpu: float, nginx_cpu: float) -> dict[str, Any]:
+@dataclass
+class _Level:
+    """What one side with one replica count served, summed over its windows."""
+
+    url: str
+    servers: list[int]
+    """The pids of the serving processes."""
+    balancer: Balancer
+    load: LoadResult = field(default_factory=LoadResult)
+    server_cpu: float = 0.0
+    nginx_cpu: float = 0.0
+
+    async def window(self, seconds: float) -> None:
+        nginx = self.balancer.pids()
+        before = _cpu(self.servers), _cpu(nginx)
+        result = await load(self.url, {"input": "ping"}, concurrency=CONCURRENCY, seconds=seconds)
+        self.load.merge(result)
+        self.server_cpu += _cpu(self.servers) - before[0]
+        self.nginx_cpu += _cpu(nginx) - before[1]
+
+
+async def _scaling(
+    fleet: Fleet, model_url: str, *, seconds: float, rounds: int, idle_seconds: float
+) -> dict[str, Any]:
+    """Every replica runs throughout; a second nginx (``bench._balancer``) has a port per
+    replica count, and another one the same over the floor's proxies. Rounds alternate the
+    order of the levels and each level's windows are summed, so drift of a shared machine
+    does not land on one level. CPU per request is everything the request path burnt — the
+    serving processes and nginx — over the requests served; a replica left out of a level
+    is not counted (a smaller deployment would not have it), and what a replica burns idle
+    is reported apart. The floor shows what more processes on the same cores cost any
+    Python server: ``vs_floor`` is our ratio to one replica over the floor's."""
+    idle = await _idle(fleet, seconds=idle_seconds)
+    async with contextlib.AsyncExitStack() as stack:
+        floors = [
+            await stack.enter_async_context(Child("bench._floor", model_url))
+            for _ in range(fleet.replicas)
+        ]
+        levels = _levels(fleet, floors, stack)
+        order = list(levels)
+        for level in order:  # warm-up: every process through every port
+            await load(levels[level].url, {"input": "ping"}, concurrency=CONCURRENCY, seconds=0.5)
+        for round_ in range(rounds):
+            for key in order if round_ % 2 == 0 else reversed(order):
+                await levels[key].window(seconds)
+    return {
+        "concurrency": CONCURRENCY,
+        "seconds_per_window": seconds,
+        "rounds": rounds,
+        "idle_replica_cpu_ms_per_s": idle,
+        **_sides(levels),
+    }
+
+
+def _levels(
+    fleet: Fleet, floors: list[Child], stack: contextlib.AsyncExitStack
+) -> dict[tuple[str, int], _Level]:
+    """Both sides at every replica count, each behind its own nginx (closed with ``stack``)."""
+    ports = [fleet.replica_port + n for n in range(fleet.replicas)]
+    ours = stack.enter_context(balancers(fleet, "replicas", ports))
+    floor_ports = [int(f.ready["url"].rsplit(":", 1)[1]) for f in floors]
+    theirs = stack.enter_context(balancers(fleet, "floor", floor_ports))
+    replicas = [fleet.replica_pid(n) for n in range(1, fleet.replicas + 1)]
+    levels: dict[tuple[str, int], _Level] = {}
+    for k in ours.ports:
+        path = f"/v1/agents/{AGENT}/invoke"
+        levels["dynagent", k] = _Level(f"{ours.url(k)}{path}", replicas[:k], ours)
+    for k in theirs.ports:
+        servers = [f.pid for f in floors[:k]]
+        levels["floor", k] = _Level(f"{theirs.url(k)}/invoke", servers, theirs)
+    return levels
+
+
+def _sides(levels: dict[tuple[str, int], _Level]) -> dict[str, Any]:
+    """Figures per side and replica count, with each one's ratio to one replica."""
+    sides: dict[str, dict[str, Any]] = {}
+    for (side, count), level in levels.items():
+        sides.setdefault(side, {})[str(count)] = _figures(level)
+    for figures in sides.values():
+        one = figures["1"]["cpu_ms_per_request"]
+        for figure in figures.values():
+            figure["cpu_ratio_to_one_replica"] = ratio(figure["cpu_ms_per_request"], one)
+    for n, figure in sides["dynagent"].items():
+        floor = sides["floor"][n]["cpu_ratio_to_one_replica"]
+        figure["vs_floor"] = ratio(figure["cpu_ratio_to_one_replica"], floor)
+    return {"replicas": sides["dynagent"], "floor": sides["floor"]}
+
+
+def _cpu(pids: list[int]) -> float:
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
+async def _idle(fleet: Fleet, *, seconds: float) -> float:
+    """CPU a replica burns with no request (Nacos poll, fuzzy watch, timers), ms/s, the
+    mean over the replicas."""
+    pids = [fleet.replica_pid(n) for n in range(1, fleet.replicas + 1)]
+    before = _cpu(pids)
+    await asyncio.sleep(seconds)
+    return round((_cpu(pids) - before) * 1000 / seconds / len(pids), 2)
+
+
+def _figures(level: _Level) -> dict[str, Any]:
+    result = level.load
     latency = summary(result.latencies_ms)
     requests = max(result.requests, 1)
     return {
         "rps": round(result.ok / result.seconds, 1),
         "p50_ms": latency.get("median"),
         "p99_ms": latency.get("p99"),
-        "replica_cpu_ms_per_request": round(replica_cpu * 1000 / requests, 3),
-        "nginx_cpu_ms_per_request": round(nginx_cpu * 1000 / requests, 3),
+        "cpu_ms_per_request": round((level.server_cpu + level.nginx_cpu) * 1000 / requests, 3),
+        "server_cpu_ms_per_request": round(level.server_cpu * 1000 / requests, 3),
+        "nginx_cpu_ms_per_request": round(level.nginx_cpu * 1000 / requests, 3),
         "requests": result.requests,
         "failed": sum(result.failures.values()),
     }
@@ -209,16 +305,25 @@ async def _until_all(
 
 
 def table(data: dict[str, Any]) -> str:
+    scaling = data["scaling"]
     lines = [
-        f"{'replicas':10}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'replica CPU ms/req':>20}"
-        f"{'vs 1':>7}{'nginx CPU ms/req':>18}"
+        f"{'replicas':10}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/req':>12}{'vs 1':>7}"
+        f"{'replicas ms/req':>17}{'nginx ms/req':>14}{'floor vs 1':>12}{'vs floor':>10}"
     ]
-    for n, figure in data["scaling"]["replicas"].items():
+    for n, figure in scaling["replicas"].items():
+        floor = scaling["floor"][n]
         lines.append(
             f"{n:10}{figure['rps']:>9}{figure['p50_ms']!s:>9}{figure['p99_ms']!s:>9}"
-            f"{figure['replica_cpu_ms_per_request']:>20}{figure['cpu_ratio_to_one_replica']!s:>7}"
-            f"{figure['nginx_cpu_ms_per_request']:>18}"
+            f"{figure['cpu_ms_per_request']:>12}{figure['cpu_ratio_to_one_replica']!s:>7}"
+            f"{figure['server_cpu_ms_per_request']:>17}{figure['nginx_cpu_ms_per_request']:>14}"
+            f"{floor['cpu_ratio_to_one_replica']!s:>12}{figure['vs_floor']!s:>10}"
         )
+    lines.append(
+        f"({scaling['rounds']} interleaved rounds of {scaling['seconds_per_window']:g} s per "
+        f"level at concurrency {scaling['concurrency']}; floor: as many minimal aiohttp "
+        f"proxies; a replica idle burns {scaling['idle_replica_cpu_ms_per_s']} ms CPU/s); "
+        "bar: CPU per request vs 1 replica within 1.1x of the floor's"
+    )
     turns = data["session_turn"]
     lines.append(
         "session turn p50 ms: "

@@ -71,7 +71,13 @@ ensure_nginx() {
 
 replica_port() { echo $((FLEET_REPLICA_PORT + $1 - 1)); }
 replica_dir() { echo "$FLEET_HOME/replica-$1"; }
-pid_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
+# A killed process stays a zombie until init reaps it (here about a second): not alive.
+pid_alive() {
+  [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null || return 1
+  local state
+  state="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  [[ -n "$state" && "$state" != Z ]]
+}
 read_pid() { [[ -f "$1" ]] && tr -dc '0-9' <"$1" || true; }
 
 http_ok() { # GET $1 answers 200
@@ -131,19 +137,55 @@ stop_replica() {
 }
 
 # ---------------------------------------------------------------------------------- nginx
-write_nginx_config() {
+# The balancing rules live in include files beside nginx.conf, so that another nginx (the
+# fleet benchmark's, routing to 1, 2 or 3 replicas) balances exactly as this one does:
+#   upstream.conf  inside each upstream block, after its servers
+#   proxy.conf     inside each proxied location, after its proxy_pass
+#   errors.conf    inside each server block
+write_nginx_includes() {
   mkdir -p "$NGINX_DIR/temp"
+  cat >"$NGINX_DIR/upstream.conf" <<'EOF'
+# Written by scripts/fleet.sh. Idle connections to the replicas are kept for reuse: without
+# them every request opened (and a replica accepted and tore down) a TCP connection, about a
+# tenth of a replica's CPU per request. They are closed well before aiohttp's own keep-alive
+# timeout (75 s), so a replica never closes one under a request nginx is sending.
+keepalive 16;
+keepalive_timeout 30s;
+EOF
+  cat >"$NGINX_DIR/proxy.conf" <<'EOF'
+# Written by scripts/fleet.sh. HTTP/1.1 with no "Connection: close", for the kept connections.
+# A replica that refuses a connection is skipped, but a request already sent is never retried
+# on another (POSTs are not idempotent), so killing a replica fails only the requests in
+# flight on it (a kept connection it had open closes with it, and nginx drops it).
+proxy_http_version 1.1;
+proxy_set_header Connection "";
+proxy_set_header Host $host;
+proxy_set_header X-Forwarded-For $remote_addr;
+proxy_buffering off;
+proxy_read_timeout 300s;
+proxy_next_upstream error timeout;
+proxy_next_upstream_tries 3;
+EOF
+  cat >"$NGINX_DIR/errors.conf" <<'EOF'
+# Written by scripts/fleet.sh. A replica that died mid-request: our JSON error shape, not
+# nginx's HTML page.
+error_page 502 504 = @unavailable;
+location @unavailable {
+    default_type application/json;
+    return 502 '{"error": {"type": "unavailable", "message": "the replica serving this request stopped; retry it"}}';
+}
+EOF
+}
+
+write_nginx_config() {
+  write_nginx_includes
   local servers="" n user=""
   for ((n = 1; n <= FLEET_REPLICAS; n++)); do
     servers+="        server $HOST:$(replica_port "$n") max_fails=1 fail_timeout=2s;"$'\n'
   done
   [[ "$(id -u)" -eq 0 ]] && user="user root;"
   cat >"$NGINX_DIR/nginx.conf" <<EOF
-# Written by scripts/fleet.sh. Round robin over the replicas; a replica that refuses a
-# connection is skipped, but a request already sent is never retried on another (POSTs
-# are not idempotent), so killing a replica fails only the requests in flight on it.
-# No upstream keepalive: a pooled connection to a replica that died would take the next
-# request down with it (sent, so not retried) instead of being refused and skipped.
+# Written by scripts/fleet.sh. Round robin over the replicas; the rules are in the includes.
 $user
 worker_processes 1;
 pid $NGINX_DIR/nginx.pid;
@@ -158,25 +200,15 @@ http {
     scgi_temp_path $NGINX_DIR/temp/scgi;
     client_max_body_size 2m;
     upstream dynagent {
-$servers    }
+$servers        include $NGINX_DIR/upstream.conf;
+    }
     server {
         listen $HOST:$FLEET_PORT;
         location / {
             proxy_pass http://dynagent;
-            proxy_http_version 1.1;
-            proxy_set_header Host \$host;
-            proxy_set_header X-Forwarded-For \$remote_addr;
-            proxy_buffering off;
-            proxy_read_timeout 300s;
-            proxy_next_upstream error timeout;
-            proxy_next_upstream_tries 3;
+            include $NGINX_DIR/proxy.conf;
         }
-        # A replica that died mid-request: our JSON error shape, not nginx's HTML page.
-        error_page 502 504 = @unavailable;
-        location @unavailable {
-            default_type application/json;
-            return 502 '{"error": {"type": "unavailable", "message": "the replica serving this request stopped; retry it"}}';
-        }
+        include $NGINX_DIR/errors.conf;
     }
 }
 EOF

@@ -16,6 +16,7 @@ import jsonschema
 from ._redaction import INLINE_CHARS
 from ._schemas import validator
 from ._templates import MissingVariable, render
+from ._tracing import within
 from .events import (
     FinalOutput,
     JsonValue,
@@ -200,7 +201,8 @@ class _Loop:
         )
         started = time.perf_counter()
         handler = self._streamed if self.stream else self.agent.model.request
-        response = await self.agent.chain.call_model(ctx, request, handler)
+        with within(f"chat {step}"):  # the span the model call's traceparent names
+            response = await self.agent.chain.call_model(ctx, request, handler)
         self.usage += response.usage
         ctx.state["_usage"] = self.usage
         ctx.emit(
@@ -274,7 +276,8 @@ class _Loop:
             await asyncio.sleep(0)
         started = time.perf_counter()
         try:
-            outcome = await self.agent.chain.call_tool(ctx, call, self._execute_tool)
+            with within(f"tool {step} {call.id}"):  # the span an HTTP or MCP call names
+                outcome = await self.agent.chain.call_tool(ctx, call, self._execute_tool)
         except RunError:
             raise
         except Exception as exc:

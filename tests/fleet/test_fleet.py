@@ -301,3 +301,15 @@ async def test_shadow_runs_never_reach_a_tool_that_is_not_shadow_safe(
         assert hits == ["/lookup"] * 6  # the unsafe refund was never called
     finally:
         await runner.cleanup()
+
+
+async def test_a_replica_killed_starts_again_at_once(
+    fleet: Fleet, http: aiohttp.ClientSession
+) -> None:
+    # The killed process is a zombie until init reaps it; fleet.sh took that for a replica
+    # still running, and start-replica started nothing.
+    killed = fleet.kill_replica(3)
+    await asyncio.to_thread(fleet.start_replica, 3)
+    assert fleet.replica_pid(3) != killed
+    async with http.get(f"{fleet.replica_url(3)}/readyz") as response:
+        assert response.status == 200

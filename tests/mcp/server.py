@@ -11,8 +11,9 @@ linked resources), ``grow`` (adds the tool ``late`` and sends
 many calls of ``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled``
 (answer once a call of ``slow`` runs / was cancelled: tests wait on them instead of sleeping),
 ``authorization`` (a SHA-256 of the call's ``Authorization`` header), ``stats`` (how many
-MCP sessions have called it, how many ``tools/list`` requests were answered; HTTP transports)
-and ``structured`` (structured content without a text block).
+MCP sessions have called it, how many ``tools/list`` requests were answered; HTTP transports),
+``structured`` (structured content without a text block) and ``trace_context`` (the W3C
+``traceparent`` the call arrived with: its HTTP request header and ``params._meta``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ def _add_late(server: MCPServer[Any]) -> None:
     server.add_tool(late, name="late", description="Arrived later.")
 
 
+async def _trace_context(ctx: Context) -> dict[str, Any]:
+    headers = ctx.headers or {}
+    meta = ctx.request_context.meta or {}
+    return {"header": headers.get("traceparent"), "meta": meta.get("traceparent")}
+
+
 def build(name: str = "test-mcp") -> tuple[MCPServer[Any], FlakyListing]:
     server: MCPServer[Any] = MCPServer(name)
     listing = FlakyListing(server)
@@ -128,6 +135,11 @@ def build(name: str = "test-mcp") -> tuple[MCPServer[Any], FlakyListing]:
         return Image(data=PNG, format="png")
 
     server.add_tool(_resources, name="resources", description="Two resources and a link.")
+    server.add_tool(
+        _trace_context,
+        name="trace_context",
+        description="The traceparent of this call: HTTP header and params._meta.",
+    )
 
     @server.tool(description="Add the tool 'late' and tell the client.")
     async def grow(ctx: Context) -> str:

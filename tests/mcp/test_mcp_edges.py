@@ -136,8 +136,8 @@ async def test_a_stdio_server_is_named_from_the_service_config(
             {"type": "mcp", "name": "f", "server": "local", "allow": ["echo", "nope"]},
             "tools[f].allow",
             "stdio:local lists no ['nope']; it has add, authorization, cancelled, echo, fail, "
-            "flake, grow, picture, resources, slow, stats, structured, wait_cancelled, "
-            "wait_running",
+            "flake, grow, picture, resources, slow, stats, structured, trace_context, "
+            "wait_cancelled, wait_running",
         ),
     ],
 )

@@ -127,6 +127,7 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                         "wait_cancelled",
                         "picture",
                         "resources",
+                        "trace_context",
                         "grow",
                         "flake",
                         "authorization",

@@ -1,8 +1,9 @@
 """OpenTelemetry (the ``otel`` extra): one ``invoke_agent`` span per run with ``chat`` and
 ``execute_tool`` children built from the run's events, GenAI attributes, ``error.type`` on
-failures, the caller's ``traceparent`` as parent and passed on to the model and HTTP tools;
-message content only when opted in. Checked with the SDK's in-memory exporter, and over
-OTLP/HTTP against a receiver on loopback."""
+failures, the caller's ``traceparent`` as parent; the model and HTTP-tool calls name the
+innermost span (their ``chat`` or ``execute_tool``) as theirs; message content only when
+opted in. Checked with the SDK's in-memory exporter, and over OTLP/HTTP against a receiver
+on loopback."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from dynagent import Tool, ToolRegistry
 from dynagent.http.otel import OtelTracer
 from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer
+from tests.support.otel import CALLER_TRACE, TRACEPARENT, by_start, in_memory, shape, traceparent
 from tests.support.process import free_port
 from tests.support.service import (
     RunningService,
@@ -30,18 +31,11 @@ from tests.support.service import (
     write_agent,
 )
 
-CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-CALLER_SPAN = "00f067aa0ba902b7"
-TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
-
 
 @pytest.fixture
 def exported() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter, provider
-    provider.shutdown()
+    with in_memory() as kept:
+        yield kept
 
 
 def tools() -> ToolRegistry:
@@ -50,20 +44,6 @@ def tools() -> ToolRegistry:
         return key.upper()
 
     return ToolRegistry.default({"lookup": Tool.from_function(lookup)})
-
-
-def shape(spans: tuple[ReadableSpan, ...]) -> list[tuple[str, str | None, dict[str, Any]]]:
-    """(name, parent span name, attributes) of each span, parents first."""
-    names = {s.context.span_id: s.name for s in spans}
-    rows = [
-        (
-            s.name,
-            names.get(s.parent.span_id, "caller") if s.parent else None,
-            dict(s.attributes or {}),
-        )
-        for s in spans
-    ]
-    return sorted(rows, key=lambda row: (row[1] is not None and row[1] != "caller", row[0]))
 
 
 async def invoke(service: RunningService, body: dict[str, Any]) -> tuple[int, Any]:
@@ -126,9 +106,9 @@ async def test_a_run_is_one_invoke_agent_span_with_chat_and_tool_children(
         assert attributes["gen_ai.usage.input_tokens"] > 0
         assert attributes["gen_ai.usage.output_tokens"] > 0
         assert not any("messages" in key for key in attributes)  # no content unless opted in
-    invoke_span = next(s for s in spans if s.name == "invoke_agent bot")
-    expected = f"00-{CALLER_TRACE}-{invoke_span.context.span_id:016x}-01"
-    assert model_server.traceparents == [expected, expected]
+    # each model call named its own chat span as the parent, not the run's span
+    chats = by_start(spans, "chat ")
+    assert model_server.traceparents == [traceparent(chat) for chat in chats]
 
 
 async def test_a_failed_run_sets_error_type_and_content_only_when_opted_in(
@@ -205,7 +185,7 @@ async def test_spans_are_exported_over_otlp_http_as_the_otel_variables_say(
     assert service_names == {"dynagent-test"}
 
 
-async def test_an_http_tool_call_carries_the_runs_traceparent(
+async def test_an_http_tool_call_names_its_execute_tool_span_as_parent(
     model_server: ScriptedModelServer,
     agents_dir: Path,
     state_dir: Path,
@@ -239,5 +219,8 @@ async def test_an_http_tool_call_carries_the_runs_traceparent(
             assert (await invoke(service, {"input": "weather?"}))[0] == 200
     finally:
         await runner.cleanup()
-    run = next(s for s in exporter.get_finished_spans() if s.name == "invoke_agent bot")
-    assert seen == [f"00-{CALLER_TRACE}-{run.context.span_id:016x}-01"]
+    spans = exporter.get_finished_spans()
+    run = next(s for s in spans if s.name == "invoke_agent bot")
+    (called,) = by_start(spans, "execute_tool ")
+    assert (called.parent, called.context.trace_id) == (run.context, int(CALLER_TRACE, 16))
+    assert seen == [traceparent(called)]  # the tool's own span, under the run's

@@ -1,7 +1,8 @@
 """Shadow traffic (``rollout.shadow``): a copy of stable requests runs on the canary in the
 background. The caller gets the stable answer without waiting; the shadow is recorded for the
 canary; a tool that is not ``shadow_safe`` is never executed (the model sees a placeholder),
-and the shadow never writes the session."""
+and the shadow never writes the session. Traced, a shadow is an ``invoke_agent`` span of its
+own (``dynagent.shadow``), a child of the stable request's."""
 
 from __future__ import annotations
 
@@ -12,11 +13,19 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent import Tool, ToolRegistry
+from dynagent.http.otel import OtelTracer
 from dynagent.http.state import SHADOWS
 from dynagent.shadow import PLACEHOLDER
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer, Slow
-from tests.support.canary import canary_document, canary_filename
-from tests.support.service import agent_document, running_service, service_config, write_agent
+from tests.support.canary import canary_document, canary_filename, canary_revision
+from tests.support.otel import TRACEPARENT, by_start, in_memory, traceparent
+from tests.support.service import (
+    agent_document,
+    revision_of,
+    running_service,
+    service_config,
+    write_agent,
+)
 
 CANARY_MODEL = "gpt-canary"
 
@@ -102,3 +111,68 @@ async def test_a_shadow_runs_on_the_canary_without_its_unsafe_tools_and_the_call
         ("assistant", "first"),
         ("user", "again"),
     ]
+
+
+async def test_a_shadow_run_is_a_span_of_its_own_under_the_stable_requests(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    stable = agent_document("bot", model_server, system="Stable.", tools=["lookup"])
+    candidate = agent_document(
+        "bot", model_server, system="Canary.", model={"name": CANARY_MODEL}, tools=["lookup"]
+    )
+    write_agent(agents_dir, stable)
+    write_agent(
+        agents_dir,
+        canary_document(candidate, weight=0, shadow=100),
+        filename=canary_filename("bot"),
+    )
+    model_server.script(DEFAULT_MODEL, [Reply("stable says")])
+    model_server.script(
+        CANARY_MODEL, [Slow(0.3, CallTools([("lookup", {"key": "k"})])), Reply("canary says")]
+    )
+    options: dict[str, Any] = {"tools": tools([], [])}
+    with in_memory() as (exporter, provider):
+        config = service_config(agents_dir, state_dir)
+        async with running_service(config, tracer=OtelTracer(provider), **options) as service:
+            runner = service.app[SHADOWS]
+            response = await service.client.post(
+                "/v1/agents/bot/invoke",
+                json={"input": "hello", "session_id": "s"},
+                headers={"traceparent": TRACEPARENT},
+            )
+            assert (response.status, (await response.json())["output"]) == (200, "stable says")
+            # answered while the shadow runs on: its span is not among the finished ones
+            assert runner.running == 1
+            assert [s.name for s in exporter.get_finished_spans()] == [
+                "chat gpt-main",
+                "invoke_agent bot",
+            ]
+            await runner.idle()
+        spans = exporter.get_finished_spans()
+    first, shadow = by_start(spans, "invoke_agent ")
+    assert shadow.parent == first.context  # the caller's trace, under the stable run
+    run_attributes = {
+        k: v for k, v in (shadow.attributes or {}).items() if k != "dynagent.trace_id"
+    }
+    assert run_attributes == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "bot",
+        "gen_ai.agent.version": canary_revision(canary_document(candidate, weight=0)),
+        "gen_ai.conversation.id": "s",
+        "dynagent.variant": "canary",
+        "dynagent.shadow": True,
+    }
+    assert (
+        (first.attributes or {})["dynagent.variant"],
+        "dynagent.shadow" in (first.attributes or {}),
+    ) == ("stable", False)
+    assert (first.attributes or {})["gen_ai.agent.version"] == revision_of(stable)
+    children = [(s.name, s.parent) for s in spans if s.parent == shadow.context]
+    assert sorted(children, key=lambda c: c[0]) == [
+        ("chat gpt-canary", shadow.context),
+        ("chat gpt-canary", shadow.context),
+        ("execute_tool lookup", shadow.context),
+    ]
+    # the canary's model calls named the shadow's chat spans
+    canary_chats = by_start(tuple(s for s in spans if s.parent == shadow.context), "chat ")
+    assert model_server.traceparents[1:] == [traceparent(chat) for chat in canary_chats]

@@ -44,10 +44,14 @@ class Fleet:
     nacos_port: int
     redis_port: int
     group: str
+    poll_seconds: float = 0.5
+    """How often the replicas list the group (tests: quick; fleet.sh's own default is 2)."""
 
     @classmethod
     @contextmanager
-    def on_free_ports(cls, home: Path, replicas: int = 3) -> Iterator[Fleet]:
+    def on_free_ports(
+        cls, home: Path, replicas: int = 3, *, poll_seconds: float = 0.5
+    ) -> Iterator[Fleet]:
         """A fleet description on free ports (Nacos's claimed for the block); ``down`` at
         the end of the block."""
         with claimed_port() as nacos_port:
@@ -59,6 +63,7 @@ class Fleet:
                 nacos_port,
                 free_port(),
                 f"FLEET-{uuid.uuid4().hex[:8]}",
+                poll_seconds,
             )
             try:
                 yield fleet
@@ -137,7 +142,7 @@ class Fleet:
             "REDIS_PORT": str(self.redis_port),
             "FLEET_GROUP": self.group,
             "FLEET_SAMPLES": "0",
-            "FLEET_POLL_SECONDS": "0.5",
+            "FLEET_POLL_SECONDS": f"{self.poll_seconds:g}",
         }
 
     def _script(self, *args: str, timeout: float, check: bool = True) -> None:

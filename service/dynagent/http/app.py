@@ -146,6 +146,7 @@ def create_app(
     tracer = tracer or _otel(environ)
     if tracer is not None:
         app[TRACER] = tracer
+        app[SHADOWS].tracer = tracer
         app.on_cleanup.append(lambda _: tracer.aclose())
     app.cleanup_ctx.append(_lifecycle(tools, interceptors, specs, factories, environ))
     app.cleanup_ctx.append(_rollouts)

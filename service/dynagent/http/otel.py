@@ -1,19 +1,23 @@
 """OpenTelemetry for runs, with the GenAI semantic conventions (the ``otel`` extra).
 
 One ``invoke_agent {name}`` span per run, opened when the request arrives (a W3C
-``traceparent`` from the caller becomes its parent) and current while the agent runs, so
-the model and HTTP-tool calls carry it on (``_tracing.outgoing_headers``). Its children —
-``chat {model}`` per model call, ``execute_tool {tool}`` per tool call — are built from the
-run's typed events when it ends, with the events' own times: nothing here runs inside the
-run loop. Export is OTLP, configured by the standard ``OTEL_*`` variables. Message content
-is recorded only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+``traceparent`` from the caller becomes its parent) and current while the agent runs. Its
+children — ``chat {model}`` per model call, ``execute_tool {tool}`` per tool call — are built
+from the run's typed events when it ends, with the events' own times: nothing here runs
+inside the run loop. Each child gets the span id that ``_tracing.child_span_id`` derives for
+its call, the one the model, HTTP-tool and MCP calls named as their parent while it ran
+(``_tracing.outgoing_headers``), so the callee's spans nest under the call that made them.
+A shadow run (``rollout.shadow``) gets a span of its own, a child of the stable request's.
+Export is OTLP, configured by the standard ``OTEL_*`` variables. Message content is recorded
+only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +26,10 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from .._tracing import RUN_SPAN, child_span_id
 from ..agent import Agent, Variant
 from ..events import (
     ErrorEvent,
@@ -49,12 +55,34 @@ class _Run:
     token: object | None
 
 
+_CHOSEN: ContextVar[int | None] = ContextVar("dynagent_chosen_span_id", default=None)
+
+
+class _ChosenSpanIds(IdGenerator):
+    """The SDK's ids, except the span id chosen for a span built from a run's events."""
+
+    def __init__(self, ids: IdGenerator) -> None:
+        self.ids = ids
+
+    def generate_span_id(self) -> int:
+        chosen = _CHOSEN.get()
+        return self.ids.generate_span_id() if chosen is None else chosen
+
+    def generate_trace_id(self) -> int:
+        return self.ids.generate_trace_id()
+
+    def is_trace_id_random(self) -> bool:
+        return self.ids.is_trace_id_random()
+
+
 class OtelTracer:
     """A ``RunTracer`` on an SDK ``TracerProvider``."""
 
     def __init__(self, provider: TracerProvider, *, capture_content: bool = False) -> None:
         self.provider = provider
         self.tracer = provider.get_tracer("dynagent")
+        # The SDK's Tracer draws every span id from this public attribute.
+        self.tracer.id_generator = _ChosenSpanIds(self.tracer.id_generator)  # type: ignore[attr-defined]
         self.capture_content = capture_content
 
     @classmethod
@@ -84,15 +112,32 @@ class OtelTracer:
         return cls(provider, capture_content=environ.get(CAPTURE, "").lower() == "true")
 
     def start(self, name: str, headers: Mapping[str, str]) -> _Run:
-        parent = propagate.extract(dict(headers))
+        return self._open(name, propagate.extract(dict(headers)), SpanKind.SERVER, {})
+
+    def start_shadow(self, name: str, stable: _Run | None) -> _Run:
+        """A shadow run's span: a child of the stable request's run (``stable``), apart from
+        whatever context the task starting it had."""
+        parent = otel_context.Context()
+        if stable is not None:
+            parent = trace.set_span_in_context(stable.span, parent)
+        return self._open(name, parent, SpanKind.INTERNAL, {"dynagent.shadow": True})
+
+    def _open(
+        self, name: str, parent: otel_context.Context, kind: SpanKind, extra: dict[str, Any]
+    ) -> _Run:
         span = self.tracer.start_span(
             f"invoke_agent {name}",
             context=parent,
-            kind=SpanKind.SERVER,
-            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name},
+            kind=kind,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": name,
+                **extra,
+            },
         )
-        token = otel_context.attach(trace.set_span_in_context(span, parent))
-        return _Run(span, token)
+        current = trace.set_span_in_context(span, parent)
+        current = otel_context.set_value(RUN_SPAN, span.get_span_context().span_id, current)
+        return _Run(span, otel_context.attach(current))
 
     def detach(self, handle: _Run) -> None:
         if handle.token is not None:
@@ -110,8 +155,7 @@ class OtelTracer:
         self.detach(handle)
         span = handle.span
         span.set_attributes(_run_attributes(agent, variant, events))
-        parent = trace.set_span_in_context(span)
-        self._children(parent, events)
+        self._children(span, events)
         if self.capture_content:
             span.set_attributes(_content(events))
         if error:
@@ -119,26 +163,29 @@ class OtelTracer:
             span.set_status(Status(StatusCode.ERROR, error))
         span.end()
 
-    def _children(self, parent: otel_context.Context, events: Sequence[Event]) -> None:
+    def _children(self, run: Span, events: Sequence[Event]) -> None:
+        parent = trace.set_span_in_context(run, otel_context.Context())
+        ids = _ChildIds(run.get_span_context().span_id)
         request: ModelRequestEvent | None = None
         calls: dict[str, ToolCallEvent] = {}
         for event in events:
             if isinstance(event, ModelRequestEvent):
                 request = event
             elif isinstance(event, ModelResponseEvent) and request is not None:
-                self._chat(parent, request, event, None)
+                self._chat(parent, ids, request, event, None)
                 request = None
             elif isinstance(event, ToolCallEvent):
                 calls[event.call_id] = event
             elif isinstance(event, ToolResultEvent) and event.call_id in calls:
-                self._tool(parent, calls.pop(event.call_id), event)
+                self._tool(parent, ids, calls.pop(event.call_id), event)
             elif isinstance(event, ErrorEvent) and request is not None:
-                self._chat(parent, request, None, event)  # the model call that failed
+                self._chat(parent, ids, request, None, event)  # the model call that failed
                 request = None
 
     def _chat(
         self,
         parent: otel_context.Context,
+        ids: _ChildIds,
         request: ModelRequestEvent,
         response: ModelResponseEvent | None,
         error: ErrorEvent | None,
@@ -156,12 +203,15 @@ class OtelTracer:
                 attributes["gen_ai.output.messages"] = json.dumps(
                     [{"role": "assistant", "content": response.content}]
                 )
-        span = self.tracer.start_span(
-            f"chat {request.model}",
-            context=parent,
-            kind=SpanKind.CLIENT,
-            start_time=_ns(request.at),
-            attributes=attributes,
+        span = ids.start(
+            f"chat {request.step}",
+            lambda: self.tracer.start_span(
+                f"chat {request.model}",
+                context=parent,
+                kind=SpanKind.CLIENT,
+                start_time=_ns(request.at),
+                attributes=attributes,
+            ),
         )
         if error is not None:
             span.set_attribute("error.type", error.error_type)
@@ -169,7 +219,11 @@ class OtelTracer:
         span.end(end_time=_ns((response or error or request).at))
 
     def _tool(
-        self, parent: otel_context.Context, call: ToolCallEvent, result: ToolResultEvent
+        self,
+        parent: otel_context.Context,
+        ids: _ChildIds,
+        call: ToolCallEvent,
+        result: ToolResultEvent,
     ) -> None:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
@@ -179,12 +233,15 @@ class OtelTracer:
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = call.arguments
             attributes["gen_ai.tool.call.result"] = result.output
-        span = self.tracer.start_span(
-            f"execute_tool {call.name}",
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            start_time=_ns(call.at),
-            attributes=attributes,
+        span = ids.start(
+            f"tool {call.step} {call.call_id}",
+            lambda: self.tracer.start_span(
+                f"execute_tool {call.name}",
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                start_time=_ns(call.at),
+                attributes=attributes,
+            ),
         )
         if result.is_error:
             span.set_attribute("error.type", "tool_error")
@@ -193,6 +250,20 @@ class OtelTracer:
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.provider.shutdown)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildIds:
+    """Starts the children of one run's span with the ids its calls sent downstream."""
+
+    run_span_id: int
+
+    def start(self, call: str, open_span: Callable[[], Span]) -> Span:
+        token = _CHOSEN.set(child_span_id(self.run_span_id, call))
+        try:
+            return open_span()
+        finally:
+            _CHOSEN.reset(token)
 
 
 def _run_attributes(agent: Agent, variant: Variant, events: Sequence[Event]) -> dict[str, Any]:

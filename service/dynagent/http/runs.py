@@ -110,6 +110,15 @@ class _Served:
     nested: list[dict[str, Any]] = field(default_factory=list)
     """Runs of the agents this run called as tools, for its trace."""
 
+    def detach_span(self) -> None:
+        """The span stops being current in the handler's task; the run's task, started with
+        it current, keeps it. A stream's span ends wherever its last event is read (after a
+        disconnect, maybe in no task of the request), and only this task can undo its own
+        context change."""
+        tracer = self.request.app.get(TRACER)
+        if tracer is not None and self.span is not None:
+            tracer.detach(self.span)
+
     def close_span(self, events: Sequence[Event], error: str | None) -> None:
         """End the run's span (once), with the model and tool spans of ``events``."""
         tracer, span = self.request.app.get(TRACER), self.span
@@ -213,7 +222,9 @@ async def _shadow_of(served: _Served) -> ShadowCopy | None:
     run, store = served.run, served.agent.sessions
     scoped = _session_key(served.request, run)
     history = await store.load(scoped) if store is not None and scoped else []
-    return ShadowCopy(canary, run.input, run.session_id, run.variables, history)
+    return ShadowCopy(
+        canary, run.input, run.session_id, run.variables, history, stable_span=served.span
+    )
 
 
 async def stream_agent(
@@ -243,6 +254,7 @@ async def stream_agent(
         except BaseException as exc:  # refused before it started: only the span to close
             served.close_span((), getattr(exc, "kind", type(exc).__name__))
             raise
+        served.detach_span()
     recorded = _recorded(served, first, events, request.app[DRAIN])
     if hold:
         recorded = await _held(recorded, served)

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loguru import logger
 
@@ -23,6 +24,7 @@ from ..rollout import GUARDED_ERRORS
 from ..shadow import shadow_agent
 from .metrics import Metrics
 from .traces import TraceStore
+from .tracing import RunTracer
 
 LIMIT = 16
 
@@ -37,15 +39,23 @@ class ShadowCopy:
     variables: Mapping[str, str]
     history: Sequence[Message]
     """The conversation before the copied turn."""
+    stable_span: Any = None
+    """The stable run's span handle (OpenTelemetry): the shadow's span is its child."""
 
 
 class ShadowRunner:
     def __init__(
-        self, registry: AgentRegistry, metrics: Metrics, traces: TraceStore, limit: int = LIMIT
+        self,
+        registry: AgentRegistry,
+        metrics: Metrics,
+        traces: TraceStore,
+        limit: int = LIMIT,
+        tracer: RunTracer | None = None,
     ) -> None:
         self.registry = registry
         self.metrics = metrics
         self.traces = traces
+        self.tracer = tracer
         self.limit = limit
         self.started = 0
         self.dropped = 0
@@ -94,22 +104,17 @@ class ShadowRunner:
     async def _shadow(self, copy: ShadowCopy) -> None:
         canary = copy.canary
         started = time.perf_counter()
-        events: Sequence[Event] = ()
-        error: str | None = None
         trace_id = uuid.uuid4().hex
+        tracer = self.tracer
+        span = tracer.start_shadow(canary.name, copy.stable_span) if tracer else None
         try:
-            result = await shadow_agent(canary, copy.history).run(
-                copy.input,
-                session_id=copy.session_id,
-                variables=copy.variables,
-                trace_id=trace_id,
-                variant="canary",
-            )
-            events = result.events
-        except RunError as exc:
-            events, error = exc.events, exc.kind
-        except DynagentError as exc:  # e.g. a prompt variable the canary needs and the caller lacks
-            error = exc.kind
+            events, error = await _run(copy, trace_id)
+        except asyncio.CancelledError:  # the service stops: the span ends all the same
+            if tracer is not None:
+                tracer.finish(span, canary, "canary", (), "cancelled")
+            raise
+        if tracer is not None:
+            tracer.finish(span, canary, "canary", events, error)
         seconds = time.perf_counter() - started
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
         if canary.name in self.registry:
@@ -125,3 +130,20 @@ class ShadowRunner:
             error or "ok",
             seconds * 1000,
         )
+
+
+async def _run(copy: ShadowCopy, trace_id: str) -> tuple[Sequence[Event], str | None]:
+    """The shadow's events and error kind (None: it answered)."""
+    try:
+        result = await shadow_agent(copy.canary, copy.history).run(
+            copy.input,
+            session_id=copy.session_id,
+            variables=copy.variables,
+            trace_id=trace_id,
+            variant="canary",
+        )
+    except RunError as exc:
+        return exc.events, exc.kind
+    except DynagentError as exc:  # e.g. a prompt variable the canary needs and the caller lacks
+        return (), exc.kind
+    return result.events, None

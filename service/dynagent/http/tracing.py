@@ -16,6 +16,11 @@ class RunTracer(Protocol):
         returns a handle for ``finish``."""
         ...
 
+    def start_shadow(self, name: str, stable: Any) -> Any:
+        """Open a shadow run's span (a child of the stable run's, ``stable`` being the handle
+        ``start`` gave for it, if any) and make it current in this task."""
+        ...
+
     def finish(
         self,
         handle: Any,

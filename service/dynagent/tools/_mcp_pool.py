@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
@@ -118,7 +119,11 @@ class McpConnection:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"mcp {self.target.label}")
+            # In a context of its own: the session outlives the run that first asked for it,
+            # and its pings and listings must not carry that run's trace.
+            self._task = asyncio.create_task(
+                self._run(), name=f"mcp {self.target.label}", context=contextvars.Context()
+            )
 
     async def first_outcome(self, within: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -253,7 +258,8 @@ class McpConnection:
         client = await self._connected(seconds)
         self.calls += 1
         try:
-            # W3C trace context in params._meta (the OpenTelemetry MCP conventions)
+            # W3C trace context in params._meta (the OpenTelemetry MCP conventions); over
+            # HTTP the request carries it as a header too (``_traced_client``).
             traced: Any = outgoing_headers() or None
             return await client.call_tool(
                 name, dict(arguments), read_timeout_seconds=seconds, meta=traced
@@ -337,17 +343,37 @@ def _transport(target: McpTarget) -> Any:
             )
         )
     if target.transport == "sse":
-        return sse_client(target.url, headers=dict(target.headers) or None)
+        return sse_client(
+            target.url, headers=dict(target.headers) or None, httpx_client_factory=_traced_client
+        )
     return _streamable(target.url, dict(target.headers))
 
 
 @contextlib.asynccontextmanager
 async def _streamable(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     async with (
-        create_mcp_http_client(headers=headers or None) as http,
+        _traced_client(headers=headers or None) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
+
+
+def _traced_client(
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+) -> httpx2.AsyncClient:
+    """The SDK's HTTP client, with the ``traceparent`` of the call under way on each request.
+
+    One client serves every run on the server, so the header is read per request: the SDK
+    sends a message in the context of the task that sent it, the tool call's."""
+    http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+    http.event_hooks = {"request": [_add_trace_headers], "response": []}
+    return http
+
+
+async def _add_trace_headers(request: httpx2.Request) -> None:
+    request.headers.update(outgoing_headers())
 
 
 def describe(exc: BaseException) -> str:
