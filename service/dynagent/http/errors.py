@@ -109,6 +109,10 @@ def from_error(error: DynagentError, *, openai: bool = False) -> web.Response:
     return response
 
 
+CLIENT_CLOSED = 499
+"""What a response to a caller that went away is recorded as (nginx's code); never sent."""
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     """JSON errors for everything; never a stack trace, never a 500 for bad input."""
@@ -133,6 +137,11 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         return error_response(
             "bad_request", f"the body is not valid JSON: {exc}", 400, openai=openai
         )
+    except ConnectionResetError:
+        # The caller stopped reading (a stream it closed): nobody is left to answer, and
+        # the run's own record already says "disconnected". One line, no traceback.
+        logger.info("{} {}: the client closed the connection", request.method, request.path)
+        return web.Response(status=CLIENT_CLOSED)
     except Exception:
         logger.exception("unhandled error on {} {}", request.method, request.path)
         message = "internal error; the service log has details"
