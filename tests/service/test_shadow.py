@@ -176,3 +176,31 @@ async def test_a_shadow_run_is_a_span_of_its_own_under_the_stable_requests(
     # the canary's model calls named the shadow's chat spans
     canary_chats = by_start(tuple(s for s in spans if s.parent == shadow.context), "chat ")
     assert model_server.traceparents[1:] == [traceparent(chat) for chat in canary_chats]
+
+
+async def test_a_streamed_stable_request_is_shadowed_too_once_its_stream_has_ended(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    stable = agent_document("bot", model_server, system="Stable.")
+    candidate = agent_document("bot", model_server, system="Canary.", model={"name": CANARY_MODEL})
+    write_agent(agents_dir, stable)
+    write_agent(
+        agents_dir,
+        canary_document(candidate, weight=0, shadow=100),
+        filename=canary_filename("bot"),
+    )
+    model_server.script(DEFAULT_MODEL, [Reply("streamed stable")])
+    model_server.script(CANARY_MODEL, [Reply("canary shadow")])
+    async with running_service(service_config(agents_dir, state_dir)) as service:
+        runner = service.app[SHADOWS]
+        response = await service.client.post(
+            "/v1/agents/bot/invoke", json={"input": "hello", "stream": True}
+        )
+        text = await response.text()
+        assert response.headers["X-Agent-Variant"] == "stable"
+        assert "streamed" in text and "canary" not in text
+        await runner.idle()
+        assert runner.started == 1
+        metrics = await (await service.client.get("/metrics")).text()
+        assert shadow_requests(metrics) == 1
+    assert [r["model"] for r in model_server.requests] == [DEFAULT_MODEL, CANARY_MODEL]

@@ -238,6 +238,7 @@ async def stream_agent(
     answers with its real status instead of a stream that carries the error.
     """
     served = await _serve(request, run)
+    shadow = await _shadow_of(served)
     # The run's task starts inside the first ``anext`` and keeps this log context.
     with logger.contextualize(trace_id=served.trace_id), served.scope():
         events = served.agent.stream(
@@ -255,7 +256,7 @@ async def stream_agent(
             served.close_span((), getattr(exc, "kind", type(exc).__name__))
             raise
         served.detach_span()
-    recorded = _recorded(served, first, events, request.app[DRAIN])
+    recorded = _recorded(served, first, events, request.app[DRAIN], shadow)
     if hold:
         recorded = await _held(recorded, served)
     return served.agent, served.variant, first.trace_id, recorded
@@ -288,8 +289,14 @@ async def _replayed(ahead: list[Event], rest: AsyncIterator[Event]) -> AsyncIter
 
 
 async def _recorded(
-    served: _Served, first: Event, events: AsyncIterator[Event], drain: Drain
+    served: _Served,
+    first: Event,
+    events: AsyncIterator[Event],
+    drain: Drain,
+    shadow: ShadowCopy | None = None,
 ) -> AsyncIterator[Event]:
+    """The run's events as they come; at the end it is recorded and, if it went well, its
+    shadow copy (``rollout.shadow``) started, as a whole run's is."""
     seen = [first]
     error: str | None = "disconnected"
     try:
@@ -314,3 +321,5 @@ async def _recorded(
             yield event
     finally:
         served.finish(first.trace_id, seen, error=error)
+        if shadow is not None and error is None:
+            served.request.app[SHADOWS].start(shadow)
