@@ -41,38 +41,69 @@ class SSEParser:
     _after_cr: bool = False
 
     def feed(self, block: bytes) -> list[tuple[bytes, bytes]]:
+        """The events completed by ``block``, as (event name, data) pairs."""
+        found = self.feed_data(block)
+        return list(zip(found.names or [b""] * len(found.data), found.data, strict=True))
+
+    def feed_data(self, block: bytes) -> Events:
+        """The events completed by ``block``; their data, names only when some are named."""
         if self._after_cr and block.startswith(b"\n"):
             block = block[1:]  # the second half of a "\r\n" split between two blocks
         if not block:
-            return []
+            return NO_EVENTS
         self._after_cr = block.endswith(b"\r")
         if b"\r" in block:
             block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         ends_line = bool(self._partial) and self._partial[-1].endswith(b"\n")
         if b"\n\n" not in block and not (ends_line and block.startswith(b"\n")):
             self._hold(block)
-            return []
+            return NO_EVENTS
         if self._partial:
             block = b"".join(self._partial) + block
             self._partial.clear()
             self._partial_size = 0
-        raw = block.split(b"\n\n")
-        rest = raw.pop()
+        end = block.rfind(b"\n\n")
+        body, rest = block[:end], block[end + 2 :]
         if rest:
             self._hold(rest)
-        events: list[tuple[bytes, bytes]] = []
-        for text in raw:
-            if text.startswith(b"data: ") and b"\n" not in text:
-                events.append((b"", text[6:]))  # what model endpoints send: one data line
-            elif text:
-                _event(text, events)
-        return events
+        return _events(body)
 
     def _hold(self, piece: bytes) -> None:
         self._partial_size += len(piece)
         if self._partial_size > MAX_EVENT:
             raise ModelError(f"malformed stream: an event longer than {MAX_EVENT} bytes")
         self._partial.append(piece)
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    data: list[bytes]
+    names: list[bytes] | None = None
+    """Each event's name; None when none has one."""
+    errors: bool = False
+    """Whether any may be an error (named ``error``, or ``"error"`` in its data)."""
+
+
+NO_EVENTS = Events([])
+
+
+def _events(body: bytes) -> Events:
+    """The events of ``body``: whole events separated by blank lines."""
+    separators = body.count(b"\n\n")
+    if (
+        body.startswith(b"data: ")
+        and body.count(b"\n") == 2 * separators
+        and body.count(b"\n\ndata: ") == separators
+    ):
+        # What model endpoints send: every event one "data: " line. Split in one call.
+        return Events(body[6:].split(b"\n\ndata: "), errors=b'"error"' in body)
+    events: list[tuple[bytes, bytes]] = []
+    for text in body.split(b"\n\n"):
+        if text:
+            _event(text, events)
+    names = [name for name, _ in events]
+    errors = b"error" in names or b'"error"' in body
+    return Events([data for _, data in events], names, errors)
 
 
 def _event(text: bytes, events: list[tuple[bytes, bytes]]) -> None:
@@ -99,11 +130,9 @@ async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[list[Js
     parser = SSEParser()
     try:
         async for block in response.aiter_bytes():
-            events = parser.feed(block)
-            done = next(
-                (i for i, (_, data) in enumerate(events) if data.startswith(b"[DONE]")), None
-            )
-            chunks = _chunks(events[:done], response.request)
+            events = parser.feed_data(block)
+            done = next((i for i, d in enumerate(events.data) if d.startswith(b"[DONE]")), None)
+            chunks = _chunks(events, done, response.request)
             if chunks:
                 yield chunks
             if done is not None:
@@ -114,15 +143,16 @@ async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[list[Js
         raise openai.APIConnectionError(request=response.request) from exc
 
 
-def _chunks(events: list[tuple[bytes, bytes]], request: httpx2.Request) -> list[JsonValue]:
-    """The events' JSON values (orjson: strict, and a quarter of ``json.loads``'s time)."""
-    values: list[JsonValue] = []
-    for event, data in events:
-        value = orjson.loads(data)
-        error = value.get("error") if isinstance(value, dict) else None
-        if error or event == b"error":
-            raise _stream_error(error, request)
-        values.append(value)
+def _chunks(events: Events, done: int | None, request: httpx2.Request) -> list[JsonValue]:
+    """The events' JSON values, up to ``done`` (orjson: strict, and a quarter of
+    ``json.loads``'s time); each is looked at for an error only when one may be."""
+    values: list[JsonValue] = list(map(orjson.loads, events.data[:done]))
+    if events.errors:
+        names = events.names or [b""] * len(values)
+        for name, value in zip(names, values, strict=False):
+            error = value.get("error") if isinstance(value, dict) else None
+            if error or name == b"error":
+                raise _stream_error(error, request)
     return values
 
 
