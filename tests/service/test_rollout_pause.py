@@ -88,7 +88,8 @@ async def test_a_pause_is_written_into_the_canary_file_and_outlives_a_restart(
     canary = canary_revision(CANARY)
     async with keyed_service(agents_dir, state_dir, tmp_path) as service:
         assert await variant(service) == ("canary", canary)
-        before = datetime.now().astimezone()
+        now = datetime.now().astimezone()
+        before = now.replace(microsecond=now.microsecond // 1000 * 1000)  # stored to the ms
 
         status, body = await post(service, "pause", {"reason": "  checkout errors  "})
 
