@@ -100,6 +100,34 @@ class NoticeDuringRead(NacosClient):
             ) from None
 
 
+class NoticeDuringGroupLoad(NoticeDuringRead):
+    """``NoticeDuringRead`` for a factory that lists groups (Spring AI Alibaba): its
+    listing is answered only once the watch has announced the target (which may start the
+    group's load on the side), and the held read goes out only once that listing is
+    answered, so the group's load cannot be over before the factory has its list."""
+
+    def __init__(
+        self,
+        settings: NacosConfig,
+        group: str,
+        data_id: str,
+        *,
+        ahead: Step | None = None,
+        meanwhile: Step | None = None,
+    ) -> None:
+        super().__init__(settings, group, data_id, ahead=ahead, meanwhile=meanwhile)
+        self._listed = asyncio.Event()
+
+    async def list_groups(self, prefix: str) -> dict[str, dict[str, str]]:
+        await self._announced()
+        found = await super().list_groups(prefix)
+        self._listed.set()
+        return found
+
+    async def _before_read(self) -> None:
+        await self._listed.wait()
+
+
 async def until_served(settings: NacosConfig, group: str, data_id: str, text: str) -> None:
     """Wait until the server hands ``text`` to a client of ``settings`` (reads trail a
     publish by ~0.1 s): the tests start their sources on a settled server, so that what
