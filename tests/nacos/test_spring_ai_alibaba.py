@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dynagent.builder import AgentBuilder
 from dynagent.config import NacosConfig
-from dynagent.factories.spring_ai_alibaba import ASSEMBLY_WINDOW
+from dynagent.factories.spring_ai_alibaba import (
+    ASSEMBLY_WINDOW,
+    SpringAiAlibabaAgentBuilderFactory,
+)
+from dynagent.registry import AgentRegistry
 from dynagent.sources.nacos import content_md5
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
-from tests.support.nacos import NacosAdmin, invoke, nacos_service_config
+from tests.support.first_load import NoticeDuringGroupLoad, fuzzy_watch_works, until_served
+from tests.support.nacos import NacosAdmin, NacosServer, invoke, nacos_service_config
 from tests.support.service import RunningService, running_service
 
 META = "nacos-ai-meta"
@@ -149,3 +158,100 @@ async def test_spring_ai_alibaba_agents_are_served_and_pieces_published_together
         missing = await (await service.client.get(f"/v1/agents/{other.name}")).json()
         assert f"deleted in Nacos ({other.group}/agent-base.json)" in missing["error"]["message"]
     assert ASSEMBLY_WINDOW <= 0.5
+
+
+@pytest.fixture
+async def own_namespace(
+    nacos_server: NacosServer, nacos_settings: NacosConfig
+) -> AsyncIterator[tuple[NacosAdmin, NacosConfig]]:
+    """An admin and settings for a namespace of the test's own: the factory serves every
+    ``ai-agent-*`` group of its namespace, and another test's agents there would give the
+    load the pauses that let the interleavings below right themselves."""
+    namespace = f"saa-{uuid.uuid4().hex[:8]}"
+    settings = nacos_settings.model_copy(update={"namespace": namespace, "poll_seconds": 300})
+    async with NacosAdmin(nacos_server.base_url, namespace) as admin:
+        yield admin, settings
+
+
+async def started_saa_factory(
+    settings: NacosConfig, client: NoticeDuringGroupLoad, registry: AgentRegistry
+) -> SpringAiAlibabaAgentBuilderFactory:
+    factory = SpringAiAlibabaAgentBuilderFactory(AgentBuilder(environ={}), settings)
+    await factory.client.close()  # the one it made; the same client, with the ordering forced
+    factory.client = client
+    try:
+        await factory.start(registry)
+    except BaseException:
+        await factory.stop()
+        raise
+    return factory
+
+
+async def published_saa_agent(
+    nacos: NacosAdmin, settings: NacosConfig, model_server: ScriptedModelServer
+) -> SaaAgent:
+    """An agent in the layout, once the server serves every piece of it."""
+    await fuzzy_watch_works(settings)
+    agent = SaaAgent(nacos, f"saa-{uuid.uuid4().hex[:6]}", model_server)
+    await agent.publish_all("You are loaded with the rest.")
+    for key, text in agent.texts.items():
+        group, data_id = key.split("/")
+        await until_served(settings, group, data_id, text)
+    return agent
+
+
+def served_details(agent: SaaAgent) -> dict[str, str]:
+    """The ``source.details`` of the revision built from ``agent``'s texts now."""
+    return {k: v for k, v in agent.source().items() if k not in ("kind", "location")}
+
+
+async def test_a_spring_ai_alibaba_agent_is_assembled_whole_before_its_factory_has_started(
+    own_namespace: tuple[NacosAdmin, NacosConfig], model_server: ScriptedModelServer
+) -> None:
+    """The watch on ``ai-agent-*`` announces the agent's pieces while the factory lists the
+    groups. That notice used to start the group's load on the side, which the factory's
+    start did not wait for; and the notice for ``agent-base.json``, landing while the load
+    read it, made the load drop that read. Either way the agent came a moment after the
+    factory said started."""
+    nacos, settings = own_namespace
+    agent = await published_saa_agent(nacos, settings, model_server)
+    client = NoticeDuringGroupLoad(settings, agent.group, "agent-base.json")
+    registry = AgentRegistry()
+    factory = await started_saa_factory(settings, client, registry)
+    try:
+        assert [entry.name for entry in registry] == [agent.name]
+        assert client.handed_over > 0, "the notice must land while the read is in flight"
+        served = registry.get(agent.name)
+        assert served.system_prompt == "You are loaded with the rest."
+        assert dict(served.source.details) == served_details(agent)
+    finally:
+        await factory.stop()
+
+
+async def test_a_piece_published_while_the_factory_loads_is_assembled_right_after(
+    own_namespace: tuple[NacosAdmin, NacosConfig], model_server: ScriptedModelServer
+) -> None:
+    """The factory starts serving the versions its load read (the agent is there when it
+    says started, not held back for the piece in flight), then the newer piece's push
+    makes the next revision."""
+    nacos, settings = own_namespace
+    agent = await published_saa_agent(nacos, settings, model_server)
+    loaded = served_details(agent)
+
+    async def publish_model() -> None:
+        agent.model["temperature"] = "0.7"
+        await agent.publish("model.json", agent.model)
+
+    client = NoticeDuringGroupLoad(
+        settings, agent.group, "agent-base.json", meanwhile=publish_model
+    )
+    registry = AgentRegistry()
+    factory = await started_saa_factory(settings, client, registry)
+    try:
+        assert [entry.name for entry in registry] == [agent.name]
+        assert client.handed_over > 0, "the notice must land while the read is in flight"
+        assert dict(registry.get(agent.name).source.details) == loaded
+        await registry.wait_for(lambda r: r.get(agent.name).spec.model.settings.temperature == 0.7)
+        assert dict(registry.get(agent.name).source.details) == served_details(agent)
+    finally:
+        await factory.stop()

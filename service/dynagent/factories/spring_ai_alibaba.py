@@ -58,6 +58,8 @@ class SpringAiAlibabaAgentBuilderFactory:
         self.client = NacosClient(settings)
         self._registry: AgentRegistry | None = None
         self._groups: dict[str, NacosSource] = {}
+        self._loads: dict[str, asyncio.Future[None]] = {}
+        """Group → its source's first load, awaited by whoever asks for the group."""
         self._pieces: dict[str, dict[str, layout.Piece]] = {}
         """Agent name → its group's pieces by dataId."""
         self._prompts: dict[str, layout.Piece] = {}
@@ -92,13 +94,14 @@ class SpringAiAlibabaAgentBuilderFactory:
             await self._add_group(group)
         self._starting = False
         for name in sorted(self._pieces):
-            await self._assemble(name)
+            await self._assemble(name, first=True)
         self._poll = asyncio.create_task(self._discover(), name="saa-discover")
 
     async def stop(self) -> None:
         for handle in self._pending.values():
             handle.cancel()
-        tasks = [*self._tasks, *([self._poll] if self._poll else [])]
+        loading = [load for load in self._loads.values() if not load.done()]
+        tasks = [*self._tasks, *loading, *([self._poll] if self._poll else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -157,11 +160,18 @@ class SpringAiAlibabaAgentBuilderFactory:
         return {p.name for p in folder.iterdir() if p.name.startswith(layout.GROUP_PREFIX)}
 
     async def _add_group(self, group: str) -> None:
-        if group in self._groups or not group.startswith(layout.GROUP_PREFIX):
+        """Load ``group`` once; a caller that asks while it loads (start's listing, the
+        watch announcing the group's pieces) waits for that load rather than skipping it,
+        so that start returns with every listed agent's pieces in."""
+        if not group.startswith(layout.GROUP_PREFIX):
             return
-        source = self._source(group, watch=False)
-        self._groups[group] = source
-        await source.start(self._piece_changed)
+        load = self._loads.get(group)
+        if load is None:
+            source = self._source(group, watch=False)
+            self._groups[group] = source
+            load = self._loads[group] = asyncio.ensure_future(source.start(self._piece_changed))
+        if not load.done():
+            await load
 
     def _group_changed(self, change: GroupChange) -> None:
         source = self._groups.get(change.group)
@@ -239,7 +249,10 @@ class SpringAiAlibabaAgentBuilderFactory:
             d in layout.PIECES and d not in pieces for d in listed
         )
 
-    async def _assemble(self, name: str) -> None:
+    async def _assemble(self, name: str, *, first: bool = False) -> None:
+        """Build ``name`` from the pieces held. ``first``: start's pass, which serves an
+        agent not served yet from what the load read (one listing's versions) rather than
+        wait for a piece in flight: a change pushed meanwhile is assembled after it."""
         self._pending.pop(name, None)
         registry = self._registry
         assert registry is not None
@@ -248,7 +261,8 @@ class SpringAiAlibabaAgentBuilderFactory:
         prompt_piece = self._prompt_of(pieces)
         held = {**pieces, **({"": prompt_piece} if prompt_piece else {})}
         rounds = self._rounds.get(name, 0)
-        if not self._starting and rounds < SETTLE_ROUNDS and await self._in_flight(group, held):
+        settle = not (first and name not in registry) and rounds < SETTLE_ROUNDS
+        if settle and await self._in_flight(group, held):
             self._rounds[name] = rounds + 1
             self._schedule(name, settling=True)
             return

@@ -8,6 +8,13 @@ Nacos restart, and the only way to find new dataIds on a server without fuzzy
 watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
 only queue the change: nothing blocks the SDK.
 
+Reads of one dataId never race: a load's read and the read a fuzzy-watch notice asks for
+take turns (``_turns``), and the notice's read is skipped once the dataId is served. Its
+listener then keeps it current: the SDK's first announcement of a listener compares md5s
+with the server and pushes any newer content. So the watch's first notices, which announce
+every dataId the load is reading, neither drop nor repeat a read, and ``start`` returns
+with every listed dataId handed on.
+
 Every document applied is also written to a local snapshot, so that a
 restart while Nacos is down serves the last good definitions.
 """
@@ -17,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from loguru import logger
@@ -83,6 +90,25 @@ class Snapshot:
         return documents, unreadable
 
 
+class Turns:
+    """One holder at a time per key, with no lock kept for keys nobody holds."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def of(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks.pop(key)
+            if users > 1:
+                self._locks[key] = (lock, users - 1)
+
+
 class NacosSource:
     def __init__(
         self,
@@ -115,7 +141,11 @@ class NacosSource:
         """md5 of what was last handed on, per dataId."""
         self._listening: set[str] = set()
         self._pushes: dict[str, int] = {}
-        """Pushes received per dataId: a read older than the latest push is dropped."""
+        """Content pushes and deletions received per dataId: a read older than the latest is
+        dropped, the pump applies what came. Fuzzy-watch notices carry no content and never
+        count: they only ask for a read."""
+        self._turns = Turns()
+        """Per dataId: the load's read-and-deliver and a notice's read take turns."""
         self._queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
         """(dataId, content) pushed: ``''`` a deletion to confirm, None a dataId to read."""
         self._fuzzy: FuzzyWatch | None = None
@@ -169,7 +199,7 @@ class NacosSource:
         if change.kind == "deleted":
             self._listener_push(change.data_id, "")
         elif change.data_id not in self._listening:
-            self._listener_push(change.data_id, None)
+            self._queue.put_nowait((change.data_id, None))
 
     def _listener_push(self, data_id: str, content: str | None) -> None:
         self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
@@ -215,17 +245,21 @@ class NacosSource:
         return ConfigRead(content, content_md5(content))
 
     async def _read_new(self, data_id: str) -> None:
-        """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s."""
-        for pause in (*READ_RETRIES, None):
-            pushes = self._pushes.get(data_id, 0)
-            read = await self.client.read(data_id, self.group)
-            if self._pushes.get(data_id, 0) != pushes or data_id in self._listening:
-                return  # a newer push or a reconcile took over
-            if read is not None:
-                await self._deliver(data_id, read)
-                return
-            if pause is not None:
-                await asyncio.sleep(pause)
+        """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s.
+        Waits for a load reading it; once it is served, its listener keeps it current."""
+        async with self._turns.of(data_id):
+            for pause in (*READ_RETRIES, None):
+                if data_id in self._listening:
+                    return
+                pushes = self._pushes.get(data_id, 0)
+                read = await self.client.read(data_id, self.group)
+                if self._pushes.get(data_id, 0) != pushes:
+                    return  # a deletion or a push came meanwhile: the pump applies it
+                if read is not None:
+                    await self._deliver(data_id, read)
+                    return
+                if pause is not None:
+                    await asyncio.sleep(pause)
 
     async def _poll(self) -> None:
         while True:
@@ -263,40 +297,51 @@ class NacosSource:
     async def _fetch_and_deliver(self, listed: dict[str, str]) -> None:
         """Read the ``listed`` dataIds concurrently (``FETCH_CONCURRENCY`` at once: a first
         load of 1,000 agents waits on 1,000 round trips) and deliver them in order, each as
-        soon as it and those before it are read. A read that a push overtook is dropped,
-        and so is one whose content is not what the listing's md5 says (reads lag writes by
-        ~0.1 s, so it may be older than a push already applied); the next reconcile reads it
-        again. One dataId never goes back in time."""
-        data_ids = list(listed)
+        soon as it and those before it are read (``_load``)."""
         gate = asyncio.Semaphore(FETCH_CONCURRENCY)
+        loads: list[asyncio.Future[None]] = []
+        for data_id, md5 in listed.items():
+            before = loads[-1] if loads else None
+            loads.append(asyncio.ensure_future(self._load(data_id, md5, gate, before)))
+        try:
+            for load in loads:
+                await load
+        finally:
+            for load in loads:
+                load.cancel()
+            await asyncio.gather(*loads, return_exceptions=True)
 
-        async def fetch(data_id: str) -> tuple[int, ConfigRead | None]:
+    async def _load(
+        self,
+        data_id: str,
+        listed_md5: str,
+        gate: asyncio.Semaphore,
+        before: asyncio.Future[None] | None,
+    ) -> None:
+        """Read one listed dataId and deliver it once ``before`` (the one listed before it)
+        is, in one turn: a fuzzy-watch notice about it waits instead of racing the read.
+
+        A read that a push or deletion overtook is dropped: the pump applies what came. A
+        dataId not followed yet (not served, or only from the snapshot) takes what it reads,
+        whatever the md5: a gray version (beta, tag) never matches the listing's, which is
+        the formal one's; a formal one that differs was published after the listing, or
+        trails it — then the listener added now pushes the newer one, as the SDK's first
+        announcement of it compares md5s with the server. A dataId followed already takes
+        only what matches the listing (reads lag writes by ~0.1 s, so another may be older
+        than a push applied); the next reconcile reads it again. So a dataId never goes
+        back in time, and the first load serves every dataId it listed."""
+        async with self._turns.of(data_id):
             async with gate:
                 pushes = self._pushes.get(data_id, 0)
-                return pushes, await self.client.read(data_id, self.group)
-
-        reads = [asyncio.ensure_future(fetch(data_id)) for data_id in data_ids]
-        try:
-            for data_id, pending in zip(data_ids, reads, strict=True):
-                pushes, read = await pending
-                # None for a dataId the listing holds is a read that trails a re-creation
-                # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
-                if read is None or self._pushes.get(data_id, 0) != pushes:
-                    continue
-                fresh = content_md5(read.content) == listed[data_id]
-                if fresh or self._first_gray(data_id, read):
-                    await self._deliver(data_id, read, announce=False)
-        finally:
-            for pending in reads:
-                pending.cancel()
-            await asyncio.gather(*reads, return_exceptions=True)
-
-    def _first_gray(self, data_id: str, read: ConfigRead) -> bool:
-        """A gray version (beta, tag) never matches the listing, which has the formal md5:
-        it is taken when the dataId is not served yet — this instance started while the
-        gray is live — since no push would bring it before a change; once served, its
-        listener keeps it current (a gray read may trail a push already applied)."""
-        return bool(read.gray) and data_id not in self._md5
+                read = await self.client.read(data_id, self.group)
+            if before is not None:
+                await before
+            # None for a dataId the listing holds is a read that trails a re-creation
+            # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
+            if read is None or self._pushes.get(data_id, 0) != pushes:
+                return
+            if data_id not in self._listening or content_md5(read.content) == listed_md5:
+                await self._deliver(data_id, read, announce=False)
 
     async def _deliver(
         self, data_id: str, read: ConfigRead | None, *, announce: bool = True, final: bool = False
