@@ -35,8 +35,13 @@ EVENTS = [
 
 
 def parsed(blocks: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """(event name, data) of every event the blocks complete, in order."""
     parser = SSEParser()
-    return [event for block in blocks for event in parser.feed(block)]
+    found: list[tuple[bytes, bytes]] = []
+    for block in blocks:
+        events = parser.feed_data(block)
+        found += zip(events.names or [b""] * len(events.data), events.data, strict=True)
+    return found
 
 
 def split(stream: bytes, cuts: list[int]) -> list[bytes]:
@@ -68,7 +73,7 @@ def test_an_event_that_never_ends_is_refused_not_buffered_forever() -> None:
     block = b"data: " + b"a" * (1 << 20)
     with pytest.raises(ModelError, match="longer than"):
         for _ in range(MAX_EVENT // len(block) + 2):
-            parser.feed(block)
+            parser.feed_data(block)
 
 
 def test_an_unfinished_event_is_not_handed_out() -> None:

@@ -127,10 +127,6 @@ class TraceStore:
         if trace_id in self._traces:
             self._feedback[trace_id] = feedback
 
-    def recent(self) -> Iterator[dict[str, Any]]:
-        """Every kept trace, newest first."""
-        return (recorded.as_dict(tid) for tid, recorded in reversed(self._traces.items()))
-
     def summaries(self) -> Iterator[dict[str, Any]]:
         """One line per kept trace, newest first, read from the events as they are kept:
         listing never converts a whole (perhaps 1 MB) trace to JSON."""

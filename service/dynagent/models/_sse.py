@@ -40,11 +40,6 @@ class SSEParser:
     _partial_size: int = 0
     _after_cr: bool = False
 
-    def feed(self, block: bytes) -> list[tuple[bytes, bytes]]:
-        """The events completed by ``block``, as (event name, data) pairs."""
-        found = self.feed_data(block)
-        return list(zip(found.names or [b""] * len(found.data), found.data, strict=True))
-
     def feed_data(self, block: bytes) -> Events:
         """The events completed by ``block``; their data, names only when some are named."""
         if self._after_cr and block.startswith(b"\n"):
