@@ -17,10 +17,12 @@ An event may not grow past ``MAX_EVENT`` bytes: memory stays bounded whatever ar
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx2
 import openai
 import orjson
@@ -113,38 +115,100 @@ def _event(text: bytes, events: list[tuple[bytes, bytes]]) -> None:
         events.append((name, b"\n".join(data)))
 
 
-async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[list[JsonValue]]:
-    """The parsed JSON chunks of a chat completions stream, a network block at a time,
-    until ``[DONE]``. An ``error`` in the stream is raised as the ``openai.APIError`` the
-    client would raise; transport failures as its timeout and connection errors."""
+async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterator[JsonValue]]:
+    """The parsed JSON chunks of a chat completions stream, a network block at a time
+    (each taken before the next block is read), until ``[DONE]``. An ``error`` in the
+    stream is raised as the ``openai.APIError`` the client would raise; transport
+    failures as its timeout and connection errors."""
     response = stream.response
     parser = SSEParser()
+    body = _aiohttp_body(response)
+    blocks = response.aiter_bytes() if body is None else paced_blocks(body)
     try:
-        async for block in response.aiter_bytes():
+        async for block in blocks:
             events = parser.feed_data(block)
             done = next((i for i, d in enumerate(events.data) if d.startswith(b"[DONE]")), None)
-            chunks = _chunks(events, done, response.request)
-            if chunks:
-                yield chunks
+            if events.data and done != 0:
+                yield _chunks(events, done, response.request)
             if done is not None:
                 return
-    except httpx2.TimeoutException as exc:
+    except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
         raise openai.APITimeoutError(request=response.request) from exc
-    except httpx2.RequestError as exc:
+    except (httpx2.RequestError, aiohttp.ClientError) as exc:
         raise openai.APIConnectionError(request=response.request) from exc
 
 
-def _chunks(events: Events, done: int | None, request: httpx2.Request) -> list[JsonValue]:
+READ_EVERY = 0.002
+"""Seconds between two reads of a model stream that arrives faster than that."""
+
+
+async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The body of ``response`` as it arrives, read at most every ``READ_EVERY`` seconds.
+
+    A model writing one small event per send (a flood: 150,000 one-word chunks of a 1 MB
+    answer) would otherwise wake the event loop for every TCP segment, and each wake-up
+    (a poll, a ``recv``, aiohttp's parser and timers) cost more than the event itself:
+    1.4 s of CPU for that answer. When the buffer is empty and the last read was less
+    than ``READ_EVERY`` ago, the socket is not read until then, so the kernel gathers
+    what arrives and one ``recv`` takes it all (0.5 s). A model streaming at any pace a
+    reader could follow (a chunk every few milliseconds or slower) is never held.
+    """
+    content = response.content
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    loop = asyncio.get_running_loop()
+    last = loop.time()
+    while True:
+        block = content.read_nowait()
+        if not block:
+            if content.at_eof():
+                return
+            wait = last + READ_EVERY - loop.time()
+            if wait > 0 and transport is not None and transport.is_reading():
+                transport.pause_reading()
+                try:
+                    await asyncio.sleep(wait)
+                finally:
+                    if not transport.is_closing():
+                        transport.resume_reading()
+            block = await content.readany()
+            if not block:
+                return
+        last = loop.time()
+        yield block
+
+
+def _aiohttp_body(response: httpx2.Response) -> aiohttp.ClientResponse | None:
+    """The aiohttp response under ``openai``'s aiohttp transport, when its body can be
+    read as it is: not content-encoded (httpx2 decodes those). None: read through httpx2.
+
+    ``openai.DefaultAioHttpClient`` wraps it in two private attributes
+    (``tests/runtime/test_sse_parser.py`` fails if an upgrade moves them)."""
+    inner = getattr(response.stream, "_stream", None)
+    body = getattr(inner, "_aiohttp_response", None)
+    if not isinstance(body, aiohttp.ClientResponse):
+        return None
+    if response.headers.get("content-encoding", "identity").lower() != "identity":
+        return None
+    return body
+
+
+def _chunks(events: Events, done: int | None, request: httpx2.Request) -> Iterator[JsonValue]:
     """The events' JSON values, up to ``done`` (orjson: strict, and a quarter of
-    ``json.loads``'s time); each is looked at for an error only when one may be."""
-    values: list[JsonValue] = list(map(orjson.loads, events.data[:done]))
-    if events.errors:
-        names = events.names or [b""] * len(values)
-        for name, value in zip(names, values, strict=False):
-            error = value.get("error") if isinstance(value, dict) else None
-            if error or name == b"error":
-                raise _stream_error(error, request)
-    return values
+    ``json.loads``'s time), decoded as the reader takes them: a block of a flood holds
+    thousands, and decoding them all at once kept them all alive, so the garbage
+    collector ran several times per block. They are looked at for an error (decoded
+    first) only when one may be."""
+    data = events.data if done is None else events.data[:done]
+    if not events.errors:
+        return map(orjson.loads, data)
+    values: list[JsonValue] = list(map(orjson.loads, data))
+    names = events.names or [b""] * len(values)
+    for name, value in zip(names, values, strict=False):
+        error = value.get("error") if isinstance(value, dict) else None
+        if error or name == b"error":
+            raise _stream_error(error, request)
+    return iter(values)
 
 
 def _stream_error(error: Any, request: httpx2.Request) -> openai.APIError:

@@ -1,0 +1,160 @@
+"""How the model client reads a stream (``models/_sse.py``, issue 11).
+
+A model that writes one small event per send would wake the event loop once per TCP
+segment: 150,000 wake-ups for a 1 MB answer of one-word chunks, more CPU than all the
+work on the events themselves. Such a flood is read at most twice per ``READ_EVERY``;
+a model streaming at a reader's pace gets each chunk read as it comes; a body the
+transport must decode (gzip) still goes through httpx2.
+
+The flooding model runs in a process of its own, as a real endpoint does: in this
+process it would share the event loop (or the GIL) with the reader and pace it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import openai
+import pytest
+from aiohttp import web
+
+from dynagent.models import ClientPool, OpenAIModel
+from dynagent.models._sse import READ_EVERY, _aiohttp_body, paced_blocks
+from dynagent.models.base import ModelRequest, TextDelta
+from tests.support import DEFAULT_MODEL
+
+WORDS = 20_000
+_MODEL_PROCESS = """
+import asyncio, sys
+from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
+
+async def main() -> None:
+    words, gap = int(sys.argv[1]), float(sys.argv[2])
+    server = await ScriptedModelServer().start()
+    server.script(DEFAULT_MODEL, [Reply("w " * words, gap=gap)], cycle=True)
+    print(server.base_url, flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def _model_process(words: int, gap: float) -> Iterator[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", _MODEL_PROCESS, str(words), str(gap)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield process.stdout.readline().strip()
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def flooding_model() -> Iterator[str]:
+    yield from _model_process(WORDS, 0.0)
+
+
+@pytest.fixture
+def paced_model() -> Iterator[str]:
+    yield from _model_process(6, 0.08)
+
+
+async def _read(base_url: str) -> tuple[int, bytes, float]:
+    """(blocks, body, seconds) of one chat completions stream read by ``paced_blocks``
+    through the service's own model client."""
+    pool = ClientPool()
+    try:
+        client = pool.get(base_url, "key")
+        stream: openai.AsyncStream[Any] = await client.post(
+            "/chat/completions",
+            body={"model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "hi"}]}
+            | {"stream": True},
+            cast_to=object,
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
+        )
+        body = _aiohttp_body(stream.response)
+        # openai's aiohttp transport keeps its response in private attributes: an
+        # upgrade that moves them fails here, not silently in production.
+        assert body is not None
+        loop = asyncio.get_running_loop()
+        started, blocks, data = loop.time(), 0, bytearray()
+        async for block in paced_blocks(body):
+            blocks += 1
+            data += block
+        elapsed = loop.time() - started
+        await stream.close()
+        return blocks, bytes(data), elapsed
+    finally:
+        await pool.aclose()
+
+
+async def test_a_flood_is_read_a_few_times_per_read_every(flooding_model: str) -> None:
+    blocks, data, elapsed = await _read(flooding_model)
+    events = data.count(b"\n\n")
+    assert events == WORDS + 3  # the role chunk, one a word, the finish chunk, [DONE]
+    assert data.endswith(b"data: [DONE]\n\n")
+    # Once per TCP segment it was ~one block per event; now two reads per READ_EVERY at
+    # most (one that waited, one of what its parsing let in), whatever the machine's load.
+    print(f"{events} events in {blocks} blocks over {elapsed:.3f} s")
+    assert blocks <= 2 * elapsed / READ_EVERY + 10, (blocks, elapsed, events)
+
+
+async def test_a_model_at_a_readers_pace_is_read_as_it_writes(paced_model: str) -> None:
+    blocks, data, _ = await _read(paced_model)
+    events = data.count(b"\n\n")
+    # The role chunk and the first word go out together, so do the finish chunk and
+    # [DONE]; between them one write every 80 ms, each read on its own, never held.
+    assert events == 6 + 3
+    assert blocks >= events - 2, (blocks, events)
+
+
+def _chunk(content: str) -> bytes:
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": None}
+    payload = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+@pytest.fixture
+async def gzip_model() -> AsyncIterator[str]:
+    async def chat(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.enable_compression(web.ContentCoding.gzip)
+        await response.prepare(request)
+        for piece in ("Hel", "lo, ", "gzip"):
+            await response.write(_chunk(piece))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        yield f"http://{host}:{port}/v1"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_gzip_stream_is_decoded_by_the_transport(gzip_model: str) -> None:
+    pool = ClientPool()
+    try:
+        model = OpenAIModel(pool.get(gzip_model, "key"), "m", retries=0)
+        request = ModelRequest(messages=({"role": "user", "content": "hi"},))
+        texts = [item.text async for item in model.stream(request) if isinstance(item, TextDelta)]
+    finally:
+        await pool.aclose()
+    assert "".join(texts) == "Hello, gzip"
