@@ -47,7 +47,7 @@ from .gauges import RegistryGauges
 from .keys_watch import KeysFileWatch
 from .masking import mask_middleware
 from .metrics import Metrics
-from .openapi import openapi_document
+from .openapi import openapi_json
 from .response_store import ResponseStore
 from .shadows import ShadowRunner
 from .state import (
@@ -117,7 +117,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document())
+    return web.Response(body=openapi_json(), content_type="application/json")
 
 
 def create_app(
@@ -158,6 +158,7 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/openapi.json", openapi)
+    openapi_json()  # built at start, not while the first request to it holds the loop
     app.add_routes(agents.routes)
     app.add_routes(admin.routes)
     app.add_routes(feedback.routes)
