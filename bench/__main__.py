@@ -4,7 +4,8 @@ One scripted OpenAI-compatible model server (its own process, loopback) serves
 every figure. In order: runtime overhead against the raw loop and the peer
 frameworks; service throughput against the floor; swapping versions under
 load; hot reload from files; real tools (an MCP round trip against the SDK client, an
-agent called as a tool against ``Agent.run``); then, with a real Nacos started by
+agent called as a tool against ``Agent.run``); hostile text, and a flooding model's 1 MB
+answer (``bench.model_stream``, its own model process); then, with a real Nacos started by
 ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
 1,000 agents loaded from it; then a fleet (``scripts/fleet.sh``: three replicas behind
 nginx on Nacos and Redis). Prints the tables and writes the same figures
@@ -33,6 +34,7 @@ from loguru import logger
 from bench import (
     fleet,
     hostile_text,
+    model_stream,
     overhead,
     reload_files,
     reload_nacos,
@@ -150,6 +152,11 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             "tools", lambda: tools.measure(model_url, 200 if quick else 800), tools.table
         )
         await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
+        await run.part(
+            "model_stream",
+            lambda: asyncio.to_thread(model_stream.measure, 1 if quick else 3, sdk=not quick),
+            model_stream.table,
+        )
         if not args.no_nacos:
             try:
                 await _nacos_parts(run, model_url, quick=quick, port=args.nacos_port)

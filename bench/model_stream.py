@@ -1,0 +1,166 @@
+"""A flooding model: the CPU one 1 MB answer streamed as one-word chunks costs its reader.
+
+The hostile-input run's worst request (issue 11) is a 1 MB echo streamed back as
+151,518 chunks, one write each. Its model runs in a process of its own; this process
+reads the same answer, in interleaved rounds, three ways, and reports the CPU each took
+(``time.process_time``, this process only) with the ratios between them:
+
+- ``openai SDK``: ``client.chat.completions.create(stream=True)``, iterated chunk by
+  chunk, as an application on the SDK reads it (the service's reader before
+  ``models/_sse.py``);
+- ``aiohttp, no work``: the same body read with ``readany()`` and thrown away, on a
+  plain ``aiohttp`` session: what the transport alone costs when every TCP segment
+  wakes the reader;
+- ``dynagent``: ``OpenAIModel.stream``, everything the service does with the answer
+  up to the text deltas (paced reads, SSE parsing, decoding, accumulating).
+
+    .venv/bin/python -m bench.model_stream            # 3 rounds
+    .venv/bin/python -m bench.model_stream --quick    # 1 round
+    .venv/bin/python -m bench.model_stream --no-sdk   # without the SDK (~18 s a round)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import openai
+
+from dynagent.models import ClientPool, OpenAIModel
+from dynagent.models.base import ModelRequest, TextDelta
+from tests.support import DEFAULT_MODEL
+
+PIECE, TIMES = "a@b.co 555 123 4567 123-45-6789 ", 30_303
+TEXT = PIECE * TIMES
+"""The hostile run's "full of PII" input: 1 MB, 151,515 words."""
+_MODEL_PROCESS = """
+import asyncio, sys
+from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
+
+async def main() -> None:
+    server = await ScriptedModelServer().start()
+    server.script(DEFAULT_MODEL, [Reply(sys.argv[1] * int(sys.argv[2]))], cycle=True)
+    print(server.base_url, flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+KEY = "bench-key"
+MESSAGES: list[Any] = [{"role": "user", "content": "echo"}]
+
+
+async def _openai_sdk(base_url: str) -> int:
+    async with openai.AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=0) as client:
+        stream = await client.chat.completions.create(
+            model=DEFAULT_MODEL, messages=MESSAGES, stream=True
+        )
+        size = 0
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                size += len(chunk.choices[0].delta.content)
+        return size
+
+
+async def _aiohttp_no_work(base_url: str) -> int:
+    body = {"model": DEFAULT_MODEL, "messages": MESSAGES, "stream": True}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{base_url}/chat/completions", json=body, headers=headers) as response,
+    ):
+        size = 0
+        while block := await response.content.readany():
+            size += len(block)
+        return size
+
+
+async def _dynagent(base_url: str) -> int:
+    pool = ClientPool()
+    try:
+        model = OpenAIModel(pool.get(base_url, KEY), DEFAULT_MODEL, retries=0)
+        size = 0
+        async for item in model.stream(ModelRequest(messages=tuple(MESSAGES))):
+            if isinstance(item, TextDelta):
+                size += len(item.text)
+        return size
+    finally:
+        await pool.aclose()
+
+
+READERS: dict[str, Callable[[str], Awaitable[int]]] = {
+    "openai SDK": _openai_sdk,
+    "aiohttp, no work": _aiohttp_no_work,
+    "dynagent": _dynagent,
+}
+
+
+async def _rounds(base_url: str, rounds: int, sdk: bool) -> dict[str, list[float]]:
+    readers = {name: read for name, read in READERS.items() if sdk or name != "openai SDK"}
+    seconds: dict[str, list[float]] = {name: [] for name in readers}
+    for _ in range(rounds):
+        for name, read in readers.items():
+            started = time.process_time()
+            size = await read(base_url)
+            seconds[name].append(time.process_time() - started)
+            if name == "dynagent" and size != len(TEXT):
+                raise AssertionError(f"dynagent read {size} characters of {len(TEXT)}")
+    return seconds
+
+
+def measure(rounds: int = 3, *, sdk: bool = True) -> dict[str, Any]:
+    """The readers' CPU; ``sdk=False`` leaves out the openai SDK's (~18 s a round)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _MODEL_PROCESS, PIECE, str(TIMES)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        base_url = process.stdout.readline().strip()
+        seconds = asyncio.run(_rounds(base_url, rounds, sdk))
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    ours = median["dynagent"]
+    return {
+        "chunks": len(TEXT.split()) + 3,
+        "rounds": rounds,
+        "cpu_s": {name: round(value, 3) for name, value in median.items()},
+        "dynagent_x": {
+            name: round(ours / value, 2) for name, value in median.items() if name != "dynagent"
+        },
+    }
+
+
+def table(figures: dict[str, Any]) -> str:
+    lines = [
+        f"1 MB answer in {figures['chunks']:,} chunks, one write each; "
+        f"CPU of the reader, median of {figures['rounds']} interleaved rounds",
+        f"{'reader':24}{'CPU s':>10}{'dynagent / it':>16}",
+    ]
+    for name, cpu in figures["cpu_s"].items():
+        ratio = figures["dynagent_x"].get(name)
+        lines.append(f"{name:24}{cpu:>10.3f}{'' if ratio is None else f'{ratio:.2f}x':>16}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.model_stream")
+    parser.add_argument("--quick", action="store_true", help="one round")
+    parser.add_argument("--no-sdk", action="store_true", help="leave out the openai SDK")
+    args = parser.parse_args(argv)
+    figures = measure(1 if args.quick else 3, sdk=not args.no_sdk)
+    print(table(figures))
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
