@@ -2,9 +2,9 @@
 
 A model that writes one small event per send would wake the event loop once per TCP
 segment: 150,000 wake-ups for a 1 MB answer of one-word chunks, more CPU than all the
-work on the events themselves. Such a flood is read at most twice per ``READ_EVERY``;
-a model streaming at a reader's pace gets each chunk read as it comes; a body the
-transport must decode (gzip) still goes through httpx2.
+work on the events themselves. Such a flood is read at most twice per ``READ_EVERY``,
+over TLS too; a model streaming at a reader's pace gets each chunk read as it comes; a
+body the transport must decode (gzip) still goes through httpx2.
 
 The flooding model runs in a process of its own, as a real endpoint does: in this
 process it would share the event loop (or the GIL) with the reader and pace it.
@@ -17,10 +17,12 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+import trustme
 from aiohttp import web
 
 from dynagent.models import ClientPool, OpenAIModel
@@ -30,23 +32,35 @@ from tests.support import DEFAULT_MODEL
 
 WORDS = 20_000
 _MODEL_PROCESS = """
-import asyncio, sys
+import asyncio, ssl, sys
+from aiohttp import web
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 
 async def main() -> None:
-    words, gap = int(sys.argv[1]), float(sys.argv[2])
-    server = await ScriptedModelServer().start()
+    words, gap, key_and_cert = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+    server = ScriptedModelServer()
     server.script(DEFAULT_MODEL, [Reply("w " * words, gap=gap)], cycle=True)
-    print(server.base_url, flush=True)
+    if not key_and_cert:
+        await server.start()
+        print(server.base_url, flush=True)
+    else:  # the same model over TLS, as real endpoints are
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(key_and_cert[0])
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", server._chat)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
+        print(f"https://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
     await asyncio.Event().wait()
 
 asyncio.run(main())
 """
 
 
-def _model_process(words: int, gap: float) -> Iterator[str]:
+def _model_process(words: int, gap: float, *tls: str) -> Iterator[str]:
     process = subprocess.Popen(
-        [sys.executable, "-c", _MODEL_PROCESS, str(words), str(gap)],
+        [sys.executable, "-c", _MODEL_PROCESS, str(words), str(gap), *tls],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -66,6 +80,16 @@ def flooding_model() -> Iterator[str]:
 @pytest.fixture
 def paced_model() -> Iterator[str]:
     yield from _model_process(6, 0.08)
+
+
+@pytest.fixture
+def flooding_model_over_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    authority = trustme.CA()
+    served = tmp_path / "server.pem"
+    authority.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(served)
+    authority.cert_pem.write_to_path(tmp_path / "ca.pem")
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))  # the client trusts it
+    yield from _model_process(WORDS, 0.0, str(served))
 
 
 async def _read(base_url: str) -> tuple[int, bytes, float]:
@@ -107,6 +131,14 @@ async def test_a_flood_is_read_a_few_times_per_read_every(flooding_model: str) -
     # most (one that waited, one of what its parsing let in), whatever the machine's load.
     print(f"{events} events in {blocks} blocks over {elapsed:.3f} s")
     assert blocks <= 2 * elapsed / READ_EVERY + 10, (blocks, elapsed, events)
+
+
+async def test_a_flood_over_tls_is_read_whole_and_paced(flooding_model_over_tls: str) -> None:
+    # Pausing reads of a TLS transport holds the decrypted stream, not the socket alone.
+    blocks, data, elapsed = await _read(flooding_model_over_tls)
+    assert data.count(b"\n\n") == WORDS + 3
+    assert data.endswith(b"data: [DONE]\n\n")
+    assert blocks <= 2 * elapsed / READ_EVERY + 10, (blocks, elapsed)
 
 
 async def test_a_model_at_a_readers_pace_is_read_as_it_writes(paced_model: str) -> None:
