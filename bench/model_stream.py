@@ -6,8 +6,7 @@ reads the same answer, in interleaved rounds, three ways, and reports the CPU ea
 (``time.process_time``, this process only) with the ratios between them:
 
 - ``openai SDK``: ``client.chat.completions.create(stream=True)``, iterated chunk by
-  chunk, as an application on the SDK reads it (the service's reader before
-  ``models/_sse.py``);
+  chunk, as an application on the SDK reads it (typed chunks, one line at a time);
 - ``aiohttp, no work``: the same body read with ``readany()`` and thrown away, on a
   plain ``aiohttp`` session: what the transport alone costs when every TCP segment
   wakes the reader;
