@@ -169,6 +169,8 @@ class AgentBuilder:
             structured_output=model.structured_output,
             breaker=pool.breaker(base_url, name) if breaker.enabled else None,
             breaker_policy=BreakerPolicy(breaker.failures, breaker.cooldown),
+            max_chunks=model.max_answer_chunks,
+            max_chars=model.max_answer_chars,
         )
 
     def _tools(

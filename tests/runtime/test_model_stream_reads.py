@@ -25,10 +25,20 @@ import pytest
 import trustme
 from aiohttp import web
 
+from dynagent import Tool
+from dynagent.events import ErrorEvent, ModelDelta
 from dynagent.models import ClientPool, OpenAIModel
 from dynagent.models._sse import READ_EVERY, _aiohttp_body, paced_blocks
 from dynagent.models.base import ModelRequest, TextDelta
-from tests.support import DEFAULT_MODEL
+from tests.support import DEFAULT_MODEL, AgentFactory, CallTools, Reply, ScriptedModelServer
+
+
+async def lookup(query: str) -> str:
+    """Look something up."""
+    return query
+
+
+LOOKUP = Tool.from_function(lookup)
 
 WORDS = 20_000
 _MODEL_PROCESS = """
@@ -190,3 +200,43 @@ async def test_a_gzip_stream_is_decoded_by_the_transport(gzip_model: str) -> Non
     finally:
         await pool.aclose()
     assert "".join(texts) == "Hello, gzip"
+
+
+@pytest.mark.parametrize(
+    ("limit", "step", "message"),
+    [
+        ({"max_answer_chunks": 50}, Reply("w " * 200), "went past 50 chunks"),
+        ({"max_answer_chars": 100}, Reply("word " * 40), "went past 100 characters"),
+        (
+            {"max_answer_chars": 100},
+            CallTools([("lookup", {"query": "q" * 300})]),
+            "went past 100 characters",
+        ),
+    ],
+    ids=["chunks", "text", "tool arguments"],
+)
+async def test_a_streamed_answer_past_its_limits_is_a_model_error(
+    make_agent: AgentFactory,
+    model_server: ScriptedModelServer,
+    limit: dict[str, int],
+    step: Reply | CallTools,
+    message: str,
+) -> None:
+    # Every chunk costs CPU and every character memory, whatever a model sends: a model
+    # that floods one answer is cut off, and the cut is a model error like any other.
+    model_server.script("gpt-main", [step])
+    agent = make_agent(model={"retries": 0, **limit}, tools=[LOOKUP])
+    events = [event async for event in agent.stream("hi")]
+    [error] = [event for event in events if isinstance(event, ErrorEvent)]
+    assert error.error_type == "model_error"
+    assert message in error.message
+
+
+async def test_an_answer_within_the_limits_streams_whole(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-main", [Reply("w " * 50)])
+    agent = make_agent(model={"max_answer_chunks": 60, "max_answer_chars": 100})
+    events = [event async for event in agent.stream("hi")]
+    text = "".join(event.text for event in events if isinstance(event, ModelDelta))
+    assert text == "w " * 50

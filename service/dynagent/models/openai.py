@@ -96,6 +96,10 @@ class OpenAIModel:
     breaker: CircuitBreaker | None = field(default=None, repr=False)
     """The endpoint's circuit breaker; None turns it off."""
     breaker_policy: BreakerPolicy = field(default_factory=BreakerPolicy)
+    max_chunks: int = 200_000
+    """Chunks one streamed answer may hold (``model.max_answer_chunks``)."""
+    max_chars: int = 8_000_000
+    """Characters of text and tool-call arguments it may hold (``model.max_answer_chars``)."""
 
     @property
     def name(self) -> str:
@@ -118,6 +122,9 @@ class OpenAIModel:
             paused = loop.time()
             async for block in chunk_blocks(chunks):
                 texts = [text for text in map(builder.add, block) if text]
+                builder.size += sum(map(len, texts))
+                if builder.chunks > self.max_chunks or builder.size > self.max_chars:
+                    raise _too_long(builder, self.max_chunks, self.max_chars)
                 if len(texts) > JOIN_OVER:
                     texts = ["".join(texts)]
                 for text in texts:
@@ -255,6 +262,12 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _too_long(builder: _StreamAccumulator, max_chunks: int, max_chars: int) -> ModelError:
+    if builder.chunks > max_chunks:
+        return ModelError(f"the model's answer went past {max_chunks} chunks (max_answer_chunks)")
+    return ModelError(f"the model's answer went past {max_chars} characters (max_answer_chars)")
+
+
 class _StreamAccumulator:
     """Folds streamed chunks (text and tool-call deltas, as parsed JSON) into one response."""
 
@@ -265,6 +278,8 @@ class _StreamAccumulator:
         """Per call index: its id and the pieces of its name and arguments."""
         self.usage = Usage()
         self.chunks = 0
+        self.size = 0
+        """Characters of text and tool-call arguments so far."""
         self.choices = 0
         """Chunks that carried a choice: a stream without one holds no answer at all."""
 
@@ -287,7 +302,8 @@ class _StreamAccumulator:
             function = call.get("function")
             if function is not None:
                 slot[1].append(function.get("name") or "")
-                slot[2].append(function.get("arguments") or "")
+                slot[2].append(arguments := function.get("arguments") or "")
+                self.size += len(arguments)
         content = delta.get("content")
         if content:
             self.text.append(content)
