@@ -69,7 +69,8 @@ def test_a_full_document_loads_with_every_shorthand() -> None:
 
 TEMPRATURE = (
     "unknown field 'temprature' in model; known fields: api_key, base_url, caller_settings, "
-    "circuit_breaker, fallback, name, provider, retries, settings, structured_output, timeout"
+    "circuit_breaker, fallback, max_answer_chars, max_answer_chunks, name, provider, retries, "
+    "settings, structured_output, timeout"
 )
 
 

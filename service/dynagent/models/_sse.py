@@ -127,7 +127,7 @@ async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterato
     try:
         async for block in blocks:
             events = parser.feed_data(block)
-            done = next((i for i, d in enumerate(events.data) if d.startswith(b"[DONE]")), None)
+            done = _done(events)
             if events.data and done != 0:
                 yield _chunks(events, done, response.request)
             if done is not None:
@@ -180,6 +180,15 @@ async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]
                 return
         last, reads = loop.time(), reads + 1
         yield block
+
+
+def _done(events: Events) -> int | None:
+    """The index of the ``[DONE]`` event, if the block's events hold one (a search in C:
+    a Python loop over a flood's 150,000 events cost more than their parsing)."""
+    try:
+        return events.data.index(b"[DONE]")
+    except ValueError:
+        return None
 
 
 def _aiohttp_body(response: httpx2.Response) -> aiohttp.ClientResponse | None:

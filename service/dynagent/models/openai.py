@@ -284,12 +284,16 @@ class _StreamAccumulator:
         """Chunks that carried a choice: a stream without one holds no answer at all."""
 
     def add(self, chunk: Any) -> str:
+        """Fold one chunk in; its text, or ''. Called once per chunk of every stream: a
+        flood's 150,000 make every lookup here count."""
         self.chunks += 1
         delta = chunk_delta(chunk)
-        if chunk.get("usage"):
-            self.usage = usage_of(chunk["usage"])
-        if isinstance(chunk.get("model"), str) and chunk["model"]:
-            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = usage_of(usage)
+        model = chunk.get("model")
+        if model and model != self.model and isinstance(model, str):
+            self.model = model
         if delta is None:
             return ""
         self.choices += 1
@@ -304,10 +308,10 @@ class _StreamAccumulator:
                 slot[1].append(function.get("name") or "")
                 slot[2].append(arguments := function.get("arguments") or "")
                 self.size += len(arguments)
-        content = delta.get("content")
+        content: str | None = delta.get("content")  # text or None: chunk_delta checked
         if content:
             self.text.append(content)
-            return str(content)
+            return content
         return ""
 
     def response(self) -> ModelResponse:
