@@ -97,9 +97,10 @@ class FallbackModelSpec(_Strict):
     structured_output: bool = True
     """Ask the endpoint for JSON-schema output when the agent has an output schema."""
     circuit_breaker: CircuitBreakerSpec = CircuitBreakerSpec()
-    max_answer_chunks: int = Field(default=200_000, ge=1, le=10_000_000)
-    """Chunks one streamed answer may hold (a model writes about one per token): past
-    it the call is a ``model_error``. Every chunk costs CPU, whatever it holds."""
+    max_answer_chunks: int = Field(default=150_000, ge=1, le=10_000_000)
+    """Chunks one streamed answer may hold (a model writes about one per token; the
+    largest output limits are ~128k tokens): past it the call is a ``model_error``.
+    Every chunk costs CPU, whatever it holds (~4 us in the service)."""
     max_answer_chars: int = Field(default=8_000_000, ge=1, le=1_000_000_000)
     """Characters of text and tool-call arguments one streamed answer may hold."""
 

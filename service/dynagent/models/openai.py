@@ -96,7 +96,7 @@ class OpenAIModel:
     breaker: CircuitBreaker | None = field(default=None, repr=False)
     """The endpoint's circuit breaker; None turns it off."""
     breaker_policy: BreakerPolicy = field(default_factory=BreakerPolicy)
-    max_chunks: int = 200_000
+    max_chunks: int = 150_000
     """Chunks one streamed answer may hold (``model.max_answer_chunks``)."""
     max_chars: int = 8_000_000
     """Characters of text and tool-call arguments it may hold (``model.max_answer_chars``)."""
