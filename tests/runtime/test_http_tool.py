@@ -176,3 +176,35 @@ async def test_a_name_resolving_to_loopback_is_refused_unless_allowed(
     assert hits == []
     await allowed.function({})
     assert len(hits) == 1
+
+
+async def test_a_huge_answer_is_not_read_past_what_the_model_is_given(
+    make_agent: AgentFactory, aiohttp_server: AiohttpServer
+) -> None:
+    sent = 0
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        # 64 MB if it were read whole; the tool stops reading after its 16,000 characters.
+        nonlocal sent
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})  # no charset
+        await response.prepare(request)
+        piece = "é" * 32_768  # two bytes each
+        try:
+            for _ in range(1024):
+                await response.write(piece.encode())
+                sent += len(piece)
+        except (ConnectionResetError, ConnectionError):
+            pass  # the tool closed the connection: what this test wants
+        return response
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", endless)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    tool = api_tool(make_agent, f"http://127.0.0.1:{server.port}/big")
+
+    text = await tool.function({})
+
+    assert text == "é" * 16_000
+    # It stopped reading after 64 kB; what the kernel's socket buffers took (a few MB on
+    # loopback) is all the server got out of its 64 MB.
+    assert sent < 256 * 32_768, sent

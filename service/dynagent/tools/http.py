@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -148,13 +149,34 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
             options["json"] = rest
         session = resources.http_session(allow_private=spec.allow_private)
         async with session.request(spec.method, url, **options) as response:
-            text = await response.text(errors="replace")
+            text = await _bounded_text(response)
             if response.status >= 400:
                 raise RuntimeError(f"HTTP {response.status}: {text[:200]}")
             return text[:MAX_RESPONSE_CHARS]
 
     definition = ToolDefinition(spec.name, spec.description, spec.parameters)
     return Tool(definition, call, timeout=spec.timeout, on_error=spec.on_error)
+
+
+async def _bounded_text(response: aiohttp.ClientResponse) -> str:
+    """The start of the body, as text: what the model is given (``MAX_RESPONSE_CHARS``)
+    and no more is read, however large the answer (it was read whole, then cut)."""
+    limit = 4 * MAX_RESPONSE_CHARS  # bytes: a character is at most four in UTF-8
+    body = bytearray()
+    async for piece in response.content.iter_chunked(64 * 1024):
+        body += piece
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit]).decode(_charset(response.charset), errors="replace")
+
+
+def _charset(name: str | None) -> str:
+    """The body's charset as Python names it; UTF-8 when none is given or known (aiohttp's
+    own fallback needs the whole body read first)."""
+    try:
+        return codecs.lookup(name).name if name else "utf-8"
+    except LookupError:
+        return "utf-8"
 
 
 def _is_literal_ip(host: str) -> bool:
