@@ -102,7 +102,8 @@ class FallbackModelSpec(_Strict):
     largest output limits are ~128k tokens): past it the call is a ``model_error``.
     Every chunk costs CPU, whatever it holds (~4 us in the service)."""
     max_answer_chars: int = Field(default=8_000_000, ge=1, le=1_000_000_000)
-    """Characters of text and tool-call arguments one streamed answer may hold."""
+    """Characters of text and tool-call arguments one streamed answer may hold; a whole
+    (not streamed) answer's body may hold 6 bytes for each, and 1 MiB more."""
 
 
 CallerSetting = Literal[

@@ -70,8 +70,8 @@ FAULTS = {
         {"retries": 2},
         502,
         "model_error",
-        "malformed response from the model endpoint: Expecting property name enclosed in "
-        "double quotes: line 1 column 2 (char 1)",
+        "malformed response from the model endpoint: unexpected character, expected a "
+        "string key: line 1 column 2 (char 1)",
         1,
     ),
     "truncated-json": Fault(
@@ -79,8 +79,8 @@ FAULTS = {
         {"retries": 2},
         502,
         "model_error",
-        "malformed response from the model endpoint: Unterminated string starting at: "
-        "line 1 column 76 (char 75)",
+        "malformed response from the model endpoint: unexpected end of data: "
+        "line 1 column 81 (char 80)",
         1,
     ),
     "dropped-connection": Fault(

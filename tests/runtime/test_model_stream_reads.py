@@ -25,7 +25,7 @@ import pytest
 import trustme
 from aiohttp import web
 
-from dynagent import Tool
+from dynagent import ModelError, Tool
 from dynagent.events import ErrorEvent, ModelDelta
 from dynagent.models import ClientPool, OpenAIModel
 from dynagent.models._sse import READ_EVERY, _aiohttp_body, paced_blocks
@@ -240,3 +240,23 @@ async def test_an_answer_within_the_limits_streams_whole(
     events = [event async for event in agent.stream("hi")]
     text = "".join(event.text for event in events if isinstance(event, ModelDelta))
     assert text == "w " * 50
+
+
+async def test_a_whole_answer_past_its_limit_is_refused_as_it_arrives(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    # Not streamed, the body is read the same way: 6 bytes a character (JSON's longest
+    # escape) of max_answer_chars, and 1 MiB for the rest of the completion.
+    model_server.script("gpt-main", [Reply("x" * 1_100_000)])
+    agent = make_agent(model={"retries": 0, "max_answer_chars": 100})
+    with pytest.raises(ModelError, match=f"went past {6 * 100 + (1 << 20)} bytes"):
+        await agent.run("hi")
+
+
+async def test_a_whole_answer_within_its_limit_is_read(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-main", [Reply("x" * 900_000)])
+    agent = make_agent(model={"retries": 0, "max_answer_chars": 1_000_000})
+    result = await agent.run("hi")
+    assert result.output == "x" * 900_000

@@ -122,16 +122,33 @@ async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterato
     failures as its timeout and connection errors."""
     response = stream.response
     parser = SSEParser()
+    async for block in _blocks(response):
+        events = parser.feed_data(block)
+        done = _done(events)
+        if events.data and done != 0:
+            yield _chunks(events, done, response.request)
+        if done is not None:
+            return
+
+
+async def whole_body(stream: openai.AsyncStream[Any], limit: int) -> bytes:
+    """The body of a response that is not a stream (a whole answer), refused past
+    ``limit`` bytes as it arrives rather than held whole first."""
+    body = bytearray()
+    async for block in _blocks(stream.response):
+        body += block
+        if len(body) > limit:
+            raise ModelError(f"the model's answer went past {limit} bytes (max_answer_chars)")
+    return bytes(body)
+
+
+async def _blocks(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The body as it arrives, with transport failures raised as the ``openai`` client's
+    timeout and connection errors."""
     body = _aiohttp_body(response)
-    blocks = response.aiter_bytes() if body is None else paced_blocks(body)
     try:
-        async for block in blocks:
-            events = parser.feed_data(block)
-            done = _done(events)
-            if events.data and done != 0:
-                yield _chunks(events, done, response.request)
-            if done is not None:
-                return
+        async for block in response.aiter_bytes() if body is None else paced_blocks(body):
+            yield block
     except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
         raise openai.APITimeoutError(request=response.request) from exc
     except (httpx2.RequestError, aiohttp.ClientError) as exc:

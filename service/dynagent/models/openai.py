@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
+import orjson
 from openai import AsyncStream, RequestOptions
 
 from .._tracing import outgoing_headers
@@ -24,7 +25,7 @@ from ..events import Usage
 from ..exceptions import ModelError, ModelTimeout
 from ..spec import ModelSettings
 from ._answers import chunk_delta, from_completion, malformed, usage_of
-from ._sse import chunk_blocks
+from ._sse import chunk_blocks, whole_body
 from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 from .breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
 
@@ -148,8 +149,17 @@ class OpenAIModel:
         yield response
 
     async def _complete(self, request: ModelRequest) -> ModelResponse:
-        completion = await self._create(request, stream=False)
-        return from_completion(completion, self.model_name)
+        # Read as it arrives, like a stream, so that an endless body is refused at its
+        # limit instead of held whole; JSON escapes take at most 6 bytes a character.
+        answer = await self._create(request, stream=False)
+        try:
+            body = await whole_body(answer, 6 * self.max_chars + (1 << 20))
+        finally:
+            await answer.close()
+        kind = answer.response.headers.get("content-type", "")
+        if "json" not in kind.lower():
+            raise malformed(f"not a chat completion (Content-Type {_short(kind, 60)!r})")
+        return from_completion(orjson.loads(body), self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
         kwargs: dict[str, Any] = {**self.settings.model_dump(exclude_none=True), **request.settings}
@@ -176,9 +186,9 @@ class OpenAIModel:
         return await self.client.post(
             "/chat/completions",
             body={"model": self.model_name, "messages": list(request.messages), **kwargs},
-            cast_to=object,  # parsed JSON: see _from_completion
+            cast_to=object,
             options=options,
-            stream=stream,
+            stream=True,  # the body is read here, whole answers too (_sse.py)
             stream_cls=AsyncStream[object],
         )
 
