@@ -213,7 +213,7 @@ def _aiohttp_body(response: httpx2.Response) -> aiohttp.ClientResponse | None:
     read as it is: not content-encoded (httpx2 decodes those). None: read through httpx2.
 
     ``openai.DefaultAioHttpClient`` wraps it in two private attributes
-    (``tests/runtime/test_sse_parser.py`` fails if an upgrade moves them)."""
+    (``tests/runtime/test_model_stream_reads.py`` fails if an upgrade moves them)."""
     inner = getattr(response.stream, "_stream", None)
     body = getattr(inner, "_aiohttp_response", None)
     if not isinstance(body, aiohttp.ClientResponse):

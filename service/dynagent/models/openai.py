@@ -123,7 +123,6 @@ class OpenAIModel:
             paused = loop.time()
             async for block in chunk_blocks(chunks):
                 texts = [text for text in map(builder.add, block) if text]
-                builder.size += sum(map(len, texts))
                 if builder.chunks > self.max_chunks or builder.size > self.max_chars:
                     raise _too_long(builder, self.max_chunks, self.max_chars)
                 if len(texts) > JOIN_OVER:
@@ -300,6 +299,7 @@ class _StreamAccumulator:
         if type(chunk) is tuple:  # the last plain text chunk but for its text: _sse.py
             text: str = chunk[0]
             self.choices += 1
+            self.size += len(text)
             self.text.append(text)
             return text
         delta = chunk_delta(chunk)
@@ -325,6 +325,7 @@ class _StreamAccumulator:
                 self.size += len(arguments)
         content: str | None = delta.get("content")  # text or None: chunk_delta checked
         if content:
+            self.size += len(content)
             self.text.append(content)
             return content
         return ""

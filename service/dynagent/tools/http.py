@@ -167,7 +167,7 @@ async def _bounded_text(response: aiohttp.ClientResponse) -> str:
         body += piece
         if len(body) >= limit:
             break
-    return bytes(body[:limit]).decode(_charset(response.charset), errors="replace")
+    return body[:limit].decode(_charset(response.charset), errors="replace")
 
 
 def _charset(name: str | None) -> str:
