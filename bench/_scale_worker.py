@@ -24,8 +24,8 @@ from bench._process import rss_bytes
 from bench._scale_docs import GROUP, agent_name, document
 from dynagent import AgentBuilder, load_spec
 from dynagent.config import NacosConfig
-from dynagent.factories.nacos import NacosAgentBuilderFactory, agent_data_id
-from dynagent.registry import AgentRegistry
+from dynagent.nacos.factory import NacosAgentBuilderFactory, agent_data_id
+from dynagent.registry.table import AgentRegistry
 from tests.support.nacos import NacosAdmin
 
 POLL_SECONDS = 2.0

@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dynagent._redaction import RedactingEmitter
-from dynagent._run_loop import unfenced
-from dynagent._schemas import validator
 from dynagent.events import Event, RunStarted
 from dynagent.interceptors.base import RunContext
 from dynagent.interceptors.pii import PATTERNS, redact
+from dynagent.runtime._loop import unfenced
+from dynagent.runtime._redaction import RedactingEmitter
+from dynagent.spec._schemas import validator
 
 MB = 1_000_000
 LOOP_BAR_MS = 50.0

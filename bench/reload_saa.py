@@ -27,8 +27,8 @@ from loguru import logger
 
 from dynagent import AgentBuilder
 from dynagent.config import NacosConfig
-from dynagent.factories.spring_ai_alibaba import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
-from dynagent.registry import AgentRegistry
+from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
+from dynagent.registry.table import AgentRegistry
 from tests.support.nacos import NacosAdmin
 
 from .reload_nacos import nacos_server, summary

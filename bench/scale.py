@@ -22,7 +22,7 @@ from typing import Any
 from bench._nacos import PORT, nacos, publish_all
 from bench._process import Child
 from bench._scale_docs import GROUP, agent_name, document
-from dynagent.factories.nacos import agent_data_id
+from dynagent.nacos.factory import agent_data_id
 from tests.support.nacos import NacosServer
 
 BAR_SECONDS = 10.0

@@ -40,9 +40,9 @@ from bench._process import Child, free_port
 from bench._service import agent_document
 from bench._stats import summary
 from dynagent import AgentBuilder, Resources, load_spec
-from dynagent.registry import AgentRegistry
+from dynagent.mcp.tools import McpServers
+from dynagent.registry.table import AgentRegistry
 from dynagent.tools.agent import CALL_SCOPE, CallScope
-from dynagent.tools.mcp import McpServers
 
 ROOT = Path(__file__).parents[1]
 MCP_BAR, AGENT_BAR = 1.2, 1.1

@@ -42,8 +42,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bench._process import cpu_seconds, free_port
 from dynagent.config import ServiceConfig
+from dynagent.core.series import SERIES, RecentSeries
 from dynagent.http.app import create_app
-from dynagent.http.series import SERIES, RecentSeries
 
 AGENTS = 1000
 DYNAGENT = Path(sys.executable).parent / "dynagent"

@@ -1,9 +1,7 @@
 """Dynagent: config-center driven tool-calling agents, served over HTTP."""
 
-from .agent import Agent, RunResult, SourceInfo
-from .builder import AgentBuilder
-from .events import Event, Usage
-from .exceptions import (
+from dynagent.events import Event, Usage
+from dynagent.exceptions import (
     AgentNotFound,
     ConfigError,
     DynagentError,
@@ -15,9 +13,11 @@ from .exceptions import (
     RunTimeout,
     ToolFailed,
 )
-from .resources import Resources
-from .spec import AgentSpec, json_schema, load_spec
-from .tools import Tool, ToolRegistry
+from dynagent.runtime.agent import Agent, RunResult, SourceInfo
+from dynagent.runtime.builder import AgentBuilder
+from dynagent.runtime.resources import Resources
+from dynagent.spec.agent import AgentSpec, json_schema, load_spec
+from dynagent.tools import Tool, ToolRegistry
 
 __all__ = [
     "Agent",

@@ -19,14 +19,14 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
-from .builder import AgentBuilder
-from .config import ServiceConfig, load_config
-from .exceptions import ConfigError, StartupError
-from .http.app import create_app
-from .http.auth import ApiKeys
-from .logs import configure_logging
-from .sources.files import load_agent_file
-from .spec import json_schema
+from dynagent.config import ServiceConfig, load_config
+from dynagent.core.auth import ApiKeys
+from dynagent.exceptions import ConfigError, StartupError
+from dynagent.http.app import create_app
+from dynagent.logs import configure_logging
+from dynagent.runtime.builder import AgentBuilder
+from dynagent.sources.files import load_agent_file
+from dynagent.spec.agent import json_schema
 
 DEFAULT_URL = "http://127.0.0.1:8090"
 
@@ -134,7 +134,7 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def publish(args: argparse.Namespace) -> int:
-    from .publish import publish_directory
+    from dynagent.nacos.publish import publish_directory
 
     config = _nacos_config(args)
     return asyncio.run(publish_directory(args.directory, config.nacos))
@@ -152,7 +152,7 @@ def _nacos_config(args: argparse.Namespace) -> ServiceConfig:
 
 
 def mcp_list(args: argparse.Namespace) -> int:
-    from .cli_mcp import list_servers
+    from dynagent.mcp.cli import list_servers
 
     config = _nacos_config(args)
     return asyncio.run(list_servers(config.nacos, args.agents, args.json))

@@ -11,11 +11,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from . import _regex
-from ._templates import MissingVariable, expand_env
-from .exceptions import ConfigError, FieldIssue
-from .sessions.base import DEFAULT_HISTORY_BYTES
-from .spec import issues_from
+from dynagent import _regex
+from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.sessions.base import DEFAULT_HISTORY_BYTES
+from dynagent.spec._templates import MissingVariable, expand_env
+from dynagent.spec.agent import issues_from
 
 
 class _Section(BaseModel):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from .events import Event
+    from dynagent.events import Event
 
 ErrorKind = Literal[
     "bad_request",

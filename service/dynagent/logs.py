@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from loguru import logger
 
-from . import _regex
-from .masking import MASK, SecretValues
+from dynagent import _regex
+from dynagent.masking import MASK, SecretValues
 
 if TYPE_CHECKING:
     from loguru import Record

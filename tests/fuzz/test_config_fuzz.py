@@ -19,13 +19,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from dynagent import AgentBuilder, load_spec
-from dynagent.agent import Agent, SourceInfo
 from dynagent.exceptions import BadRequest, ConfigError, RunError
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry import AgentRegistry
+from dynagent.registry.table import AgentRegistry
+from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.sources.base import Document
 from dynagent.sources.files import FileSource
-from dynagent.spec import AgentSpec
+from dynagent.spec.agent import AgentSpec
 from tests.support.budget import budget
 from tests.support.threaded import loop_in_thread
 

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from dynagent import AgentBuilder, load_spec
-from dynagent.agent import Agent, SourceInfo
 from dynagent.exceptions import ConfigError
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry import AgentRegistry
+from dynagent.registry.table import AgentRegistry
+from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.sources.base import Document
-from dynagent.spec import AgentSpec
+from dynagent.spec.agent import AgentSpec
 
 GOOD = "name: bot\nmodel: {provider: test}\nprompt: {system: You help.}\n"
 HEAD = "name: bot\nmodel: {provider: test}\nprompt: {system: You help.}\n"

@@ -12,12 +12,12 @@ import pytest
 from mcp.client import Client
 
 from dynagent import AgentBuilder, Resources, load_spec
-from dynagent._mcp_setup import mcp_servers
 from dynagent.config import ServiceConfig
-from dynagent.environment import EnvironmentPolicy
 from dynagent.events import Event, ToolCallEvent
 from dynagent.exceptions import ConfigError
-from dynagent.tools.mcp import McpServers
+from dynagent.mcp.setup import mcp_servers
+from dynagent.mcp.tools import McpServers
+from dynagent.runtime.environment import EnvironmentPolicy
 from tests.mcp.conftest import ROOT, McpProcess
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.agents import model_fields

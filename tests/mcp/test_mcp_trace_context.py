@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dynagent.http.otel import OtelTracer
+from dynagent.core.otel import OtelTracer
 from tests.mcp.conftest import mcp_process
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.otel import CALLER_TRACE, TRACEPARENT, by_start, in_memory, traceparent

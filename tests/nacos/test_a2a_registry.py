@@ -10,11 +10,11 @@ from typing import Any
 import aiohttp
 from v2.nacos.ai.model.ai_param import ReleaseAgentCardParam
 
-from dynagent.a2a_card import agent_card
+from dynagent.a2a.card import agent_card
+from dynagent.a2a.client import remote_agent_tool
+from dynagent.a2a.nacos_registry import _ai_service
 from dynagent.config import NacosConfig
 from dynagent.http.state import A2A_REGISTRAR
-from dynagent.sources._nacos_a2a import _ai_service
-from dynagent.tools.a2a import remote_agent_tool
 from tests.support import DEFAULT_MODEL, CallTools, Held, Reply, ScriptedModelServer
 from tests.support.nacos import NacosAdmin, invoke
 from tests.support.process import free_port, serve_process, write_config

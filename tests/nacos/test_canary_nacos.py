@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from dynagent.config import NacosConfig
-from dynagent.registry import AgentRegistry, Canary
-from dynagent.rollout import picks_canary
+from dynagent.registry.canary import picks_canary
+from dynagent.registry.table import AgentRegistry, Canary
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.agents import model_fields
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dynagent.config import NacosConfig
-from dynagent.sources._nacos_client import NacosClient, NacosUnavailable
-from dynagent.sources.nacos import content_md5
+from dynagent.nacos.client import NacosClient, NacosUnavailable
+from dynagent.nacos.source import content_md5
 from tests.support.nacos import NacosAdmin, NacosServer
 
 Call = tuple[str, str, str, str]

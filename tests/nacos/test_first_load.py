@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from dynagent.config import NacosConfig
-from dynagent.factories.nacos import is_agent_data_id
-from dynagent.sources.nacos import NacosSource, Snapshot
+from dynagent.nacos.factory import is_agent_data_id
+from dynagent.nacos.source import NacosSource, Snapshot
 from tests.support.first_load import (
     Deliveries,
     NoticeDuringRead,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dynagent.config import NacosConfig
-from dynagent.factories.nacos import NacosAgentBuilderFactory
 from dynagent.http.state import FACTORIES
+from dynagent.nacos.factory import NacosAgentBuilderFactory
 from tests.support.nacos import NacosAdmin, nacos_service_config, yaml_text
 from tests.support.service import agent_document, revision_of, running_service
 

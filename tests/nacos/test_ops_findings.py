@@ -14,9 +14,9 @@ import aiohttp
 from v2.nacos.utils.net_util import NetUtils
 
 from dynagent.config import NacosConfig
-from dynagent.sources._nacos_client import NacosClient
+from dynagent.nacos.client import NacosClient
+from dynagent.nacos.source import NacosSource, Snapshot
 from dynagent.sources.base import Document
-from dynagent.sources.nacos import NacosSource, Snapshot
 from tests.support.nacos import (
     NacosAdmin,
     NacosServer,

@@ -12,14 +12,11 @@ from typing import Any
 
 import pytest
 
-from dynagent.builder import AgentBuilder
 from dynagent.config import NacosConfig
-from dynagent.factories.spring_ai_alibaba import (
-    ASSEMBLY_WINDOW,
-    SpringAiAlibabaAgentBuilderFactory,
-)
-from dynagent.registry import AgentRegistry
-from dynagent.sources.nacos import content_md5
+from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
+from dynagent.nacos.source import content_md5
+from dynagent.registry.table import AgentRegistry
+from dynagent.runtime.builder import AgentBuilder
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.first_load import NoticeDuringGroupLoad, fuzzy_watch_works, until_served
 from tests.support.nacos import NacosAdmin, NacosServer, invoke, nacos_service_config

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from dynagent.http.state import FACTORIES, METRICS
-from dynagent.registry import HISTORY
+from dynagent.registry.table import HISTORY
 from tests.support import Reply, ScriptedModelServer
 from tests.support.service import Document, RunningService, agent_document, revision_of
 

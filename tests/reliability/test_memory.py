@@ -20,7 +20,7 @@ import pytest
 
 from dynagent import Agent, AgentBuilder, load_spec
 from dynagent.http.state import DRAIN, METRICS, REGISTRY, TRACES
-from dynagent.registry import HISTORY
+from dynagent.registry.table import HISTORY
 from dynagent.sessions.sqlite import SqliteSessionStore
 from tests.support.service import RunningService, agent_document
 

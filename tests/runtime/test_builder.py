@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from dynagent import AgentBuilder, ConfigError, SourceInfo, load_spec
-from dynagent._templates import MissingVariable, expand_env
-from dynagent.environment import EnvironmentPolicy
 from dynagent.exceptions import FieldIssue
 from dynagent.interceptors import ContextEditing, PiiRedaction, ToolCallLimit
 from dynagent.models import OpenAIModel
+from dynagent.runtime.environment import EnvironmentPolicy
+from dynagent.spec._templates import MissingVariable, expand_env
 
 BASE: dict[str, Any] = {"name": "helper", "prompt": {"system": "x"}}
 ENDPOINT = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}

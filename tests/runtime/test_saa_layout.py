@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from dynagent.exceptions import ConfigError
-from dynagent.factories._saa_layout import Piece, spec_document
-from dynagent.spec import load_spec
+from dynagent.nacos._saa_layout import Piece, spec_document
+from dynagent.spec.agent import load_spec
 
 
 def piece(group: str, data_id: str, value: Any) -> Piece:

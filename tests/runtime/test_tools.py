@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 
 from dynagent import Tool, ToolRegistry
-from dynagent._schemas import quick_check, validator
 from dynagent.models import ToolDefinition
+from dynagent.spec._schemas import quick_check, validator
 from dynagent.tools import CALCULATOR, CURRENT_TIME, calculate
 
 

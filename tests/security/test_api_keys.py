@@ -72,7 +72,7 @@ async def test_every_request_compares_digests_of_every_key_in_constant_time(
         compared.append((a, b))
         return original(a, b)
 
-    monkeypatch.setattr("dynagent.http.auth.hmac.compare_digest", spy)
+    monkeypatch.setattr("dynagent.core.auth.hmac.compare_digest", spy)
     near_misses = [FRONTEND[:-1], FRONTEND + "x", FRONTEND.upper(), f" {FRONTEND}x", "x"]
     for key in near_misses:
         assert await status(service, "GET", "/v1/agents", key) == 401, key

@@ -18,10 +18,10 @@ from pytest_aiohttp import AiohttpServer
 
 from dynagent import AgentBuilder, ConfigError, Tool, ToolRegistry, load_spec
 from dynagent.config import ServiceConfig
-from dynagent.environment import service_policy
 from dynagent.logs import configure_logging
 from dynagent.masking import MASK, SecretValues, StreamMask
 from dynagent.models import ToolDefinition
+from dynagent.runtime.environment import service_policy
 from tests.support import CallTools, Reply, ScriptedModelServer
 from tests.support.service import (
     RunningService,

@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from loguru import logger
 
-from dynagent.http import bodies
+from dynagent.http.api import bodies
 from dynagent.http.app import create_app
 from tests.support.service import RunningService, agent_document, running_service, service_config
 

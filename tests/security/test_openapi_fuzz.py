@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from dynagent.http.app import create_app
 from dynagent.http.openapi import openapi_document
-from dynagent.spec import NAME_PATTERN
+from dynagent.spec.agent import NAME_PATTERN
 from tests.support.budget import budget
 from tests.support.service import agent_document, service_config, write_agent
 from tests.support.threaded import ServedApp, served_in_thread

@@ -13,11 +13,11 @@ import pytest
 from loguru import logger
 
 from dynagent import AgentBuilder
-from dynagent.agent import Agent, SourceInfo
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry import AgentRegistry
+from dynagent.registry.table import AgentRegistry
+from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.sources.base import Document
-from dynagent.spec import AgentSpec
+from dynagent.spec.agent import AgentSpec
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.service import RunningService, agent_document, running_service, service_config
 

@@ -12,7 +12,7 @@ from aiohttp import web
 from pytest_aiohttp import AiohttpServer
 
 from dynagent import AgentBuilder, Resources, Tool, load_spec
-from dynagent.resources import is_public_address
+from dynagent.runtime.resources import is_public_address
 
 Hits = list[str]
 

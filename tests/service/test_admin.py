@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from dynagent import load_spec
-from dynagent.registry import HISTORY
+from dynagent.registry.table import HISTORY
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision
 from tests.support.process import DYNAGENT, free_port, wait_ready
 from tests.support.service import (

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from dynagent.config import ServiceConfig
+from dynagent.core.auth import ApiKeys
 from dynagent.exceptions import ConfigError
 from dynagent.http.app import create_app
-from dynagent.http.auth import ApiKeys
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -172,7 +172,7 @@ def test_every_key_is_compared_in_constant_time(
         compared.append((a, b))
         return original(a, b)
 
-    monkeypatch.setattr("dynagent.http.auth.hmac.compare_digest", compare_digest)
+    monkeypatch.setattr("dynagent.core.auth.hmac.compare_digest", compare_digest)
     keys = ApiKeys.load({"DYNAGENT_API_KEYS": ",".join(ENV_KEYS)}, "DYNAGENT_API_KEYS", keys_file)
 
     assert keys.authenticate(f"Bearer {ENV_KEYS[0]}").name == "DYNAGENT_API_KEYS[0]"

@@ -14,7 +14,7 @@ import openai
 import pytest
 from aiohttp import ClientResponse
 
-from dynagent.rollout import picks_canary
+from dynagent.registry.canary import picks_canary
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (
     RunningService,
@@ -119,7 +119,7 @@ async def test_two_replicas_route_every_key_the_same_way(
 async def test_without_a_key_each_request_is_drawn_by_weight(
     service: RunningService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("dynagent.rollout.random", random.Random(4))
+    monkeypatch.setattr("dynagent.registry.canary.random", random.Random(4))
     variants = await invoke_all(service, [{"json": {"input": "hi"}}] * 2000)
     assert 17 <= 100 * variants.count("canary") / 2000 <= 23
 

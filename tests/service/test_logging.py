@@ -14,7 +14,7 @@ from loguru import logger
 
 from dynagent import Tool, ToolRegistry
 from dynagent.config import ServiceConfig
-from dynagent.http.auth import ApiKeys
+from dynagent.core.auth import ApiKeys
 from dynagent.logs import MASK, SecretMask, configure_logging
 from dynagent.models import ToolDefinition
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer

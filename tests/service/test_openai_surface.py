@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dynagent.rollout import picks_canary
+from dynagent.registry.canary import picks_canary
 from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename
 from tests.support.service import (

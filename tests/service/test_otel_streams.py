@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from dynagent import Tool, ToolRegistry
-from dynagent.http.otel import OtelTracer
+from dynagent.core.otel import OtelTracer
 from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.otel import (
     CALLER_TRACE,

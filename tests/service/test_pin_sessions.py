@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dynagent.rollout import bucket
+from dynagent.registry.canary import bucket
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename
 from tests.support.service import (

@@ -10,9 +10,9 @@ import pytest
 from dynagent import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
 from dynagent.exceptions import NotFound
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry import AgentRegistry, AgentUnavailable
+from dynagent.registry.table import AgentRegistry, AgentUnavailable
 from dynagent.sources.base import Document
-from dynagent.spec import AgentSpec
+from dynagent.spec.agent import AgentSpec
 
 BUILDER = AgentBuilder()
 

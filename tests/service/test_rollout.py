@@ -10,8 +10,7 @@ import pytest
 
 from dynagent import Agent, AgentBuilder, ConfigError, load_spec
 from dynagent.exceptions import FieldIssue, NotFound
-from dynagent.registry import HISTORY, AgentRegistry
-from dynagent.rollout import (
+from dynagent.registry.canary import (
     GuardPolicy,
     RolloutPolicy,
     VariantStats,
@@ -21,6 +20,7 @@ from dynagent.rollout import (
     picks_canary,
     routing_key,
 )
+from dynagent.registry.table import HISTORY, AgentRegistry
 
 BUILDER = AgentBuilder()
 
@@ -62,7 +62,7 @@ def test_keys_spread_over_the_buckets_in_proportion_to_the_weight() -> None:
 
 
 def test_without_a_key_each_request_draws_at_random(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dynagent.rollout.random", random.Random(3))
+    monkeypatch.setattr("dynagent.registry.canary.random", random.Random(3))
     draws = [picks_canary("bot", None, 20) for _ in range(2000)]
     assert 0.17 <= sum(draws) / 2000 <= 0.23
     assert True in draws[:50] and False in draws[:50]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dynagent.config import load_config
-from dynagent.rollout import load_canary
+from dynagent.registry.canary import load_canary
 from tests.support.service import RunningService, parse_sse, running_service
 
 SAMPLES = Path(__file__).parents[2] / "config-samples"

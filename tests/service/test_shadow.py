@@ -13,9 +13,9 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent import Tool, ToolRegistry
-from dynagent.http.otel import OtelTracer
+from dynagent.core.otel import OtelTracer
 from dynagent.http.state import SHADOWS
-from dynagent.shadow import PLACEHOLDER
+from dynagent.rollout.shadow import PLACEHOLDER
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer, Slow
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.otel import TRACEPARENT, by_start, in_memory, traceparent

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynagent import Agent, AgentBuilder, AgentSpec, Resources, Tool, ToolRegistry, load_spec
-from dynagent.environment import EnvironmentPolicy
 from dynagent.interceptors import InterceptorRegistry
+from dynagent.runtime.environment import EnvironmentPolicy
 from dynagent.sessions.base import SessionStore
 
 from .scripted_model import ScriptedModelServer

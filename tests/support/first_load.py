@@ -20,8 +20,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from dynagent.config import NacosConfig
-from dynagent.sources._nacos_client import ConfigRead, NacosClient
-from dynagent.sources._nacos_fuzzy import FuzzyWatch, GroupChange, OnGroupChange
+from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange, OnGroupChange
+from dynagent.nacos.client import ConfigRead, NacosClient
 from dynagent.sources.base import Document
 
 Step = Callable[[], Awaitable[None]]

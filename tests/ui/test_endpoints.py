@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientResponse
 
-from dynagent.http.series import SLOTS, STEP, RecentSeries
+from dynagent.core.series import SLOTS, STEP, RecentSeries
 from tests.support.service import (
     BROKEN_DEFINITIONS,
     RunningService,

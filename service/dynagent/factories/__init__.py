@@ -1,6 +1,6 @@
 """Builder factories: the local default one (and, beside it, the Nacos ones)."""
 
-from .base import AgentBuilderFactory, DocumentApplier
-from .default import DefaultAgentBuilderFactory
+from dynagent.factories.base import AgentBuilderFactory, DocumentApplier
+from dynagent.factories.default import DefaultAgentBuilderFactory
 
 __all__ = ["AgentBuilderFactory", "DefaultAgentBuilderFactory", "DocumentApplier"]

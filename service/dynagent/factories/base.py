@@ -17,13 +17,13 @@ from typing import Protocol
 import yaml
 from loguru import logger
 
-from ..agent import Agent, SourceInfo, Variant
-from ..builder import AgentBuilder
-from ..exceptions import ConfigError
-from ..registry import AgentRegistry
-from ..rollout import load_canary
-from ..sources.base import Document, is_canary_key
-from ..spec import AgentSpec, load_spec
+from dynagent.exceptions import ConfigError
+from dynagent.registry.canary import load_canary
+from dynagent.registry.table import AgentRegistry
+from dynagent.runtime.agent import Agent, SourceInfo, Variant
+from dynagent.runtime.builder import AgentBuilder
+from dynagent.sources.base import Document, is_canary_key
+from dynagent.spec.agent import AgentSpec, load_spec
 
 
 class AgentBuilderFactory(Protocol):

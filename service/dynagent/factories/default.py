@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..agent import Agent, SourceInfo, Variant
-from ..builder import AgentBuilder
-from ..exceptions import ConfigError, Conflict
-from ..registry import AgentRegistry
-from ..sources.base import Document
-from ..sources.files import FileSource
-from ..spec import AgentSpec
-from ..spec_tools import McpToolSpec
-from .base import DocumentApplier, document_name, render_spec
+from dynagent.exceptions import ConfigError, Conflict
+from dynagent.factories.base import DocumentApplier, document_name, render_spec
+from dynagent.registry.table import AgentRegistry
+from dynagent.runtime.agent import Agent, SourceInfo, Variant
+from dynagent.runtime.builder import AgentBuilder
+from dynagent.sources.base import Document
+from dynagent.sources.files import FileSource
+from dynagent.spec.agent import AgentSpec
+from dynagent.spec.tools import McpToolSpec
 
 
 class DefaultAgentBuilderFactory:

@@ -1,5 +1,5 @@
 """The HTTP API (aiohttp): our own endpoints and an OpenAI-compatible one."""
 
-from .app import create_app
+from dynagent.http.app import create_app
 
 __all__ = ["create_app"]

@@ -37,13 +37,13 @@ from a2a.types import (
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from ..a2a_card import agent_card
-from ..events import ErrorEvent, FinalOutput
-from ..exceptions import ConfigError, DynagentError
-from ..sources._nacos_a2a import NacosA2aRegistrar
-from .bodies import read_raw
-from .runs import RunRequest, agent_headers, run_agent, stream_agent
-from .state import A2A_REGISTRAR, CONFIG, REGISTRY, caller
+from dynagent.a2a.card import agent_card
+from dynagent.a2a.nacos_registry import NacosA2aRegistrar
+from dynagent.core.runs import RunRequest, agent_headers, run_agent, stream_agent
+from dynagent.events import ErrorEvent, FinalOutput
+from dynagent.exceptions import ConfigError, DynagentError
+from dynagent.http.api.bodies import read_raw
+from dynagent.http.state import A2A_REGISTRAR, CONFIG, REGISTRY, caller
 
 routes = web.RouteTableDef()
 

@@ -17,40 +17,31 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from .._mcp_setup import mcp_servers
-from ..builder import AgentBuilder
-from ..config import ServiceConfig
-from ..environment import service_policy
-from ..exceptions import ConfigError
-from ..factories.base import AgentBuilderFactory
-from ..factories.default import DefaultAgentBuilderFactory
-from ..factories.nacos import NacosAgentBuilderFactory
-from ..factories.nacos_prompt import NacosPromptAgentBuilderFactory
-from ..factories.spring_ai_alibaba import SpringAiAlibabaAgentBuilderFactory
-from ..interceptors.registry import InterceptorRegistry
-from ..masking import SecretValues
-from ..registry import AgentRegistry
-from ..resources import Resources
-from ..rollout_decisions import RolloutDecisions
-from ..sessions.base import SessionStore
-from ..sessions.memory import MemorySessionStore
-from ..sessions.sqlite import SqliteSessionStore
-from ..sources._nacos_a2a import NacosA2aDirectory
-from ..spec import AgentSpec
-from ..tools.registry import ToolRegistry
-from . import a2a, admin, agents, feedback, mcp, openai_compat, openai_models, responses, ui
-from .auth import ApiKeys
-from .cors import add_cors_headers, cors_middleware
-from .drain import Drain
-from .errors import error_middleware
-from .gauges import RegistryGauges
-from .keys_watch import KeysFileWatch
-from .masking import mask_middleware
-from .metrics import Metrics
-from .openapi import openapi_json
-from .response_store import ResponseStore
-from .shadows import ShadowRunner
-from .state import (
+from dynagent.a2a.nacos_registry import NacosA2aDirectory
+from dynagent.config import ServiceConfig
+from dynagent.core.auth import ApiKeys
+from dynagent.core.drain import Drain
+from dynagent.core.gauges import RegistryGauges
+from dynagent.core.keys_watch import KeysFileWatch
+from dynagent.core.metrics import Metrics
+from dynagent.core.response_store import ResponseStore
+from dynagent.core.shadows import ShadowRunner
+from dynagent.core.traces import TraceStore
+from dynagent.core.tracing import RunTracer
+from dynagent.exceptions import ConfigError
+from dynagent.factories.base import AgentBuilderFactory
+from dynagent.factories.default import DefaultAgentBuilderFactory
+from dynagent.http import a2a
+from dynagent.http.api import agents, feedback
+from dynagent.http.middleware.cors import add_cors_headers, cors_middleware
+from dynagent.http.middleware.errors import error_middleware
+from dynagent.http.middleware.masking import mask_middleware
+from dynagent.http.openai import chat as openai_compat
+from dynagent.http.openai import models as openai_models
+from dynagent.http.openai import responses
+from dynagent.http.openapi import openapi_json
+from dynagent.http.ops import admin, mcp, ui
+from dynagent.http.state import (
     API_KEYS,
     CALLER,
     CONFIG,
@@ -67,8 +58,22 @@ from .state import (
     TRACER,
     TRACES,
 )
-from .traces import TraceStore
-from .tracing import RunTracer
+from dynagent.interceptors.registry import InterceptorRegistry
+from dynagent.masking import SecretValues
+from dynagent.mcp.setup import mcp_servers
+from dynagent.nacos.factory import NacosAgentBuilderFactory
+from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
+from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
+from dynagent.registry.table import AgentRegistry
+from dynagent.rollout.decisions import RolloutDecisions
+from dynagent.runtime.builder import AgentBuilder
+from dynagent.runtime.environment import service_policy
+from dynagent.runtime.resources import Resources
+from dynagent.sessions.base import SessionStore
+from dynagent.sessions.memory import MemorySessionStore
+from dynagent.sessions.sqlite import SqliteSessionStore
+from dynagent.spec.agent import AgentSpec
+from dynagent.tools.registry import ToolRegistry
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 
@@ -314,7 +319,7 @@ async def _draining(app: web.Application) -> None:
 
 def _otel(environ: Mapping[str, str]) -> RunTracer | None:
     try:
-        from .otel import OtelTracer  # the optional ``otel`` extra
+        from dynagent.core.otel import OtelTracer  # the optional ``otel`` extra
     except ImportError:
         return None
     return OtelTracer.from_environ(environ)
@@ -346,7 +351,7 @@ def _session_store(config: ServiceConfig) -> SessionStore:
         return MemorySessionStore(budget)
     if settings.store == "redis":
         try:
-            from ..sessions.redis import RedisSessionStore  # the optional ``redis`` extra
+            from dynagent.sessions.redis import RedisSessionStore  # the optional ``redis`` extra
         except ImportError:
             raise ConfigError(
                 "sessions.store: redis needs the redis package: pip install 'dynagent[redis]'"

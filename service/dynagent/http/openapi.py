@@ -17,17 +17,8 @@ from a2a.types import (
 )
 from pydantic import BaseModel
 
-from .feedback import FeedbackRequest, FeedbackResponse
-from .openai_schemas import (
-    ChatCompletion,
-    ChatCompletionRequest,
-    ModelList,
-    ModelObject,
-    OpenAIError,
-    ResponseObject,
-    ResponsesRequest,
-)
-from .schemas import (
+from dynagent.http.api.feedback import FeedbackRequest, FeedbackResponse
+from dynagent.http.api.schemas import (
     AgentList,
     AgentStatus,
     ErrorResponse,
@@ -41,7 +32,16 @@ from .schemas import (
     RollbackRequest,
     Trace,
 )
-from .ui_schemas import AgentSeries, RevisionDefinition, TraceList, WhoAmI
+from dynagent.http.openai.schemas import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    ModelList,
+    ModelObject,
+    OpenAIError,
+    ResponseObject,
+    ResponsesRequest,
+)
+from dynagent.http.ops.ui_schemas import AgentSeries, RevisionDefinition, TraceList, WhoAmI
 
 _MODELS: tuple[type[BaseModel], ...] = (
     InvokeRequest,

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ..config import ServiceConfig
-from ..factories.base import AgentBuilderFactory
-from ..masking import SecretValues
-from ..registry import AgentRegistry
-from ..rollout_decisions import RolloutDecisions
-from ..sources._nacos_a2a import NacosA2aRegistrar
-from ..tools.mcp import McpServers
-from .auth import ApiKeys, Caller
-from .drain import Drain
-from .keys_watch import KeysFileWatch
-from .metrics import Metrics
-from .response_store import ResponseStore
-from .shadows import ShadowRunner
-from .traces import TraceStore
-from .tracing import RunTracer
+from dynagent.a2a.nacos_registry import NacosA2aRegistrar
+from dynagent.config import ServiceConfig
+from dynagent.core.auth import ApiKeys, Caller
+from dynagent.core.drain import Drain
+from dynagent.core.keys_watch import KeysFileWatch
+from dynagent.core.metrics import Metrics
+from dynagent.core.response_store import ResponseStore
+from dynagent.core.shadows import ShadowRunner
+from dynagent.core.traces import TraceStore
+from dynagent.core.tracing import RunTracer
+from dynagent.factories.base import AgentBuilderFactory
+from dynagent.masking import SecretValues
+from dynagent.mcp.tools import McpServers
+from dynagent.registry.table import AgentRegistry
+from dynagent.rollout.decisions import RolloutDecisions
 
 VARIANT_HEADER = "X-Agent-Variant"
 REVISION_HEADER = "X-Agent-Revision"

@@ -1,11 +1,11 @@
 """Interceptors around model and tool calls, and the built-ins referenced by name."""
 
-from .base import Interceptor, InterceptorChain, RunContext, ToolOutcome
-from .context_editing import ContextEditing
-from .limits import ModelCallLimit, ToolCallLimit
-from .pii import PiiRedaction, redact
-from .registry import BUILTIN_INTERCEPTORS, InterceptorRegistry
-from .retry import Retry
+from dynagent.interceptors.base import Interceptor, InterceptorChain, RunContext, ToolOutcome
+from dynagent.interceptors.context_editing import ContextEditing
+from dynagent.interceptors.limits import ModelCallLimit, ToolCallLimit
+from dynagent.interceptors.pii import PiiRedaction, redact
+from dynagent.interceptors.registry import BUILTIN_INTERCEPTORS, InterceptorRegistry
+from dynagent.interceptors.retry import Retry
 
 __all__ = [
     "BUILTIN_INTERCEPTORS",

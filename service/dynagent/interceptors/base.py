@@ -12,9 +12,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..events import Event
-from ..models.base import ModelRequest, ModelResponse, ToolCallRequest
-from ..tools.base import Tool
+from dynagent.events import Event
+from dynagent.models.base import ModelRequest, ModelResponse, ToolCallRequest
+from dynagent.tools.base import Tool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,8 +6,8 @@ import dataclasses
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..models.base import ModelRequest
-from .base import Interceptor, RunContext
+from dynagent.interceptors.base import Interceptor, RunContext
+from dynagent.models.base import ModelRequest
 
 CHARS_PER_TOKEN = 4
 """Rough estimate, good enough to decide when to trim; no tokenizer needed."""

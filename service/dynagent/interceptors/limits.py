@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..exceptions import LimitExceeded
-from ..models.base import ModelRequest, ToolCallRequest
-from .base import Interceptor, RunContext, ToolHandler, ToolOutcome
+from dynagent.exceptions import LimitExceeded
+from dynagent.interceptors.base import Interceptor, RunContext, ToolHandler, ToolOutcome
+from dynagent.models.base import ModelRequest, ToolCallRequest
 
 
 class CallLimitConfig(BaseModel):

@@ -11,10 +11,10 @@ import dataclasses
 
 from pydantic import BaseModel, ConfigDict
 
-from .. import _regex
-from .._redaction import INLINE_CHARS
-from ..models.base import Message, ModelRequest
-from .base import Interceptor, RunContext
+from dynagent import _regex
+from dynagent.interceptors.base import Interceptor, RunContext
+from dynagent.models.base import Message, ModelRequest
+from dynagent.runtime._redaction import INLINE_CHARS
 
 # RE2 (linear time, see ``_regex``), applied in this order. RE2 has no lookbehind, so
 # PHONE's "not after a word character" is a captured prefix that the mask keeps.

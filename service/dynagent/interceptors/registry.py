@@ -14,13 +14,18 @@ from typing import Any
 from loguru import logger
 from pydantic import BaseModel, ValidationError
 
-from ..exceptions import ConfigError, FieldIssue
-from ..spec import InterceptorRef
-from .base import Interceptor
-from .context_editing import ContextEditing, ContextEditingConfig
-from .limits import CallLimitConfig, ModelCallLimit, ToolCallLimit, ToolLimitConfig
-from .pii import PiiConfig, PiiRedaction
-from .retry import Retry, RetryConfig
+from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.interceptors.base import Interceptor
+from dynagent.interceptors.context_editing import ContextEditing, ContextEditingConfig
+from dynagent.interceptors.limits import (
+    CallLimitConfig,
+    ModelCallLimit,
+    ToolCallLimit,
+    ToolLimitConfig,
+)
+from dynagent.interceptors.pii import PiiConfig, PiiRedaction
+from dynagent.interceptors.retry import Retry, RetryConfig
+from dynagent.spec.agent import InterceptorRef
 
 InterceptorFactory = Callable[[dict[str, Any]], Interceptor]
 

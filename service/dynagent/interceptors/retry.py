@@ -6,9 +6,15 @@ import asyncio
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..exceptions import ModelError
-from ..models.base import ModelRequest, ModelResponse, ToolCallRequest
-from .base import Interceptor, ModelHandler, RunContext, ToolHandler, ToolOutcome
+from dynagent.exceptions import ModelError
+from dynagent.interceptors.base import (
+    Interceptor,
+    ModelHandler,
+    RunContext,
+    ToolHandler,
+    ToolOutcome,
+)
+from dynagent.models.base import ModelRequest, ModelResponse, ToolCallRequest
 
 
 class RetryConfig(BaseModel):

@@ -1,6 +1,6 @@
 """Chat models: any OpenAI-compatible endpoint, the offline test model, fallback."""
 
-from .base import (
+from dynagent.models.base import (
     Message,
     Model,
     ModelRequest,
@@ -10,9 +10,9 @@ from .base import (
     ToolCallRequest,
     ToolDefinition,
 )
-from .fallback import FallbackModel
-from .openai import ClientPool, OpenAIModel
-from .test import TestModel
+from dynagent.models.fallback import FallbackModel
+from dynagent.models.openai import ClientPool, OpenAIModel
+from dynagent.models.test import TestModel
 
 __all__ = [
     "ClientPool",

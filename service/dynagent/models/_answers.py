@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..events import Usage
-from ..exceptions import ModelError
-from .base import ModelResponse, ToolCallRequest
+from dynagent.events import Usage
+from dynagent.exceptions import ModelError
+from dynagent.models.base import ModelResponse, ToolCallRequest
 
 
 def malformed(what: str) -> ModelError:

@@ -27,8 +27,8 @@ import httpx2
 import openai
 import orjson
 
-from ..events import JsonValue
-from ..exceptions import ModelError
+from dynagent.events import JsonValue
+from dynagent.exceptions import ModelError
 
 MAX_EVENT = 16 * 1024 * 1024
 """Bytes one event may hold (a whole answer or tool call can be one ``data:`` line)."""

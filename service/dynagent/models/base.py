@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..events import Usage
+from dynagent.events import Usage
 
 Message = dict[str, Any]
 """A chat message in the OpenAI wire format (role, content, tool_calls, tool_call_id)."""

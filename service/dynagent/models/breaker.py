@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from loguru import logger
 
-from ..exceptions import CircuitOpen, ModelError
+from dynagent.exceptions import CircuitOpen, ModelError
 
 State = Literal["closed", "open", "half_open"]
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from loguru import logger
 
-from ..exceptions import CircuitOpen, ModelError
-from .base import Model, ModelRequest, ModelResponse, StreamItem
+from dynagent.exceptions import CircuitOpen, ModelError
+from dynagent.models.base import Model, ModelRequest, ModelResponse, StreamItem
 
 
 @dataclass(frozen=True, slots=True)

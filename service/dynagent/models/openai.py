@@ -20,14 +20,14 @@ import openai
 import orjson
 from openai import AsyncStream, RequestOptions
 
-from .._tracing import outgoing_headers
-from ..events import Usage
-from ..exceptions import ModelError, ModelTimeout
-from ..spec import ModelSettings
-from ._answers import chunk_delta, from_completion, malformed, usage_of
-from ._sse import chunk_blocks, whole_body
-from .base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
-from .breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
+from dynagent.events import Usage
+from dynagent.exceptions import ModelError, ModelTimeout
+from dynagent.models._answers import chunk_delta, from_completion, malformed, usage_of
+from dynagent.models._sse import chunk_blocks, whole_body
+from dynagent.models.base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
+from dynagent.models.breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
+from dynagent.runtime._tracing import outgoing_headers
+from dynagent.spec.agent import ModelSettings
 
 MAX_BACKOFF = 8.0
 JOIN_OVER = 4

@@ -11,9 +11,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _regex
-from ..events import Usage
-from .base import Message, ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
+from dynagent import _regex
+from dynagent.events import Usage
+from dynagent.models.base import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StreamItem,
+    TextDelta,
+    ToolCallRequest,
+)
 
 _WORDS = _regex.compile(r"\s*\S+\s*|\s+")
 

@@ -1,9 +1,9 @@
 """Conversation stores: in memory, SQLite (default)."""
 
-from .base import SessionLocks, SessionStore
-from .memory import MemorySessionStore
-from .scope import new_session_id, session_key
-from .sqlite import SqliteSessionStore
+from dynagent.sessions.base import SessionLocks, SessionStore
+from dynagent.sessions.memory import MemorySessionStore
+from dynagent.sessions.scope import new_session_id, session_key
+from dynagent.sessions.sqlite import SqliteSessionStore
 
 __all__ = [
     "MemorySessionStore",

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
-from ..models.base import Message
+from dynagent.models.base import Message
 
 DEFAULT_HISTORY_BYTES = 4 * 1024 * 1024
 """``sessions.max_history_bytes``: the most of a conversation a run is given and a store keeps."""

@@ -7,8 +7,8 @@ import json
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 
-from ..models.base import Message
-from .base import DEFAULT_HISTORY_BYTES, SessionLocks, first_kept
+from dynagent.models.base import Message
+from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, SessionLocks, first_kept
 
 
 class MemorySessionStore:

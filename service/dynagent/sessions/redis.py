@@ -36,9 +36,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..exceptions import SessionConflict, SessionStoreUnavailable
-from ..models.base import Message
-from .base import SessionLocks
+from dynagent.exceptions import SessionConflict, SessionStoreUnavailable
+from dynagent.models.base import Message
+from dynagent.sessions.base import SessionLocks
 
 PIN_SECONDS = 30 * 24 * 3600
 """How long a session's variant is remembered (a canary rarely lives longer)."""

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from loguru import logger
 
-from ..exceptions import StartupError
-from ..models.base import Message
-from .base import DEFAULT_HISTORY_BYTES, SessionLocks, first_kept
+from dynagent.exceptions import StartupError
+from dynagent.models.base import Message
+from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, SessionLocks, first_kept
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (

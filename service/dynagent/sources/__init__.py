@@ -1,6 +1,6 @@
 """Config sources: a local folder (watchdog) and Nacos."""
 
-from .base import ConfigSource, Document, OnChange
-from .files import FileSource
+from dynagent.sources.base import ConfigSource, Document, OnChange
+from dynagent.sources.files import FileSource
 
 __all__ = ["ConfigSource", "Document", "FileSource", "OnChange"]

@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..agent import SourceInfo
-from ..spec import Format
+from dynagent.runtime.agent import SourceInfo
+from dynagent.spec.agent import Format
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,11 @@ from loguru import logger
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from ..agent import SourceInfo
-from ..exceptions import Conflict
-from ..rollout import load_canary
-from ..spec import AgentSpec, format_of, load_spec
-from .base import Document, OnChange, is_canary_key
+from dynagent.exceptions import Conflict
+from dynagent.registry.canary import load_canary
+from dynagent.runtime.agent import SourceInfo
+from dynagent.sources.base import Document, OnChange, is_canary_key
+from dynagent.spec.agent import AgentSpec, format_of, load_spec
 
 SUFFIXES = (".yaml", ".yml", ".json")
 

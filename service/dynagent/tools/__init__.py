@@ -1,9 +1,9 @@
 """Tools agents may call: built-ins, code-registered, plugins and declarative HTTP tools."""
 
-from .base import Tool, ToolFunction
-from .builtins import BUILTIN_TOOLS, CALCULATOR, CURRENT_TIME, calculate
-from .http import http_tool
-from .registry import ToolRegistry
+from dynagent.tools.base import Tool, ToolFunction
+from dynagent.tools.builtins import BUILTIN_TOOLS, CALCULATOR, CURRENT_TIME, calculate
+from dynagent.tools.http import http_tool
+from dynagent.tools.registry import ToolRegistry
 
 __all__ = [
     "BUILTIN_TOOLS",

@@ -16,11 +16,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..exceptions import ConfigError, DynagentError, FieldIssue, RunError
-from ..models.base import ToolDefinition
-from ..spec import AgentSpec
-from ..spec_tools import AgentToolSpec
-from .base import Tool
+from dynagent.exceptions import ConfigError, DynagentError, FieldIssue, RunError
+from dynagent.models.base import ToolDefinition
+from dynagent.spec.agent import AgentSpec
+from dynagent.spec.tools import AgentToolSpec
+from dynagent.tools.base import Tool
 
 
 @dataclass(frozen=True, slots=True)

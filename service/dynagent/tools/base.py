@@ -10,8 +10,8 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import create_model
 
-from .._schemas import quick_check, validator
-from ..models.base import ToolDefinition
+from dynagent.models.base import ToolDefinition
+from dynagent.spec._schemas import quick_check, validator
 
 ToolFunction = Callable[[dict[str, Any]], Awaitable[str]]
 """Runs a tool with validated arguments and returns what the model sees."""

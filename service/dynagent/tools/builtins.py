@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..models.base import ToolDefinition
-from .base import Tool
+from dynagent.models.base import ToolDefinition
+from dynagent.tools.base import Tool
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,

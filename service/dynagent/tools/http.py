@@ -11,12 +11,12 @@ from urllib.parse import quote, unquote, urlsplit
 import aiohttp
 from yarl import URL
 
-from .. import _regex
-from .._tracing import outgoing_headers
-from ..models.base import ToolDefinition
-from ..resources import Resources, is_public_address
-from ..spec import HttpToolSpec
-from .base import Tool
+from dynagent import _regex
+from dynagent.models.base import ToolDefinition
+from dynagent.runtime._tracing import outgoing_headers
+from dynagent.runtime.resources import Resources, is_public_address
+from dynagent.spec.agent import HttpToolSpec
+from dynagent.tools.base import Tool
 
 _PLACEHOLDER = _regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_RESPONSE_CHARS = 16_000

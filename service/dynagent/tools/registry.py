@@ -8,8 +8,8 @@ from importlib.metadata import entry_points
 
 from loguru import logger
 
-from .base import Tool
-from .builtins import BUILTIN_TOOLS
+from dynagent.tools.base import Tool
+from dynagent.tools.builtins import BUILTIN_TOOLS
 
 
 @dataclass

@@ -1,0 +1,141 @@
+"""Prometheus metrics, per agent and variant, on a registry owned by the app."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from dynagent.events import Usage
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ("agent", "variant")
+        self.requests = Counter(
+            "dynagent_requests",
+            "Agent runs by outcome.",
+            [*labels, "endpoint", "outcome"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "dynagent_errors",
+            "Failed agent runs by error type.",
+            [*labels, "type"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "dynagent_request_duration_seconds",
+            "Agent run latency.",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "dynagent_tokens", "Model tokens used.", [*labels, "kind"], registry=self.registry
+        )
+        self.reloads = Counter(
+            "dynagent_reloads",
+            "Agent definition changes applied or refused.",
+            ["agent", "result"],
+            registry=self.registry,
+        )
+        self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
+        self._rollout_metrics(labels)
+        self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
+            (self.requests, (*labels, "endpoint", "outcome")),
+            (self.errors, (*labels, "type")),
+            (self.latency, labels),
+            (self.tokens, (*labels, "kind")),
+            (self.reloads, ("agent", "result")),
+            (self.feedback, labels),
+            (self.feedback_score, labels),
+        )
+
+    def _rollout_metrics(self, labels: tuple[str, str]) -> None:
+        """Feedback per variant, and where each canary stands."""
+        self.feedback = Counter(
+            "dynagent_feedback",
+            "Feedback ratings of runs.",
+            labels,
+            registry=self.registry,
+        )
+        self.feedback_score = Counter(
+            "dynagent_feedback_score",
+            "Sum of the feedback scores (0-1) of runs: divide by dynagent_feedback_total.",
+            labels,
+            registry=self.registry,
+        )
+        self.canary_step = Gauge(
+            "dynagent_canary_step",
+            "The current step (from 0) of each progressive rollout.",
+            ["agent"],
+            registry=self.registry,
+        )
+
+    def forget(self, agent: str) -> None:
+        """Drop every series of ``agent``, which the service no longer serves: series of
+        agents long gone would otherwise pile up for as long as the process lives."""
+        for metric, names in self._per_agent:
+            for family in metric.collect():
+                for sample in family.samples:
+                    if sample.labels.get("agent") == agent:
+                        metric.remove(*(sample.labels[name] for name in names))
+
+    def observe_run(  # noqa: PLR0917
+        self,
+        agent: str,
+        variant: str,
+        endpoint: str,
+        seconds: float,
+        usage: Usage | None,
+        error: str | None = None,
+    ) -> None:
+        self.requests.labels(agent, variant, endpoint, "error" if error else "ok").inc()
+        self.latency.labels(agent, variant).observe(seconds)
+        if error:
+            self.errors.labels(agent, variant, error).inc()
+        if usage is not None:
+            self.tokens.labels(agent, variant, "input").inc(usage.input_tokens)
+            self.tokens.labels(agent, variant, "output").inc(usage.output_tokens)
+
+    def observe_feedback(self, agent: str, variant: str, score: float) -> None:
+        self.feedback.labels(agent, variant).inc()
+        self.feedback_score.labels(agent, variant).inc(score)
+
+    def set_canaries(self, canaries: Iterable[tuple[str, float, int | None]]) -> None:
+        """``(agent, weight now, step or None)`` of every canary: the step gauge, afresh
+        (the weight is ``gauges.py``'s ``dynagent_canary_weight``)."""
+        self.canary_step.clear()
+        for agent, _, step in canaries:
+            if step is not None:
+                self.canary_step.labels(agent).set(step)
+
+    def exposition(self, agents: frozenset[str] | None = None) -> bytes:
+        """The text format; with ``agents``, only their series (no totals over all)."""
+        if agents is None:
+            return generate_latest(self.registry)
+        only = CollectorRegistry(auto_describe=False)
+        only.register(_AgentsOnly(self.registry, agents))
+        return generate_latest(only)
+
+
+class _AgentsOnly(Collector):
+    """The samples of some agents' series, for a key limited to them."""
+
+    def __init__(self, source: CollectorRegistry, agents: frozenset[str]) -> None:
+        self._source, self._agents = source, agents
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._source.collect():
+            samples = [s for s in family.samples if s.labels.get("agent") in self._agents]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept

@@ -1,0 +1,325 @@
+"""Running an agent for an HTTP request: routing, metrics, traces and log context,
+shared by our own API and the OpenAI-compatible one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+
+from dynagent.core.drain import Drain, stopped_events
+from dynagent.core.series import SERIES
+from dynagent.core.shadows import ShadowCopy
+from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
+from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
+from dynagent.http.state import (
+    DRAIN,
+    METRICS,
+    REGISTRY,
+    REVISION_HEADER,
+    SHADOWS,
+    TRACE_HEADER,
+    TRACER,
+    TRACES,
+    VARIANT_HEADER,
+    caller,
+)
+from dynagent.registry.canary import GUARDED_ERRORS, routing_key
+from dynagent.rollout.pins import pinned
+from dynagent.runtime.agent import Agent, AgentInput, RunResult, Variant
+from dynagent.runtime.options import RunOptions
+from dynagent.sessions.scope import new_trace_id, session_key
+from dynagent.tools.agent import CALL_SCOPE, CallScope
+
+CANARY_KEY_HEADER = "X-Canary-Key"
+
+
+def split_model_name(model: str) -> tuple[str, Variant | None]:
+    """``name@canary`` → (name, canary)."""
+    name, _, variant = model.partition("@")
+    if not variant:
+        return name, None
+    if variant not in ("stable", "canary"):
+        raise BadRequest(f"unknown variant {variant!r} in {model!r}: use @stable or @canary")
+    return name, variant  # type: ignore[return-value]
+
+
+def pinned_variant(request: web.Request, from_name: Variant | None) -> Variant | None:
+    header = request.headers.get(VARIANT_HEADER)
+    if header is None:
+        return from_name
+    if header not in ("stable", "canary"):
+        raise BadRequest(f"{VARIANT_HEADER} must be 'stable' or 'canary'")
+    return header  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    name: str
+    input: AgentInput
+    session_id: str | None
+    variables: Mapping[str, str]
+    pin: Variant | None
+    endpoint: str
+    options: RunOptions | None = None
+    """What the caller adds to this run (OpenAI routes: client tools, schema, settings)."""
+    sticky: str | None = None
+    """The canary sticky key when there is no session (OpenAI's ``user``)."""
+
+
+def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, str]:
+    return {REVISION_HEADER: agent.revision, VARIANT_HEADER: variant, TRACE_HEADER: trace_id}
+
+
+async def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
+    who = caller(request)
+    who.check_agent(run.name)
+    registry = request.app[REGISTRY]
+    canary = registry.entry(run.name).canary
+    key = routing_key(
+        canary.policy.sticky_key if canary else "auto",
+        session=run.session_id or run.sticky,
+        header=request.headers.get(CANARY_KEY_HEADER),
+        api_key=who.key_digest,
+    )
+    chosen = registry.route(run.name, key=key, pin=run.pin)
+    scoped = _session_key(request, run)
+    if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
+        return await pinned(registry, run.name, scoped, chosen)
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """One request's run: who served it, and since when."""
+
+    request: web.Request
+    run: RunRequest
+    agent: Agent
+    variant: Variant
+    started: float
+    trace_id: str
+    """Chosen here so that every line logged during the run can carry it."""
+    span: Any = None
+    """The run's OpenTelemetry span, when a tracer is configured."""
+    nested: list[dict[str, Any]] = field(default_factory=list)
+    """Runs of the agents this run called as tools, for its trace."""
+
+    def detach_span(self) -> None:
+        """The span stops being current in the handler's task; the run's task, started with
+        it current, keeps it. A stream's span ends wherever its last event is read (after a
+        disconnect, maybe in no task of the request), and only this task can undo its own
+        context change."""
+        tracer = self.request.app.get(TRACER)
+        if tracer is not None and self.span is not None:
+            tracer.detach(self.span)
+
+    def close_span(self, events: Sequence[Event], error: str | None) -> None:
+        """End the run's span (once), with the model and tool spans of ``events``."""
+        tracer, span = self.request.app.get(TRACER), self.span
+        if tracer is not None and span is not None:
+            object.__setattr__(self, "span", None)
+            tracer.finish(span, self.agent, self.variant, events, error)
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """The caller's key scope and this trace, for the agents the run calls."""
+        who = caller(self.request)
+        token = CALL_SCOPE.set(
+            CallScope(who.agents, who.key_digest or None, self.trace_id, nested=self.nested)
+        )
+        try:
+            yield
+        finally:
+            CALL_SCOPE.reset(token)
+
+    def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
+        app, agent = self.request.app, self.agent
+        self.close_span(events, error)
+        usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
+        seconds = time.perf_counter() - self.started
+        if agent.name in app[REGISTRY]:  # a removed agent's series are gone for good
+            app[METRICS].observe_run(
+                agent.name, self.variant, self.run.endpoint, seconds, usage, error
+            )
+            app[SERIES].record(agent.name, self.variant, seconds, failed=error is not None)
+        if trace_id:
+            app[TRACES].record(agent, self.variant, trace_id, events, nested=self.nested)
+        if error != "disconnected":
+            failed = error in GUARDED_ERRORS
+            app[REGISTRY].observe(agent, self.variant, ok=not failed, seconds=seconds)
+        log = logger.bind(trace_id=trace_id)
+        where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
+        if error:
+            log.warning("{} failed: {}", where, error)
+        else:
+            log.info("{} ok in {:.0f} ms", where, seconds * 1000)
+
+
+async def _serve(request: web.Request, run: RunRequest) -> _Served:
+    agent, variant = await select(request, run)
+    tracer = request.app.get(TRACER)
+    span = tracer.start(run.name, request.headers) if tracer is not None else None
+    return _Served(request, run, agent, variant, time.perf_counter(), new_trace_id(), span)
+
+
+def _session_key(request: web.Request, run: RunRequest) -> str | None:
+    """The store key of the run's session: the caller's identity, the agent, its id.
+    Every route that runs an agent comes through here, so none can skip the scope."""
+    if run.session_id is None:
+        return None
+    return session_key(caller(request).principal, run.name, run.session_id)
+
+
+async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
+    served = await _serve(request, run)
+    shadow = await _shadow_of(served)
+    seen: list[Event] = []
+    try:
+        with logger.contextualize(trace_id=served.trace_id), served.scope():
+            async with request.app[DRAIN].guard(served.trace_id):
+                result = await served.agent.run(
+                    run.input,
+                    session_id=run.session_id,
+                    variables=run.variables,
+                    trace_id=served.trace_id,
+                    variant=served.variant,
+                    on_event=seen.append,
+                    options=run.options,
+                    session_key=_session_key(request, run),
+                )
+    except ServiceStopping as exc:
+        exc.events = (*seen, *stopped_events(exc, seen, served.started))
+        exc.revision, exc.variant = served.agent.revision, served.variant
+        served.finish(exc.trace_id, exc.events, error=exc.kind)
+        raise
+    except RunError as exc:
+        exc.revision, exc.variant = served.agent.revision, served.variant
+        served.finish(exc.trace_id, exc.events, error=exc.kind)
+        raise
+    except BaseException as exc:  # refused before it ran (e.g. a missing prompt variable)
+        served.close_span(seen, getattr(exc, "kind", type(exc).__name__))
+        raise
+    served.finish(result.trace_id, result.events)
+    if shadow is not None:
+        request.app[SHADOWS].start(shadow)
+    return served.agent, result
+
+
+async def _shadow_of(served: _Served) -> ShadowCopy | None:
+    """The canary to copy this request to (``rollout.shadow``) and the conversation before
+    it, read now: by the time the shadow starts, the stable's turn is in the session."""
+    if served.variant != "stable" or served.run.pin is not None:
+        return None
+    canary = served.request.app[SHADOWS].wanted(served.run.name)
+    if canary is None:
+        return None
+    run, store = served.run, served.agent.sessions
+    scoped = _session_key(served.request, run)
+    history = await store.load(scoped) if store is not None and scoped else []
+    return ShadowCopy(
+        canary, run.input, run.session_id, run.variables, history, stable_span=served.span
+    )
+
+
+async def stream_agent(
+    request: web.Request, run: RunRequest, *, hold: bool = False
+) -> tuple[Agent, Variant, str, AsyncIterator[Event]]:
+    """Start a streamed run and return its trace id and events.
+
+    The first event is taken here, so bad input fails before any header is sent.
+    ``hold`` waits further, until the model has started answering: a run that fails
+    before then raises ``RunFailed`` with the run's own error kind, so the caller
+    answers with its real status instead of a stream that carries the error.
+    """
+    served = await _serve(request, run)
+    shadow = await _shadow_of(served)
+    # The run's task starts inside the first ``anext`` and keeps this log context.
+    with logger.contextualize(trace_id=served.trace_id), served.scope():
+        events = served.agent.stream(
+            run.input,
+            session_id=run.session_id,
+            variables=run.variables,
+            trace_id=served.trace_id,
+            variant=served.variant,
+            options=run.options,
+            session_key=_session_key(request, run),
+        )
+        try:
+            first = await anext(events)
+        except BaseException as exc:  # refused before it started: only the span to close
+            served.close_span((), getattr(exc, "kind", type(exc).__name__))
+            raise
+        served.detach_span()
+    recorded = _recorded(served, first, events, request.app[DRAIN], shadow)
+    if hold:
+        recorded = await _held(recorded, served)
+    return served.agent, served.variant, first.trace_id, recorded
+
+
+_ANSWERING = (ModelDelta, ModelResponseEvent, RunFinished)
+
+
+async def _held(events: AsyncIterator[Event], served: _Served) -> AsyncIterator[Event]:
+    """The events, read ahead up to the model's first answer (or the run's end)."""
+    ahead: list[Event] = []
+    async for event in events:
+        ahead.append(event)
+        if isinstance(event, ErrorEvent):
+            async for _ in events:  # run_finished: let the run be recorded
+                pass
+            error = RunFailed(event.error_type, event.message, trace_id=event.trace_id)
+            error.revision, error.variant = served.agent.revision, served.variant
+            raise error
+        if isinstance(event, _ANSWERING):
+            break
+    return _replayed(ahead, events)
+
+
+async def _replayed(ahead: list[Event], rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    for event in ahead:
+        yield event
+    async for event in rest:
+        yield event
+
+
+async def _recorded(
+    served: _Served,
+    first: Event,
+    events: AsyncIterator[Event],
+    drain: Drain,
+    shadow: ShadowCopy | None = None,
+) -> AsyncIterator[Event]:
+    """The run's events as they come; at the end it is recorded and, if it went well, its
+    shadow copy (``rollout.shadow``) started, as a whole run's is."""
+    seen = [first]
+    error: str | None = "disconnected"
+    try:
+        yield first
+        while True:
+            try:
+                async with drain.guard(first.trace_id):
+                    event = await anext(events, None)
+            except ServiceStopping as exc:
+                for last in stopped_events(exc, seen, served.started):
+                    seen.append(last)
+                    yield last
+                error = exc.kind
+                break
+            if event is None:
+                break
+            seen.append(event)
+            if isinstance(event, ErrorEvent):
+                error = event.error_type
+            elif isinstance(event, RunFinished) and event.status == "ok":
+                error = None
+            yield event
+    finally:
+        served.finish(first.trace_id, seen, error=error)
+        if shadow is not None and error is None:
+            served.request.app[SHADOWS].start(shadow)

@@ -1,0 +1,84 @@
+"""Our own API: list agents, their status, invoke them (JSON or SSE), read traces."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from dynagent.core.runs import RunRequest, agent_headers, pinned_variant, run_agent, stream_agent
+from dynagent.events import Event
+from dynagent.exceptions import Forbidden, NotFound
+from dynagent.http.api.bodies import read_body
+from dynagent.http.api.schemas import InvokeRequest
+from dynagent.http.sse import SSE_HEADERS, open_stream
+from dynagent.http.sse import event as sse_event
+from dynagent.http.state import REGISTRY, TRACES, caller
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/v1/agents")
+async def list_agents(request: web.Request) -> web.Response:
+    who = caller(request)
+    registry = request.app[REGISTRY]
+    statuses = [registry.status(e.name) for e in registry if who.may_see(e.name)]
+    return web.json_response({"agents": statuses})
+
+
+@routes.get("/v1/agents/{name}")
+async def get_agent(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    caller(request).check_agent(name)
+    return web.json_response(request.app[REGISTRY].status(name))
+
+
+@routes.post("/v1/agents/{name}/invoke")
+async def invoke(request: web.Request) -> web.StreamResponse:
+    body = await read_body(request, InvokeRequest)
+    run = RunRequest(
+        name=request.match_info["name"],
+        input=body.input if isinstance(body.input, str) else [m.wire() for m in body.input],
+        session_id=body.session_id,
+        variables=body.variables,
+        pin=pinned_variant(request, None),
+        endpoint="invoke",
+    )
+    if body.stream:
+        agent, variant, trace_id, events = await stream_agent(request, run)
+        return await write_sse(request, agent_headers(agent, variant, trace_id), events)
+    agent, result = await run_agent(request, run)
+    return web.json_response(
+        {
+            "output": result.output,
+            "agent": result.agent,
+            "revision": result.revision,
+            "variant": result.variant,
+            "trace_id": result.trace_id,
+            "session_id": result.session_id,
+            "usage": result.usage.as_dict(),
+            "steps": result.steps,
+        },
+        headers=agent_headers(agent, result.variant, result.trace_id),
+    )
+
+
+async def write_sse(
+    request: web.Request, headers: dict[str, str], events: AsyncIterator[Event]
+) -> web.StreamResponse:
+    response = await open_stream(request, {**SSE_HEADERS, **headers})
+    async for event in events:
+        await response.write(sse_event(event.type, event.as_dict()))
+    await response.write_eof()
+    return response
+
+
+@routes.get("/v1/traces/{trace_id}")
+async def get_trace(request: web.Request) -> web.Response:
+    trace_id = request.match_info["trace_id"]
+    trace = request.app[TRACES].get(trace_id)
+    if trace is None:
+        raise NotFound(f"no recent trace {trace_id!r}; only the last runs are kept")
+    if not caller(request).may_see(trace["agent"]):
+        raise Forbidden("this API key may not read traces of that agent")
+    return web.json_response(trace)

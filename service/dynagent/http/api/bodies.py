@@ -1,0 +1,84 @@
+"""Reading JSON request bodies strictly: content type, UTF-8, depth, schema."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from dynagent.exceptions import BadRequest, DynagentError, ErrorKind
+from dynagent.spec.agent import issues_from
+
+Body = TypeVar("Body", bound=BaseModel)
+MAX_DEPTH = 64
+BODY_TIMEOUT = 30.0
+"""Seconds a client has to send its whole body. aiohttp has no such limit: a client that
+sends headers and then trickles (or stops) its body would hold the request forever."""
+
+
+class UnsupportedMediaType(DynagentError):
+    kind: ErrorKind = "bad_request"
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            return level
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+async def read_body(request: web.Request, model: type[Body]) -> Body:
+    if request.content_type != "application/json":
+        raise web.HTTPUnsupportedMediaType(reason="send the body as application/json")
+    raw = await _read(request)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadRequest("the body is not valid UTF-8") from None
+    except RecursionError:
+        raise BadRequest(f"the body nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    if _depth(data) > MAX_DEPTH:
+        raise BadRequest(f"the body nests deeper than {MAX_DEPTH} levels")
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        issues = issues_from(exc)
+        details = "; ".join(str(issue) for issue in issues)
+        param = issues[0].path if issues else None
+        raise BadRequest(f"invalid request body: {details}", param=param or None) from None
+
+
+async def _read(request: web.Request) -> bytes:
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT):
+            return await request.read()
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(
+            reason=f"the body did not arrive within {BODY_TIMEOUT:g} s"
+        ) from None
+    except web.RequestPayloadError as exc:  # a bad Content-Encoding, broken chunks
+        cause = exc.__cause__ or exc
+        text = str(getattr(cause, "message", "") or cause).strip()
+        raise BadRequest(f"the body could not be read: {text}") from None
+    except ConnectionResetError:
+        raise BadRequest("the client closed the connection before the body ended") from None
+
+
+async def read_raw(request: web.Request) -> bytes:
+    """The body as bytes, read within ``BODY_TIMEOUT`` (for protocols that answer a bad
+    body in their own error shape, such as A2A's JSON-RPC)."""
+    return await _read(request)

@@ -1,0 +1,87 @@
+"""``POST /v1/traces/{trace_id}/feedback``: a caller's rating of one recent run, counted for
+the agent, revision and variant that served it (and for the guard's ``min_feedback_score``).
+
+A run takes one rating; the trace must still be in this replica's trace store."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from dynagent.exceptions import Conflict, Forbidden, NotFound
+from dynagent.http.api.bodies import read_body
+from dynagent.http.state import METRICS, REGISTRY, TRACES, caller
+
+routes = web.RouteTableDef()
+
+
+def _one_of(schema: dict[str, Any]) -> None:
+    """The document says what the validator checks: exactly one of score and thumbs."""
+    properties = schema["properties"]
+    properties["score"] = {"type": "number", "minimum": 0, "maximum": 1}
+    properties["thumbs"] = {"enum": ["up", "down"]}
+    properties["comment"] = {"type": "string", "maxLength": 2000}
+    schema["oneOf"] = [{"required": ["score"]}, {"required": ["thumbs"]}]
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of)
+
+    score: float | None = Field(default=None, ge=0, le=1)
+    """0 (bad) to 1 (good)."""
+    thumbs: Literal["up", "down"] | None = None
+    """Instead of ``score``: up = 1, down = 0."""
+    comment: str | None = Field(default=None, max_length=2000)
+
+    @model_validator(mode="after")
+    def _one_rating(self) -> FeedbackRequest:
+        if (self.score is None) == (self.thumbs is None):
+            raise ValueError("give either score (0 to 1) or thumbs (up or down)")
+        return self
+
+    @property
+    def value(self) -> float:
+        if self.score is not None:
+            return self.score
+        return 1.0 if self.thumbs == "up" else 0.0
+
+
+class FeedbackResponse(BaseModel):
+    trace_id: str
+    agent: str
+    revision: str
+    variant: Literal["stable", "canary"]
+    score: float
+    comment: str | None
+    counted: bool
+    """False when that revision no longer serves as that variant (kept on the trace only)."""
+
+
+@routes.post("/v1/traces/{trace_id}/feedback")
+async def feedback(request: web.Request) -> web.Response:
+    trace_id = request.match_info["trace_id"]
+    body = await read_body(request, FeedbackRequest)
+    trace: dict[str, Any] | None = request.app[TRACES].get(trace_id)
+    if trace is None:
+        raise NotFound(f"no recent trace {trace_id!r} on this replica; only the last runs are kept")
+    if not caller(request).may_see(trace["agent"]):
+        raise Forbidden("this API key may not rate runs of that agent")
+    if trace.get("feedback") is not None:
+        raise Conflict(f"run {trace_id!r} has been rated already")
+    agent, revision, variant = trace["agent"], trace["revision"], trace["variant"]
+    counted = request.app[REGISTRY].rate(agent, revision, variant, body.value)
+    request.app[TRACES].rate(trace_id, {"score": body.value, "comment": body.comment})
+    if counted:
+        request.app[METRICS].observe_feedback(agent, variant, body.value)
+    answer = FeedbackResponse(
+        trace_id=trace_id,
+        agent=agent,
+        revision=revision,
+        variant=variant,
+        score=body.value,
+        comment=body.comment,
+        counted=counted,
+    )
+    return web.json_response(answer.model_dump())

@@ -1,0 +1,1 @@
+"""dynagent.http.middleware."""

@@ -1,0 +1,146 @@
+"""``POST /v1/chat/completions``: any OpenAI client calls an agent by name.
+
+``model`` is the agent name; ``name@stable`` / ``name@canary`` pin a variant.
+The agent's definition decides model, prompt and its tools; what a caller may
+add (client tools, a response format, sampling settings) is in ``openai_options``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from dynagent.core.runs import (
+    RunRequest,
+    agent_headers,
+    pinned_variant,
+    run_agent,
+    split_model_name,
+    stream_agent,
+)
+from dynagent.events import ErrorEvent, Event, RunFinished, Usage
+from dynagent.exceptions import ErrorKind
+from dynagent.http.api.bodies import read_body
+from dynagent.http.middleware.errors import STATUS, openai_error_body
+from dynagent.http.openai.answer import AnswerText
+from dynagent.http.openai.options import IGNORED_HEADER, chat_run, ignored_fields
+from dynagent.http.openai.schemas import ChatCompletionRequest
+from dynagent.http.sse import SSE_HEADERS, dumps, open_stream
+from dynagent.runtime.agent import Agent, RunResult
+
+routes = web.RouteTableDef()
+
+
+def usage_body(usage: Usage) -> dict[str, int]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def tool_call_body(call: dict[str, str]) -> dict[str, Any]:
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {"name": call["name"], "arguments": call["arguments"]},
+    }
+
+
+def answer_of(agent: Agent, run: RunRequest) -> AnswerText:
+    options = run.options
+    structured = agent.spec.output is not None or bool(options and options.output_schema)
+    return AnswerText(structured, options.client_names if options else frozenset())
+
+
+def headers_of(
+    agent: Agent, variant: Any, trace_id: str, body: Any, run: RunRequest
+) -> dict[str, str]:
+    headers = agent_headers(agent, variant, trace_id)
+    refused = run.options.refused_settings(agent.spec) if run.options else []
+    ignored = ignored_fields(body, refused)
+    if ignored:
+        headers[IGNORED_HEADER] = ignored
+    return headers
+
+
+def _completion(model: str, result: RunResult, answer: AnswerText) -> dict[str, Any]:
+    content = answer.text(result.events)
+    calls = answer.client_calls()
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = [tool_call_body(call) for call in calls]
+    return {
+        "id": f"chatcmpl-{result.trace_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
+        "usage": usage_body(result.usage),
+    }
+
+
+@routes.post("/v1/chat/completions")
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    body = await read_body(request, ChatCompletionRequest)
+    name, variant_in_name = split_model_name(body.model)
+    run = chat_run(body, name, pinned_variant(request, variant_in_name))
+    if not body.stream:
+        agent, result = await run_agent(request, run)
+        return web.json_response(
+            _completion(body.model, result, answer_of(agent, run)),
+            headers=headers_of(agent, result.variant, result.trace_id, body, run),
+            dumps=dumps,
+        )
+    agent, variant, trace_id, events = await stream_agent(request, run, hold=True)
+    headers = {**SSE_HEADERS, **headers_of(agent, variant, trace_id, body, run)}
+    response = await open_stream(request, headers)
+    usage = bool(body.stream_options and body.stream_options.include_usage)
+    chunks = _chunks(body.model, trace_id, events, answer_of(agent, run), usage)
+    async for chunk in chunks:
+        await response.write(b"data: " + dumps(chunk).encode() + b"\n\n")
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+async def _chunks(
+    model: str, trace_id: str, events: AsyncIterator[Event], answer: AnswerText, usage: bool
+) -> AsyncIterator[dict[str, Any]]:
+    """Chat completion chunks: role, text deltas, client tool calls, a finish chunk,
+    and the usage chunk when ``stream_options.include_usage`` asked for it."""
+    base: dict[str, Any] = {
+        "id": f"chatcmpl-{trace_id}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    if usage:
+        base["usage"] = None
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for event in events:
+        text = answer.feed(event)
+        if text:
+            yield chunk({"content": text})
+        elif isinstance(event, ErrorEvent):
+            kind: ErrorKind = event.error_type  # type: ignore[assignment]
+            yield openai_error_body(kind, event.message, STATUS.get(kind, 502))
+            async for _ in events:  # run_finished: the run is recorded before the answer ends
+                pass
+            return
+        elif isinstance(event, RunFinished):
+            calls = answer.client_calls()
+            for index, call in enumerate(calls):
+                yield chunk({"tool_calls": [{"index": index, **tool_call_body(call)}]})
+            yield chunk({}, "tool_calls" if calls else "stop")
+            if usage:
+                yield {**base, "choices": [], "usage": usage_body(event.usage)}

@@ -1,0 +1,49 @@
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the agents a key may use, in
+OpenAI's shape, so that UIs and clients discover them (``name@canary`` while a
+canary serves)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from dynagent.core.runs import split_model_name
+from dynagent.exceptions import NotFound
+from dynagent.http.state import REGISTRY, caller
+from dynagent.registry.table import AgentEntry
+
+routes = web.RouteTableDef()
+
+
+def _model(model_id: str, created: float) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": int(created), "owned_by": "dynagent"}
+
+
+def _models(entry: AgentEntry) -> list[dict[str, Any]]:
+    if entry.stable is None:
+        return []
+    models = [_model(entry.name, entry.loaded_at)]
+    if entry.canary is not None and entry.canary.serving:
+        models.append(_model(f"{entry.name}@canary", entry.canary.loaded_at))
+    return models
+
+
+@routes.get("/v1/models")
+async def list_models(request: web.Request) -> web.Response:
+    who = caller(request)
+    data = [m for e in request.app[REGISTRY] if who.may_see(e.name) for m in _models(e)]
+    return web.json_response({"object": "list", "data": data})
+
+
+@routes.get("/v1/models/{model_id}")
+async def get_model(request: web.Request) -> web.Response:
+    model_id = request.match_info["model_id"]
+    name, _ = split_model_name(model_id)
+    caller(request).check_agent(name)
+    registry = request.app[REGISTRY]
+    wanted = name if model_id.endswith("@stable") else model_id  # name@stable is the name
+    found = [{**m, "id": model_id} for m in _models(registry.entry(name)) if m["id"] == wanted]
+    if not found:
+        raise NotFound(f"the model {model_id!r} does not exist; GET /v1/models lists them")
+    return web.json_response(found[0])

@@ -1,0 +1,177 @@
+"""Version management: revision history, promote a canary, roll back, pause and resume.
+
+Each writes the definition back to where it lives (the agent file, or the Nacos
+dataId), so the source stays the truth and every replica follows; the request
+returns once this instance serves the result. All need an admin key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiohttp import web
+
+from dynagent.exceptions import Conflict, Forbidden, NotFound
+from dynagent.http.api.bodies import read_body
+from dynagent.http.api.schemas import PauseRequest, RollbackRequest
+from dynagent.http.state import API_KEYS, DECISIONS, FACTORIES, REGISTRY, caller
+from dynagent.registry.table import AgentRegistry
+
+routes = web.RouteTableDef()
+APPLY_TIMEOUT = 15.0
+"""Seconds to wait for the written definition to come back through the watcher."""
+PAUSE_REASON = "paused by hand"
+"""``rollout.paused.reason`` when a pause gives none."""
+
+
+def _admin(request: web.Request, name: str) -> None:
+    who = caller(request)
+    who.check_agent(name)
+    if not who.admin:
+        raise Forbidden("promote, rollback, pause and resume need an admin API key")
+
+
+@routes.get("/v1/agents/{name}/revisions")
+async def revisions(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    caller(request).check_agent(name)
+    registry = request.app[REGISTRY]
+    entry = registry.entry(name)
+    history = [r.as_dict() for r in reversed(registry.history(name))]
+    current = {
+        "stable": entry.stable.revision if entry.stable else None,
+        "canary": entry.canary.agent.revision if entry.canary else None,
+    }
+    return web.json_response({"name": name, "current": current, "revisions": history})
+
+
+@routes.post("/v1/agents/{name}/promote")
+async def promote(request: web.Request) -> web.Response:
+    """Make the canary the stable definition and end the canary."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    registry = request.app[REGISTRY]
+    entry = registry.entry(name)
+    if entry.canary is None:
+        raise Conflict(f"agent {name!r} has no canary to promote")
+    candidate = entry.canary.agent
+    factory = request.app[FACTORIES][candidate.factory]
+    current = entry.stable.source if entry.stable else None
+    async with _refused_as("promote"):
+        await factory.write(name, "stable", candidate.spec, current)
+        await factory.write(name, "canary", None, candidate.source)
+    await _until(registry, name, candidate.spec.revision, canary_gone=True)
+    return web.json_response(registry.status(name))
+
+
+@routes.post("/v1/agents/{name}/rollback")
+async def rollback(request: web.Request) -> web.Response:
+    """Restore an earlier revision as the stable definition."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    body = await read_body(request, RollbackRequest) if request.can_read_body else None
+    registry = request.app[REGISTRY]
+    entry = registry.entry(name)
+    if entry.stable is None:
+        raise Conflict(f"agent {name!r} has no stable version to roll back")
+    stable_history = [r for r in registry.history(name) if r.variant == "stable"]
+    if body is not None and body.to is not None:
+        target = next((r for r in reversed(registry.history(name)) if r.revision == body.to), None)
+        if target is None:
+            raise NotFound(f"revision {body.to!r} is not in the history of agent {name!r}")
+    else:
+        older = [r for r in stable_history if r.revision != entry.stable.revision]
+        if not older:
+            raise Conflict(f"agent {name!r} has no earlier revision to roll back to")
+        target = older[-1]
+    factory = request.app[FACTORIES][entry.stable.factory]
+    async with _refused_as("rollback"):
+        await factory.write(name, "stable", target.agent.spec, entry.stable.source)
+    await _until(registry, name, target.agent.spec.revision)
+    return web.json_response(registry.status(name))
+
+
+@routes.post("/v1/agents/{name}/rollout/pause")
+async def pause(request: web.Request) -> web.Response:
+    """Take a serving canary out of traffic: writes ``rollout.paused`` into its document,
+    named after the admin key (``operator`` with auth off), as the guard's pulls are."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    body = await read_body(request, PauseRequest) if request.can_read_body else None
+    registry = request.app[REGISTRY]
+    canary = registry.entry(name).canary
+    if canary is None:
+        raise Conflict(f"agent {name!r} has no canary to pause")
+    if not canary.serving:
+        raise Conflict(f"the canary of agent {name!r} is already paused")
+    by = caller(request).name[:200] if request.app[API_KEYS].enabled else "operator"
+    reason = body.reason if body is not None and body.reason else PAUSE_REASON
+    async with _refused_as("pause"):
+        await request.app[DECISIONS].pause(name, reason, by)
+
+    def paused(r: AgentRegistry) -> bool:
+        current = r.entry(name).canary if name in r else None
+        return current is None or not current.serving or current.agent is not canary.agent
+
+    try:
+        await registry.wait_for(paused, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the pause of {name!r}'s canary was written but is not served yet"
+        ) from None
+    return web.json_response(registry.status(name))
+
+
+@routes.post("/v1/agents/{name}/rollout/resume")
+async def resume(request: web.Request) -> web.Response:
+    """Put a paused canary back into traffic: removes ``rollout.paused`` from its document."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    registry = request.app[REGISTRY]
+    canary = registry.entry(name).canary
+    if canary is None:
+        raise Conflict(f"agent {name!r} has no canary to resume")
+    if canary.serving:
+        raise Conflict(f"the canary of agent {name!r} is not paused")
+    await request.app[DECISIONS].resume(name)
+
+    def serving(r: AgentRegistry) -> bool:
+        current = r.entry(name).canary if name in r else None
+        return current is None or current.serving or current.agent is not canary.agent
+
+    try:
+        await registry.wait_for(serving, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the resume of {name!r}'s canary was written but is not served yet"
+        ) from None
+    return web.json_response(registry.status(name))
+
+
+@asynccontextmanager
+async def _refused_as(action: str) -> AsyncIterator[None]:
+    """A source that cannot write (a linked file, a read-only folder) says which action."""
+    try:
+        yield
+    except Conflict as exc:
+        raise Conflict(f"cannot {action}: {exc.message}") from None
+
+
+async def _until(
+    registry: AgentRegistry, name: str, spec_revision: str, *, canary_gone: bool = False
+) -> None:
+    def applied(r: AgentRegistry) -> bool:
+        if name not in r:
+            return False
+        entry = r.entry(name)
+        stable_done = entry.stable is not None and entry.stable.spec.revision == spec_revision
+        return stable_done and (not canary_gone or entry.canary is None)
+
+    try:
+        await registry.wait_for(applied, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the new definition of {name!r} was written but is not served yet; "
+            "check the agent's status for last_error"
+        ) from None

@@ -1,0 +1,148 @@
+"""``GET /v1/watch/agents``: the agents' status as a server-sent event stream, so the
+operations page follows changes without polling the whole list.
+
+The first event (``snapshot``) holds every agent the key may see; each ``update``
+holds only the agents whose entry changed (a swap, a refusal, a canary started or
+pulled …) or that served runs since the last event, the names removed, and the
+degraded sources when they changed. A stream wakes on every registry change and
+once a second for traffic; nothing runs while nobody watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+
+from dynagent import _regex
+from dynagent.core.auth import Caller
+from dynagent.core.series import SERIES, RecentSeries
+from dynagent.exceptions import BadRequest
+from dynagent.http.state import REGISTRY, SECRETS, caller
+from dynagent.masking import SecretValues
+from dynagent.registry.table import AgentEntry, AgentRegistry
+
+_DIGITS = _regex.compile(r"[0-9]{1,4}")
+
+routes = web.RouteTableDef()
+STOPPING = web.AppKey("watch_stopping", asyncio.Event)
+"""Set when the service stops: every open stream ends within its next tick."""
+TICK = 1.0
+"""Seconds between traffic updates."""
+KEEPALIVE = 15.0
+MAX_SECONDS = 3600
+
+
+class AgentFeed:
+    """What one watcher has been sent, to send it only what changed."""
+
+    def __init__(self, registry: AgentRegistry, series: RecentSeries, who: Caller) -> None:
+        self._registry = registry
+        self._series = series
+        self._who = who
+        self._seen: dict[str, tuple[AgentEntry, int]] = {}
+        self._degraded: dict[str, str] = {}
+
+    def update(self, *, first: bool = False) -> dict[str, Any] | None:
+        """The changes since the last call (everything on the first), or None."""
+        changed: list[dict[str, Any]] = []
+        series: dict[str, Any] = {}
+        current: dict[str, tuple[AgentEntry, int]] = {}
+        degraded = dict(self._registry.degraded)
+        # A source's health shows in every status it serves (source.state) without a new
+        # entry: when it changes, everything is sent again (rare, and small).
+        everything = degraded != self._degraded
+        for entry in self._registry:
+            if not self._who.may_see(entry.name):
+                continue
+            mark = current[entry.name] = (entry, self._series.version(entry.name))
+            before = self._seen.get(entry.name)
+            if (
+                not everything
+                and before is not None
+                and before[0] is entry
+                and before[1] == mark[1]
+            ):
+                continue
+            status = self._registry.status(entry.name)
+            status.pop("revisions", None)  # the agent view reads the history itself
+            changed.append(status)
+            if mark[1]:
+                series[entry.name] = self._series.of(entry.name)
+        removed = sorted(self._seen.keys() - current.keys())
+        self._seen = current
+        if not (first or changed or removed or everything):
+            return None
+        self._degraded = degraded
+        return {
+            "agents": changed,
+            "removed": removed,
+            "series": series,
+            "degraded": degraded,
+            "ready": self._registry.ready,
+        }
+
+
+def _max_seconds(raw: str | None) -> float:
+    if raw is None:
+        return 300.0
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_SECONDS:
+        raise BadRequest(f"max_seconds must be a whole number from 1 to {MAX_SECONDS}")
+    return float(raw)
+
+
+async def _next_change(registry: AgentRegistry, seen: int, stopping: asyncio.Event) -> None:
+    """Until the registry changes past ``seen``, the service stops, or a tick passes."""
+    changed = asyncio.ensure_future(registry.wait_for(lambda r: r.changes != seen, TICK))
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait((changed, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (changed, stopped):
+            task.cancel()
+        await asyncio.gather(changed, stopped, return_exceptions=True)
+
+
+@routes.get("/v1/watch/agents")
+async def watch_agents(request: web.Request) -> web.StreamResponse:
+    """The agents' status as it changes; the stream ends after ``max_seconds``."""
+    who = caller(request)
+    lifetime = _max_seconds(request.query.get("max_seconds"))
+    app, loop = request.app, asyncio.get_running_loop()
+    registry, stopping = app[REGISTRY], app[STOPPING]
+    feed = AgentFeed(registry, app[SERIES], who)
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",  # nginx in front (scripts/fleet.sh): pass events on
+        }
+    )
+    await response.prepare(request)
+    deadline, quiet_since = loop.time() + lifetime, loop.time()
+    seen, payload = registry.changes, feed.update(first=True)
+    try:
+        await _send(response, "snapshot", payload, app[SECRETS])
+        while loop.time() < deadline and not stopping.is_set():
+            await _next_change(registry, seen, stopping)
+            seen, payload = registry.changes, feed.update()
+            if payload is not None:
+                await _send(response, "update", payload, app[SECRETS])
+                quiet_since = loop.time()
+            elif loop.time() - quiet_since > KEEPALIVE:
+                await response.write(b": keepalive\n\n")
+                quiet_since = loop.time()
+        await response.write_eof()
+    except (ConnectionResetError, ConnectionError):
+        pass  # the page went away
+    return response
+
+
+async def _send(
+    response: web.StreamResponse, event: str, payload: Any, secrets: SecretValues
+) -> None:
+    # A stream passes no response mask (http/masking.py): statuses are masked here.
+    data = secrets.mask(json.dumps(payload, ensure_ascii=False, default=str))
+    await response.write(f"event: {event}\ndata: {data}\n\n".encode())

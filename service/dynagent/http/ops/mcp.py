@@ -1,0 +1,21 @@
+"""``GET /v1/mcp/servers``: each MCP server's state (connected, tools, last error) and
+the agents that use it."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from dynagent.http.state import MCP, caller
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/v1/mcp/servers")
+async def list_servers(request: web.Request) -> web.Response:
+    who = caller(request)
+    servers = []
+    for status in request.app[MCP].status():
+        agents = [name for name in status["agents"] if who.may_see(name)]
+        if agents or who.agents is None:
+            servers.append({**status, "agents": agents})
+    return web.json_response({"servers": servers})

@@ -1,0 +1,105 @@
+"""The small JSON endpoints behind the operations page (``/ui/``): who the key is,
+recent runs, an agent's last 15 minutes, and one revision's definition. Same auth
+and scoping as the rest of the API: a limited key sees only its agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from dynagent import _regex
+from dynagent.core.redact import Redactor
+from dynagent.core.series import SERIES
+from dynagent.exceptions import BadRequest, NotFound
+from dynagent.http.state import API_KEYS, REGISTRY, TRACES, caller
+
+_DIGITS = _regex.compile(r"[0-9]{1,4}")
+
+routes = web.RouteTableDef()
+REDACTOR = web.AppKey("redactor", Redactor)
+"""Masks secrets in what the page shows, as the log mask does."""
+TRACE_FILTERS = ("agent", "variant", "status", "session_id")
+VARIANTS = ("stable", "canary")
+STATUSES = ("ok", "error", "unfinished")
+MAX_LIMIT = 500
+
+
+@routes.get("/v1/whoami")
+async def whoami(request: web.Request) -> web.Response:
+    """What the caller's key may do; the page hides what it may not."""
+    who = caller(request)
+    return web.json_response(
+        {
+            "name": who.name,
+            "admin": who.admin,
+            "agents": None if who.agents is None else sorted(who.agents),
+            "auth": request.app[API_KEYS].enabled,
+        }
+    )
+
+
+@routes.get("/v1/traces")
+async def list_traces(request: web.Request) -> web.Response:
+    """Recent runs, newest first, filtered by agent, variant, status and session."""
+    who = caller(request)
+    wanted = {key: request.query[key] for key in TRACE_FILTERS if key in request.query}
+    for key, allowed in (("variant", VARIANTS), ("status", STATUSES)):
+        if key in wanted and wanted[key] not in allowed:
+            raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
+    limit = _limit(request.query.get("limit"))
+    redactor = request.app[REDACTOR]
+    found: list[dict[str, Any]] = []
+    for summary in request.app[TRACES].summaries():
+        if len(found) >= limit:
+            break
+        if not who.may_see(summary["agent"]):
+            continue
+        if all(str(summary.get(key)) == value for key, value in wanted.items()):
+            found.append(redactor.value(summary))
+    return web.json_response({"traces": found})
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return 100
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
+        raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    return int(raw)
+
+
+@routes.get("/v1/agents/{name}/series")
+async def agent_series(request: web.Request) -> web.Response:
+    """The agent's requests, errors and mean latency per 30 s over the last 15 minutes."""
+    name = request.match_info["name"]
+    caller(request).check_agent(name)
+    request.app[REGISTRY].entry(name)  # 404 for an unknown agent
+    return web.json_response({"name": name, **request.app[SERIES].of(name)})
+
+
+@routes.get("/v1/agents/{name}/revisions/{revision}")
+async def revision_definition(request: web.Request) -> web.Response:
+    """One revision's definition (credentials masked), for the page's diff."""
+    name, revision = request.match_info["name"], request.match_info["revision"]
+    caller(request).check_agent(name)
+    variant = request.query.get("variant")
+    if variant not in (None, "stable", "canary"):
+        raise BadRequest("variant must be 'stable' or 'canary'")
+    history = request.app[REGISTRY].history(name)
+    record = next(
+        (r for r in reversed(history) if r.revision == revision and variant in (None, r.variant)),
+        None,
+    )
+    if record is None:
+        raise NotFound(f"revision {revision!r} is not in the history of agent {name!r}")
+    spec = record.agent.spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    definition = request.app[REDACTOR].definition(spec)
+    return web.json_response(
+        {
+            **record.as_dict(),
+            "name": name,
+            "definition": definition,
+            "text": yaml.safe_dump(definition, sort_keys=False, allow_unicode=True),
+        }
+    )

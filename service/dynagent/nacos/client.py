@@ -1,0 +1,384 @@
+"""The one place that talks to Nacos: nacos-sdk-python's async gRPC client for
+reading, writing and listening, plus the v3 HTTP API for what the SDK lacks
+(listing the dataIds of a group, logging in for it).
+
+Everything the rest of Dynagent needs goes through ``NacosClient``; SDK errors
+come out as ``NacosUnavailable`` (the server cannot be reached) or
+``NacosError`` (it answered no).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote_plus
+
+import aiohttp
+from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
+from v2.nacos.common.constants import Constants
+from v2.nacos.common.nacos_exception import NacosException
+from v2.nacos.config.model.config_request import ConfigQueryRequest
+from v2.nacos.config.model.config_response import ConfigQueryResponse
+from v2.nacos.transport.grpc_util import GrpcUtils
+
+from dynagent.config import NacosConfig
+from dynagent.exceptions import DynagentError, ErrorKind
+from dynagent.logs import stdlib_routed
+from dynagent.nacos._fuzzy import FuzzyHub, FuzzyWatch, OnGroupChange
+
+Listener = Callable[[str, str, str, str], Awaitable[None]]
+"""``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
+
+CONNECT_TIMEOUT = 5.0
+CONFIG_NOT_FOUND = 300
+PAGE_SIZE = 500
+GRAY_TAG_LABEL = Constants.VIPSERVER_TAG
+"""The connection label Nacos's tag gray rules match (``Vipserver-Tag``)."""
+SDK_LOGGER = logging.getLogger(Constants.CONFIG_MODULE)
+"""The SDK's config logger, shared by every SDK client in the process."""
+
+
+class GrayAwareQueryResponse(ConfigQueryResponse):  # type: ignore[misc]
+    """The SDK's query answer plus what it drops: the server sends ``beta`` (Java's
+    ``isBeta()``), and ``tag`` as the matched gray rule's text, which the SDK types as
+    a bool (its parse of a tag-gray answer would fail)."""
+
+    beta: bool = False
+    tag: Any = None
+
+
+GrpcUtils.remote_type["ConfigQueryResponse"] = GrayAwareQueryResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRead:
+    """A config as Nacos serves it to this client."""
+
+    content: str
+    md5: str
+    """As Nacos reports it (of the gray version when one was served)."""
+    gray: str = ""
+    """``beta`` or ``tag:{rule}`` when Nacos served a gray version, else empty."""
+
+
+class NacosError(DynagentError):
+    kind: ErrorKind = "unavailable"
+
+
+class NacosUnavailable(NacosError):
+    """The Nacos server could not be reached."""
+
+
+def _wake_listen_task(service: Any) -> None:
+    """Run the SDK's listen task now rather than at its next 5-second tick.
+
+    nacos-sdk-python 3.x sends listen requests, and notices a shutdown, from one
+    task that waits on a queue for at most 5 s; a ``None`` in that queue wakes it.
+    """
+    proxy = getattr(service, "grpc_client_proxy", None)
+    channel = getattr(proxy, "execute_config_listen_channel", None)
+    if isinstance(channel, asyncio.Queue) and channel.empty():
+        channel.put_nowait(None)
+
+
+async def _shutdown(service: Any) -> None:
+    """Shut the SDK client down without waiting up to 5 s for its listen task's tick."""
+    stop = getattr(getattr(service, "grpc_client_proxy", None), "stop_event", None)
+    if isinstance(stop, asyncio.Event):
+        stop.set()
+        _wake_listen_task(service)
+    try:
+        await service.shutdown()
+    except asyncio.CancelledError:
+        # The SDK awaits its listen task, which may end cancelled by grpc mid-request;
+        # only a cancellation of the task closing us is ours to pass on.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+    except Exception:  # noqa: S110 (closing: nothing left to do about it)
+        pass
+
+
+class NacosClient:
+    def __init__(
+        self, settings: NacosConfig, *, work_dir: Path | None = None, page_size: int = PAGE_SIZE
+    ) -> None:
+        self.settings = settings
+        self.page_size = page_size
+        """Configs per request when listing a group."""
+        self.base_url = f"http://{settings.server_addr.split(',')[0].strip()}/nacos"
+        self._own_work_dir = work_dir is None
+        self._work_dir = work_dir or Path(tempfile.mkdtemp(prefix="dynagent-nacos-"))
+        self._service: Any = None
+        self._log_handlers: list[logging.Handler] = []
+        self._http: aiohttp.ClientSession | None = None
+        self._token: str | None = None
+        self._failed_at = -CONNECT_TIMEOUT
+        self._failure = ""
+        """When and why the last connect failed (monotonic seconds)."""
+        self._hub: FuzzyHub | None = None
+        """The fuzzy watches on the current SDK connection."""
+        self._hub_service: Any = None
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    async def connect(self) -> None:
+        """Open the gRPC client; ``NacosUnavailable`` if the server does not answer in time."""
+        if self._service is not None:
+            return
+        since = time.monotonic() - self._failed_at
+        if since < CONNECT_TIMEOUT:
+            # Sources sharing this client must not each wait out the timeout again.
+            raise NacosUnavailable(self._failure)
+        builder = (
+            ClientConfigBuilder()
+            .server_address(self.settings.server_addr)
+            .namespace_id(self.settings.namespace)
+            .cache_dir(str(self._work_dir / "cache"))
+            .log_dir(str(self._work_dir / "logs"))
+            .log_level(logging.WARNING)
+            .timeout_ms(int(CONNECT_TIMEOUT * 1000))
+        )
+        if self.settings.username:
+            builder = builder.username(self.settings.username).password(self.settings.password)
+        if self.settings.gray_tag:
+            builder = builder.app_conn_labels({GRAY_TAG_LABEL: self.settings.gray_tag})
+        before = set(SDK_LOGGER.handlers)
+        service = NacosConfigService(builder.build())  # adds a file handler to SDK_LOGGER
+        self._log_handlers += [h for h in SDK_LOGGER.handlers if h not in before]
+        if stdlib_routed():
+            # Its lines go to the service's one masking log instead (dynagent.logs), not
+            # to an unmasked file of their own.
+            self._release_log_handlers()
+            SDK_LOGGER.propagate = True
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await service.grpc_client_proxy.start()
+                healthy = await service.server_health()
+            if not healthy:
+                raise NacosUnavailable(f"cannot reach Nacos at {self.settings.server_addr}")
+        except Exception as exc:
+            await _shutdown(service)
+            self._release_log_handlers()
+            self._failed_at = time.monotonic()
+            if isinstance(exc, NacosUnavailable):
+                self._failure = exc.message
+                raise
+            # A timeout's str() is empty: say what happened instead.
+            reason = (
+                f"no answer within {CONNECT_TIMEOUT:g} s"
+                if isinstance(exc, TimeoutError)
+                else str(exc) or type(exc).__name__
+            )
+            self._failure = f"cannot reach Nacos at {self.settings.server_addr}: {reason}"
+            raise NacosUnavailable(self._failure) from None
+        self._service = service
+
+    async def close(self) -> None:
+        service, self._service = self._service, None
+        if service is not None:
+            await _shutdown(service)
+        self._release_log_handlers()
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+        if self._own_work_dir:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+
+    def _release_log_handlers(self) -> None:
+        # Each SDK client adds a file handler to one process-wide logger and never
+        # removes it: without this, every reconnect attempt during an outage leaks a file.
+        for handler in self._log_handlers:
+            SDK_LOGGER.removeHandler(handler)
+            handler.close()
+        self._log_handlers.clear()
+
+    def _require(self) -> Any:
+        if self._service is None:
+            raise NacosUnavailable("not connected to Nacos")
+        return self._service
+
+    async def get(self, data_id: str, group: str) -> str | None:
+        """The content of a config, or None when it does not exist."""
+        try:
+            content = await self._require().get_config(ConfigParam(data_id=data_id, group=group))
+        except Exception as exc:
+            raise NacosUnavailable(f"reading {group}/{data_id} failed: {exc}") from None
+        return content or None
+
+    async def read(self, data_id: str, group: str) -> ConfigRead | None:
+        """The config with the md5 and gray marker Nacos reports; None when it does not
+        exist. Asks the server (the SDK's ``get_config`` returns the content only)."""
+        proxy = self._require().grpc_client_proxy
+        request = ConfigQueryRequest(group=group, dataId=data_id, tenant=self.namespace)
+        request.put_header("notify", "false")
+        try:
+            rpc_client = await proxy.fetch_rpc_client()
+            response = await proxy.request_config_server(rpc_client, request, ConfigQueryResponse)
+        except Exception as exc:
+            if getattr(exc, "error_code", None) == CONFIG_NOT_FOUND:
+                return None
+            raise NacosUnavailable(f"reading {group}/{data_id} failed: {exc}") from None
+        if not response.content:
+            return None
+        gray = "beta" if getattr(response, "beta", False) else ""
+        tag = getattr(response, "tag", None)
+        if isinstance(tag, str) and tag:  # the matched rule's text, URL-encoded by the server
+            gray = f"tag:{unquote_plus(tag)}"
+        return ConfigRead(response.content, response.md5 or "", gray)
+
+    async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:
+        param = ConfigParam(data_id=data_id, group=group, content=content, type=kind)
+        try:
+            ok = await self._require().publish_config(param)
+        except Exception as exc:
+            raise NacosUnavailable(f"publishing {group}/{data_id} failed: {exc}") from None
+        if not ok:
+            raise NacosError(f"Nacos refused to publish {group}/{data_id}")
+
+    async def publish_if(self, data_id: str, group: str, content: str, kind: str, md5: str) -> bool:
+        """Publish only if the config's md5 on the server is still ``md5`` (Nacos's
+        compare-and-set); False when it changed meanwhile."""
+        param = ConfigParam(data_id=data_id, group=group, content=content, type=kind, cas_md5=md5)
+        try:
+            return bool(await self._require().publish_config(param))
+        except NacosException as exc:
+            if "cas" in str(exc).lower():  # "Cas publish fail, server md5 may have changed."
+                return False
+            raise NacosUnavailable(f"publishing {group}/{data_id} failed: {exc}") from None
+        except Exception as exc:
+            raise NacosUnavailable(f"publishing {group}/{data_id} failed: {exc}") from None
+
+    async def remove(self, data_id: str, group: str) -> None:
+        try:
+            await self._require().remove_config(ConfigParam(data_id=data_id, group=group))
+        except Exception as exc:
+            raise NacosUnavailable(f"removing {group}/{data_id} failed: {exc}") from None
+
+    async def listen(
+        self, data_id: str, group: str, listener: Listener, *, announce: bool = True
+    ) -> None:
+        """Call ``listener`` on every change of the config. ``announce=False`` leaves telling
+        the server to ``announce_listeners()``, so that many dataIds go in one request."""
+        service = self._require()
+        await service.add_listener(data_id, group, listener)
+        if announce:
+            self.announce_listeners()
+
+    def announce_listeners(self) -> None:
+        """Send the listeners added so far to the server now.
+
+        The SDK only records a listener; the server hears of it at the SDK's next
+        5-second tick, and a change made before then would arrive seconds late. Each
+        announcement re-sends every listener of the client (the SDK never marks an
+        unchanged one as in sync), so a bulk load announces once, not per dataId.
+        """
+        if self._service is not None:
+            _wake_listen_task(self._service)
+
+    async def watch_group(self, group: str, on_change: OnGroupChange) -> FuzzyWatch | None:
+        """Have the server push every dataId of ``group`` that appears, changes or goes
+        (Nacos 3 fuzzy watch); None when the server does not support it."""
+        service = self._require()
+        if self._hub is None or self._hub_service is not service:
+            self._hub, self._hub_service = FuzzyHub(), service
+        watch = FuzzyWatch(self.namespace, group, on_change, self._hub)
+        if await watch.start(service):
+            return watch
+        await watch.stop()
+        return None
+
+    async def unlisten(self, data_id: str, group: str, listener: Listener) -> None:
+        if self._service is not None:
+            with contextlib.suppress(Exception):
+                await self._service.remove_listener(data_id, group, listener)
+
+    async def list_group(self, group: str, data_id: str = "") -> dict[str, str]:
+        """``{dataId: md5}`` of every config in ``group`` (v3 admin API; the SDK has no list),
+        or of just ``data_id``. Unlike reads, the list shows a publish at once."""
+        return (await self._list(group, "accurate", data_id)).get(group, {})
+
+    async def list_groups(self, prefix: str) -> dict[str, dict[str, str]]:
+        """``{group: {dataId: md5}}`` of every config in the groups named ``prefix…``."""
+        found = await self._list(f"{prefix}*", "blur")
+        return {group: items for group, items in found.items() if group.startswith(prefix)}
+
+    async def _list(self, group: str, search: str, data_id: str = "") -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        page = 1
+        while True:
+            params = {
+                "pageNo": str(page),
+                "pageSize": str(self.page_size),
+                "namespaceId": self.settings.namespace or "public",
+                "groupName": group,
+                "dataId": data_id,
+                "search": search,
+            }
+            data = await self._get_json("/v3/admin/cs/config/list", params)
+            items = data.get("pageItems") or []
+            for item in items:
+                name = str(item.get("groupName"))
+                if search == "blur" or name == group:
+                    found.setdefault(name, {})[str(item["dataId"])] = str(item.get("md5") or "")
+            if page >= int(data.get("pagesAvailable") or 1) or not items:
+                return found
+            page += 1
+
+    async def list_mcp_servers(self) -> list[dict[str, Any]]:
+        """Every server of the Nacos MCP registry in the namespace (v3 admin API)."""
+        found: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            params = {
+                "pageNo": str(page),
+                "pageSize": str(self.page_size),
+                "namespaceId": self.settings.namespace or "public",
+            }
+            data = await self._get_json("/v3/admin/ai/mcp/list", params)
+            items = data.get("pageItems") or []
+            found.extend(item for item in items if isinstance(item, dict))
+            if page >= int(data.get("pagesAvailable") or 1) or not items:
+                return found
+            page += 1
+
+    async def _session(self) -> aiohttp.ClientSession:
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        return self._http
+
+    async def _get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        session = await self._session()
+        for attempt in (1, 2):
+            query = dict(params)
+            if self._token:
+                query["accessToken"] = self._token
+            try:
+                async with session.get(self.base_url + path, params=query) as response:
+                    if response.status in (401, 403) and self.settings.username and attempt == 1:
+                        await self._login(session)
+                        continue
+                    body = await response.json(content_type=None)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                raise NacosUnavailable(f"Nacos HTTP API {path} failed: {exc}") from None
+            if response.status != 200 or not isinstance(body, dict) or body.get("code") != 0:
+                raise NacosError(f"Nacos HTTP API {path} answered {response.status}: {body}")
+            data: dict[str, Any] = body.get("data") or {}
+            return data
+        raise NacosError(f"Nacos refused the credentials for {path}")
+
+    async def _login(self, session: aiohttp.ClientSession) -> None:
+        form = {"username": self.settings.username, "password": self.settings.password}
+        async with session.post(self.base_url + "/v3/auth/user/login", data=form) as response:
+            body = await response.json(content_type=None)
+        self._token = body.get("accessToken") if isinstance(body, dict) else None

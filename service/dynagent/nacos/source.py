@@ -1,0 +1,451 @@
+"""Agent documents in one Nacos namespace and group.
+
+Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the
+Nacos 3 fuzzy watch of the whole group (a new or deleted dataId, pushed in tens
+of milliseconds; ``_nacos_fuzzy``), and our own reconciliation, which lists the
+group's md5s every ``poll_seconds``: a safety net that also catches up after a
+Nacos restart, and the only way to find new dataIds on a server without fuzzy
+watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
+only queue the change: nothing blocks the SDK.
+
+Reads of one dataId never race: a load's read and the read a fuzzy-watch notice asks for
+take turns (``_turns``), and the notice's read is skipped once the dataId is served. Its
+listener then keeps it current: the SDK's first announcement of a listener compares md5s
+with the server and pushes any newer content. So the watch's first notices, which announce
+every dataId the load is reading, neither drop nor repeat a read, and ``start`` returns
+with every listed dataId handed on.
+
+Every document applied is also written to a local snapshot, so that a
+restart while Nacos is down serves the last good definitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from loguru import logger
+
+from dynagent.logs import state_changed
+from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
+from dynagent.nacos.client import ConfigRead, NacosClient, NacosError
+from dynagent.runtime._health import SourceHealth
+from dynagent.runtime.agent import SourceInfo
+from dynagent.sources.base import Document, OnChange
+from dynagent.spec.agent import format_of
+
+FETCH_CONCURRENCY = 16
+"""Configs read from Nacos at once while reconciling (a first load reads every dataId)."""
+
+FALLBACK_POLL_SECONDS = 2.0
+"""The longest list period while the server offers no fuzzy watch (new dataIds wait for it)."""
+
+READ_RETRIES = (0.05, 0.1, 0.2, 0.4)
+"""Pauses between reads of a dataId the fuzzy watch announced, while reads still lag."""
+
+HealthCallback = Callable[[str | None], None]
+"""Told the reason the source is degraded, or None when it is healthy again."""
+
+
+def content_md5(text: str) -> str:
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+
+
+class Snapshot:
+    """Dynagent's own last-good copy of a group's documents, one file per dataId."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def save(self, data_id: str, text: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        temporary = self.directory / f".{data_id}.tmp"
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(self.directory / data_id)
+
+    def delete(self, data_id: str) -> None:
+        (self.directory / data_id).unlink(missing_ok=True)
+
+    def load(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(the documents by dataId, the files that could not be read and why).
+
+        One unreadable file (truncated mid-character, unreadable) is skipped, never the
+        reason the others are not served: the snapshot exists for the bad day."""
+        documents: dict[str, str] = {}
+        unreadable: dict[str, str] = {}
+        if not self.directory.is_dir():
+            return documents, unreadable
+        for path in sorted(self.directory.iterdir()):
+            if path.name.startswith(".") or not path.is_file():
+                continue
+            try:
+                documents[path.name] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                unreadable[path.name] = f"not valid UTF-8 at byte {exc.start}"
+            except OSError as exc:
+                unreadable[path.name] = exc.strerror or type(exc).__name__
+        return documents, unreadable
+
+
+class Turns:
+    """One holder at a time per key, with no lock kept for keys nobody holds."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def of(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks.pop(key)
+            if users > 1:
+                self._locks[key] = (lock, users - 1)
+
+
+class NacosSource:
+    def __init__(
+        self,
+        client: NacosClient,
+        group: str,
+        *,
+        accepts: Callable[[str], bool],
+        snapshot: Snapshot,
+        poll_seconds: float = 30.0,
+        on_health: HealthCallback = lambda reason: None,
+        delete_grace_seconds: float = 0.0,
+        watch: bool = True,
+        owns_client: bool = True,
+    ) -> None:
+        self.client = client
+        self.group = group
+        self.accepts = accepts
+        self.snapshot = snapshot
+        self.poll_seconds = poll_seconds
+        self.on_health = on_health
+        self.delete_grace_seconds = delete_grace_seconds
+        self.watch = watch
+        """Fuzzy-watch the group; False when the owner watches many groups at once and
+        hands this source its changes (``group_changed``)."""
+        self.owns_client = owns_client
+        """Close the client on stop; False when sources share one."""
+        self._deletes: dict[str, asyncio.Task[None]] = {}
+        """Deleted dataIds still served, by the task that removes them after the grace."""
+        self._md5: dict[str, str] = {}
+        """md5 of what was last handed on, per dataId."""
+        self._listening: set[str] = set()
+        self._pushes: dict[str, int] = {}
+        """Content pushes and deletions received per dataId: a read older than the latest is
+        dropped, the pump applies what came. Fuzzy-watch notices carry no content and never
+        count: they only ask for a read."""
+        self._turns = Turns()
+        """Per dataId: the load's read-and-deliver and a notice's read take turns."""
+        self._queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
+        """(dataId, content) pushed: ``''`` a deletion to confirm, None a dataId to read."""
+        self._fuzzy: FuzzyWatch | None = None
+        self._lock = asyncio.Lock()
+        self._on_change: OnChange | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.degraded: str | None = None
+        self.health = SourceHealth()
+        """Shared by every document handed out: each agent's ``source.state``."""
+
+    @property
+    def location(self) -> str:
+        return f"{self.client.namespace or 'public'}/{self.group}"
+
+    async def start(self, on_change: OnChange) -> None:
+        self._on_change = on_change
+        try:
+            await self._connect()
+            await self.reconcile()
+        except NacosError as exc:
+            await self._serve_snapshot(str(exc))
+        self._tasks = [
+            asyncio.create_task(self._pump(), name=f"nacos-listen {self.location}"),
+            asyncio.create_task(self._poll(), name=f"nacos-reconcile {self.location}"),
+        ]
+
+    async def _connect(self) -> None:
+        """Connect (a no-op when connected) and, once per connection, watch the group."""
+        await self.client.connect()
+        if self._fuzzy is None and self.watch:
+            self._fuzzy = await self.client.watch_group(self.group, self._group_changed)
+            if self._fuzzy is None:
+                logger.info(
+                    "Nacos at {} offers no fuzzy watch: new dataIds in {} are found by listing",
+                    self.client.settings.server_addr,
+                    self.location,
+                )
+
+    @property
+    def fuzzy_watching(self) -> bool:
+        return not self.watch or (self._fuzzy is not None and self._fuzzy.active)
+
+    def group_changed(self, change: GroupChange) -> None:
+        """A dataId of the group appeared, changed or went (fuzzy watch push)."""
+        self._group_changed(change)
+
+    def _group_changed(self, change: GroupChange) -> None:
+        # Runs inside the SDK's stream reader. Content pushes cover dataIds listened to.
+        if not self.accepts(change.data_id):
+            return
+        if change.kind == "deleted":
+            self._listener_push(change.data_id, "")
+        elif change.data_id not in self._listening:
+            self._queue.put_nowait((change.data_id, None))
+
+    def _listener_push(self, data_id: str, content: str | None) -> None:
+        self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
+        self._queue.put_nowait((data_id, content))
+
+    async def stop(self) -> None:
+        if self._fuzzy is not None:
+            await self._fuzzy.stop()
+        tasks = [*self._tasks, *self._deletes.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for data_id in list(self._listening):
+            await self.client.unlisten(data_id, self.group, self._listener)
+        if self.owns_client:
+            await self.client.close()
+
+    async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
+        # Runs inside the SDK's listen task: hand over and return at once.
+        self._listener_push(data_id, content)
+
+    async def _pump(self) -> None:
+        while True:
+            data_id, content = await self._queue.get()
+            try:
+                if content:
+                    await self._deliver(data_id, await self._annotated(data_id, content))
+                elif content is None:
+                    await self._read_new(data_id)
+                else:
+                    # An empty push means deleted; confirm, since a read error looks the same.
+                    await self._deliver(data_id, await self.client.read(data_id, self.group))
+            except NacosError as exc:
+                logger.warning("reading {}/{} failed: {}", self.location, data_id, exc)
+
+    async def _annotated(self, data_id: str, content: str) -> ConfigRead:
+        """A pushed content with the md5 and gray marker Nacos reports for it."""
+        read = await self.client.read(data_id, self.group)
+        if read is not None and read.content == content:
+            return read
+        return ConfigRead(content, content_md5(content))
+
+    async def _read_new(self, data_id: str) -> None:
+        """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s.
+        Waits for a load reading it; once it is served, its listener keeps it current."""
+        async with self._turns.of(data_id):
+            for pause in (*READ_RETRIES, None):
+                if data_id in self._listening:
+                    return
+                pushes = self._pushes.get(data_id, 0)
+                read = await self.client.read(data_id, self.group)
+                if self._pushes.get(data_id, 0) != pushes:
+                    return  # a deletion or a push came meanwhile: the pump applies it
+                if read is not None:
+                    await self._deliver(data_id, read)
+                    return
+                if pause is not None:
+                    await asyncio.sleep(pause)
+
+    async def _poll(self) -> None:
+        while True:
+            period = self.poll_seconds
+            if not self.fuzzy_watching:
+                period = min(period, FALLBACK_POLL_SECONDS)
+            await asyncio.sleep(period)
+            try:
+                await self._connect()
+                await self.reconcile()
+            except NacosError as exc:
+                self._set_degraded(f"Nacos unreachable, serving last known definitions: {exc}")
+            except Exception:  # keep polling whatever happens
+                logger.exception("reconciling {} failed", self.location)
+
+    async def reconcile(self) -> None:
+        """Bring every accepted dataId in line with the server (md5 comparison)."""
+        listing = {
+            k: v for k, v in (await self.client.list_group(self.group)).items() if self.accepts(k)
+        }
+        stale = {
+            data_id: md5
+            for data_id, md5 in sorted(listing.items())
+            if self._md5.get(data_id) != md5 or data_id not in self._listening
+        }
+        try:
+            await self._fetch_and_deliver(stale)
+        finally:
+            if stale:
+                self.client.announce_listeners()
+        for data_id in sorted(set(self._md5) - set(listing)):
+            await self._deliver(data_id, None)
+        self._set_degraded(None)
+
+    async def _fetch_and_deliver(self, listed: dict[str, str]) -> None:
+        """Read the ``listed`` dataIds concurrently (``FETCH_CONCURRENCY`` at once: a first
+        load of 1,000 agents waits on 1,000 round trips) and deliver them in order, each as
+        soon as it and those before it are read (``_load``)."""
+        gate = asyncio.Semaphore(FETCH_CONCURRENCY)
+        loads: list[asyncio.Future[None]] = []
+        for data_id, md5 in listed.items():
+            before = loads[-1] if loads else None
+            loads.append(asyncio.ensure_future(self._load(data_id, md5, gate, before)))
+        try:
+            for load in loads:
+                await load
+        finally:
+            for load in loads:
+                load.cancel()
+            await asyncio.gather(*loads, return_exceptions=True)
+
+    async def _load(
+        self,
+        data_id: str,
+        listed_md5: str,
+        gate: asyncio.Semaphore,
+        before: asyncio.Future[None] | None,
+    ) -> None:
+        """Read one listed dataId and deliver it once ``before`` (the one listed before it)
+        is, in one turn: a fuzzy-watch notice about it waits instead of racing the read.
+
+        A read that a push or deletion overtook is dropped: the pump applies what came. A
+        dataId not followed yet (not served, or only from the snapshot) takes what it reads,
+        whatever the md5: a gray version (beta, tag) never matches the listing's, which is
+        the formal one's; a formal one that differs was published after the listing, or
+        trails it — then the listener added now pushes the newer one, as the SDK's first
+        announcement of it compares md5s with the server. A dataId followed already takes
+        only what matches the listing (reads lag writes by ~0.1 s, so another may be older
+        than a push applied); the next reconcile reads it again. So a dataId never goes
+        back in time, and the first load serves every dataId it listed."""
+        async with self._turns.of(data_id):
+            async with gate:
+                pushes = self._pushes.get(data_id, 0)
+                read = await self.client.read(data_id, self.group)
+            if before is not None:
+                await before
+            # None for a dataId the listing holds is a read that trails a re-creation
+            # (reads lag writes by ~0.1 s), not a deletion: the listing decides those.
+            if read is None or self._pushes.get(data_id, 0) != pushes:
+                return
+            if data_id not in self._listening or content_md5(read.content) == listed_md5:
+                await self._deliver(data_id, read, announce=False)
+
+    async def _deliver(
+        self, data_id: str, read: ConfigRead | None, *, announce: bool = True, final: bool = False
+    ) -> None:
+        text = read.content if read is not None else None
+        if text is None and self.delete_grace_seconds and not final:
+            self._delete_later(data_id)
+            return
+        pending = self._deletes.pop(data_id, None)
+        if pending is not None and text is not None:
+            pending.cancel()  # re-created within the grace period
+        async with self._lock:
+            if text is None:
+                if self._md5.pop(data_id, None) is None:
+                    return
+                self.snapshot.delete(data_id)
+                self._listening.discard(data_id)
+                await self.client.unlisten(data_id, self.group, self._listener)
+            else:
+                if data_id not in self._listening:
+                    await self.client.listen(data_id, self.group, self._listener, announce=announce)
+                    self._listening.add(data_id)
+                if self._md5.get(data_id) == content_md5(text):
+                    return
+                self._md5[data_id] = content_md5(text)
+                self.snapshot.save(data_id, text)
+            assert self._on_change is not None
+            await self._on_change(self._document(data_id, read))
+
+    def _delete_later(self, data_id: str) -> None:
+        """Keep serving a deleted dataId for ``delete_grace_seconds``, then remove it
+        unless it came back."""
+        if data_id not in self._md5 or data_id in self._deletes:
+            return
+
+        async def remove() -> None:
+            await asyncio.sleep(self.delete_grace_seconds)
+            try:
+                back = await self.client.read(data_id, self.group)
+            except NacosError:
+                back = None  # Nacos said it was deleted; an outage since does not undo that
+            self._deletes.pop(data_id, None)
+            await self._deliver(data_id, back, final=True)
+
+        logger.info(
+            "{}/{} deleted in Nacos; still served for {:g} s",
+            self.location,
+            data_id,
+            self.delete_grace_seconds,
+        )
+        self._deletes[data_id] = asyncio.create_task(remove(), name=f"nacos-delete {data_id}")
+
+    def _document(
+        self, data_id: str, read: ConfigRead | None, *, from_snapshot: bool = False
+    ) -> Document:
+        details = {
+            "namespace": self.client.namespace or "public",
+            "group": self.group,
+            "data_id": data_id,
+        }
+        if read is not None:
+            details["md5"] = read.md5 or content_md5(read.content)
+            if read.gray:
+                details["gray"] = read.gray
+        if from_snapshot:
+            details["from"] = "snapshot"
+        info = SourceInfo("nacos", f"{self.location}/{data_id}", details, self.health)
+        text = read.content if read is not None else None
+        return Document(data_id, text, format_of(data_id), info)
+
+    async def _serve_snapshot(self, reason: str) -> None:
+        documents, unreadable = self.snapshot.load()
+        saved = {k: v for k, v in documents.items() if self.accepts(k)}
+        logger.error(
+            "Nacos source {} unavailable at start ({}); serving {} definitions from the "
+            "snapshot in {}",
+            self.location,
+            reason,
+            len(saved),
+            self.snapshot.directory,
+        )
+        skipped = "; ".join(f"{name} ({why})" for name, why in unreadable.items())
+        if skipped:
+            logger.error(
+                "Nacos source {}: unreadable snapshot files skipped: {}", self.location, skipped
+            )
+            reason += f"; unreadable snapshot files skipped: {skipped}"
+        self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
+        assert self._on_change is not None
+        for data_id, text in saved.items():
+            # Marked, not the real md5: the first reconcile with Nacos re-delivers even
+            # unchanged content, so the status stops saying "from snapshot".
+            self._md5[data_id] = f"snapshot:{content_md5(text)}"
+            read = ConfigRead(text, content_md5(text))
+            await self._on_change(self._document(data_id, read, from_snapshot=True))
+
+    def _set_degraded(self, reason: str | None) -> None:
+        if reason == self.degraded:
+            return
+        state_changed()  # the SDK's repeated connection errors may show once for this state
+        if reason is None:
+            logger.info("Nacos source {} is reachable again", self.location)
+        elif self.degraded is None:
+            logger.warning("Nacos source {}: {}", self.location, reason)
+        self.degraded = reason
+        self.health.set(reachable=reason is None)
+        self.on_health(reason)

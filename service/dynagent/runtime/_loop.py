@@ -1,0 +1,386 @@
+"""The ReAct loop: call the model, run the tools it asked for, repeat.
+
+Kept apart from ``Agent`` so the loop reads top to bottom in small steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import jsonschema
+
+from dynagent.events import (
+    FinalOutput,
+    JsonValue,
+    ModelDelta,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    Usage,
+)
+from dynagent.exceptions import (
+    BadRequest,
+    MaxStepsExceeded,
+    ModelError,
+    OutputValidationError,
+    RunError,
+    ToolFailed,
+)
+from dynagent.interceptors.base import InterceptorChain, RunContext, ToolOutcome
+from dynagent.models.base import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallRequest,
+)
+from dynagent.runtime._redaction import INLINE_CHARS
+from dynagent.runtime._tracing import within
+from dynagent.runtime.options import RunOptions
+from dynagent.sessions.base import SessionStore
+from dynagent.spec._schemas import validator
+from dynagent.spec._templates import MissingVariable, render
+from dynagent.spec.agent import AgentSpec
+from dynagent.tools.base import Tool
+
+_T = TypeVar("_T")
+AgentInput = str | Sequence[Message]
+"""What a run is given: one user message as text, or whole messages."""
+
+
+class Agent(Protocol):
+    """What the loop reads of an agent (``dynagent.agent.Agent`` is the one there is);
+    a protocol, so that the loop does not import the module that calls it."""
+
+    @property
+    def spec(self) -> AgentSpec: ...
+    @property
+    def model(self) -> Model: ...
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+    @property
+    def chain(self) -> InterceptorChain: ...
+    @property
+    def system_prompt(self) -> str | None: ...
+    @property
+    def sessions(self) -> SessionStore | None: ...
+    @property
+    def name(self) -> str: ...
+
+
+def unfenced(text: str) -> str:
+    """The JSON inside a Markdown code fence (```` ```json … ``` ````), else ``text``.
+
+    Plain string operations, linear in the text: the regex this replaces took cubic
+    time on a fence followed by spaces (issue 11)."""
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return text
+    inner = text[3:-3]
+    return inner.removeprefix("json").strip()
+
+
+async def execute_run(
+    agent: Agent,
+    ctx: RunContext,
+    input: AgentInput,
+    *,
+    stream: bool,
+    options: RunOptions | None = None,
+) -> tuple[JsonValue, Usage, int]:
+    """Run the loop; returns (output, usage, model calls)."""
+    new_messages = _input_messages(input)
+    options = options or RunOptions()
+    key = ctx.session_key or ctx.session_id
+    if agent.sessions is None or key is None:
+        return await _Loop(agent, ctx, stream, options).run(_system(agent, ctx), [], new_messages)
+    async with agent.sessions.lock(key):
+        history = await agent.sessions.load(key)
+        loop = _Loop(agent, ctx, stream, options)
+        result = await loop.run(_system(agent, ctx), history, new_messages)
+        await agent.sessions.append(key, loop.produced)
+        return result
+
+
+def _input_messages(input: AgentInput) -> list[Message]:
+    if isinstance(input, str):
+        return [{"role": "user", "content": input}]
+    return [dict(m) for m in input]
+
+
+def _system(agent: Agent, ctx: RunContext) -> list[Message]:
+    return [{"role": "system", "content": ctx.system}] if ctx.system else []
+
+
+def render_system(agent: Agent, variables: dict[str, str]) -> str | None:
+    """The agent's system prompt for these variables; ``BadRequest`` if one is missing."""
+    if not agent.system_prompt:
+        return None
+    try:
+        return render(agent.system_prompt, variables)
+    except MissingVariable as exc:
+        raise BadRequest(
+            f"the prompt of agent {agent.name!r} needs variable {exc.name!r}; "
+            "pass it in 'variables'"
+        ) from None
+
+
+class _Loop:
+    def __init__(self, agent: Agent, ctx: RunContext, stream: bool, options: RunOptions) -> None:
+        self.agent = agent
+        self.ctx = ctx
+        self.stream = stream
+        self.options = options
+        self.usage = Usage()
+        self.produced: list[Message] = []
+        """Input and answers of this run, in order: what a session keeps."""
+        output = agent.spec.output
+        self.schema = output.schema_ if output else options.output_schema
+        self.validator = validator(self.schema) if self.schema else None
+        self.output_retries = output.retries if output else options.output_retries
+        own = tuple(tool.definition for tool in agent.tools.values())
+        self.definitions = (*own, *options.client_tools)
+        self.client_names = options.client_names
+
+    async def run(
+        self, system: list[Message], history: list[Message], new: list[Message]
+    ) -> tuple[JsonValue, Usage, int]:
+        messages = [*system, *history, *new]
+        self.produced.extend(new)
+        for step in range(1, self.agent.spec.limits.max_steps + 1):
+            response = await self._model_step(step, messages)
+            client_calls = [c for c in response.tool_calls if c.name in self.client_names]
+            if client_calls:  # the caller runs these: the turn ends with the calls
+                ended = ModelResponse(response.content, tuple(client_calls), response.usage)
+                self._keep(messages, ended.to_message())
+                self.ctx.emit(
+                    FinalOutput(trace_id=self.ctx.trace_id, step=step, output=response.content)
+                )
+                return response.content or "", self.usage, step
+            self._keep(messages, response.to_message())
+            if response.tool_calls:
+                for message in await self._run_tools(step, response.tool_calls):
+                    self._keep(messages, message)
+                continue
+            output, problem = await self._checked_output(response.content or "")
+            if problem is None:
+                self.ctx.emit(FinalOutput(trace_id=self.ctx.trace_id, step=step, output=output))
+                return output, self.usage, step
+            self._keep(messages, {"role": "user", "content": problem})
+        raise MaxStepsExceeded(
+            f"no final answer within limits.max_steps = {self.agent.spec.limits.max_steps}"
+        )
+
+    def _keep(self, messages: list[Message], message: Message) -> None:
+        messages.append(message)
+        self.produced.append(message)
+
+    async def _model_step(self, step: int, messages: list[Message]) -> ModelResponse:
+        ctx = self.ctx
+        ctx.model_calls = step
+        request = ModelRequest(
+            tuple(messages),
+            self.definitions,
+            self.agent.spec.parallel_tool_calls,
+            self.schema,
+            self.options.first_choice(step),
+            self.options.settings,
+        )
+        ctx.emit(
+            ModelRequestEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                model=self.agent.model.name,
+                messages=len(messages),
+            )
+        )
+        started = time.perf_counter()
+        handler = self._streamed if self.stream else self.agent.model.request
+        with within(f"chat {step}"):  # the span the model call's traceparent names
+            response = await self.agent.chain.call_model(ctx, request, handler)
+        self.usage += response.usage
+        ctx.state["_usage"] = self.usage
+        ctx.emit(
+            ModelResponseEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                model=response.model or self.agent.model.name,
+                content=response.content,
+                tool_calls=[
+                    {"id": c.id, "name": c.name, "arguments": c.arguments}
+                    for c in response.tool_calls
+                ],
+                usage=response.usage,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        )
+        return response
+
+    async def _streamed(self, request: ModelRequest) -> ModelResponse:
+        final: ModelResponse | None = None
+        streamed_text = False
+        try:
+            async for item in self.agent.model.stream(request):
+                if isinstance(item, TextDelta):
+                    streamed_text = True
+                    self.ctx.emit(
+                        ModelDelta(
+                            trace_id=self.ctx.trace_id, step=self.ctx.model_calls, text=item.text
+                        )
+                    )
+                else:
+                    final = item
+        except ModelError as exc:
+            if not (streamed_text and exc.retryable):
+                raise
+            # Text already reached the caller: a retry would splice two answers.
+            raise ModelError(
+                f"{exc.message} after part of the answer was streamed", status=exc.status
+            ) from exc
+        if final is None:
+            raise ModelError("the model stream ended without a response")
+        return final
+
+    async def _run_tools(self, step: int, calls: Sequence[ToolCallRequest]) -> list[Message]:
+        if self.agent.spec.parallel_tool_calls and len(calls) > 1:
+            outcomes = await _all_or_none([self._run_tool(step, c, together=True) for c in calls])
+        else:
+            outcomes = [await self._run_tool(step, c) for c in calls]
+        return [
+            {"role": "tool", "tool_call_id": call.id, "content": outcome.output}
+            for call, outcome in zip(calls, outcomes, strict=True)
+        ]
+
+    async def _run_tool(
+        self, step: int, call: ToolCallRequest, *, together: bool = False
+    ) -> ToolOutcome:
+        ctx = self.ctx
+        ctx.tool_calls += 1
+        ctx.emit(
+            ToolCallEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+            )
+        )
+        if together:
+            # Let the calls started beside this one announce themselves first, so that a
+            # trace reads every tool_call of a step before any result, however fast a tool.
+            await asyncio.sleep(0)
+        started = time.perf_counter()
+        try:
+            with within(f"tool {step} {call.id}"):  # the span an HTTP or MCP call names
+                outcome = await self.agent.chain.call_tool(ctx, call, self._execute_tool)
+        except RunError:
+            raise
+        except Exception as exc:
+            outcome = self._tool_error(call, exc)
+        ctx.emit(
+            ToolResultEvent(
+                trace_id=ctx.trace_id,
+                step=step,
+                call_id=call.id,
+                name=call.name,
+                output=outcome.output,
+                is_error=outcome.is_error,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        )
+        return outcome
+
+    async def _execute_tool(self, call: ToolCallRequest) -> ToolOutcome:
+        tool = self.agent.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.agent.tools) or "none"
+            return _error(f"unknown tool {call.name!r}; available: {known}")
+        try:
+            arguments, problem = await _off_loop(_parsed_arguments, tool, call.arguments)
+        except ValueError as exc:
+            return _error(f"arguments are not valid JSON ({exc}); send a JSON object")
+        if problem is not None:
+            return _error(f"invalid arguments: {problem}")
+        try:
+            # asyncio.timeout, not wait_for: no extra task per call (and the tool keeps the
+            # run's context, e.g. the caller scope agent tools read).
+            async with asyncio.timeout(tool.timeout):
+                output = await tool.function(arguments)
+        except TimeoutError:
+            raise TimeoutError(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
+        return ToolOutcome(output)
+
+    def _tool_error(self, call: ToolCallRequest, exc: Exception) -> ToolOutcome:
+        tool = self.agent.tools.get(call.name)
+        message = str(exc) or type(exc).__name__
+        if tool is not None and tool.on_error == "fail":
+            raise ToolFailed(f"tool {call.name!r} failed: {message}")
+        return _error(f"{type(exc).__name__}: {message}")
+
+    async def _checked_output(self, content: str) -> tuple[JsonValue, str | None]:
+        if self.validator is None:
+            return content, None
+        return await _off_loop(self._check_output, content)
+
+    def _check_output(self, content: str) -> tuple[JsonValue, str | None]:
+        """The final output, or a message telling the model what to fix."""
+        if self.validator is None:
+            return content, None
+        try:
+            value = json.loads(unfenced(content.strip()))
+            error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
+        except ValueError:
+            return self._retry_output(content, "the answer is not valid JSON")
+        except RecursionError:  # the model's text, not ours: an invalid answer, not a crash
+            return self._retry_output(content, "the answer nests too deeply")
+        if error is None:
+            return value, None
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        return self._retry_output(content, f"at {where}: {error.message}")
+
+    def _retry_output(self, content: str, problem: str) -> tuple[JsonValue, str]:
+        if self.output_retries <= 0:
+            raise OutputValidationError(
+                f"the final answer does not match the output schema: {problem}"
+            )
+        self.output_retries -= 1
+        schema = json.dumps(self.schema)
+        return content, (
+            f"Your answer does not match the required output schema: {problem}. "
+            f"Reply with only a JSON value that validates against this schema: {schema}"
+        )
+
+
+async def _all_or_none(calls: list[Coroutine[Any, Any, ToolOutcome]]) -> list[ToolOutcome]:
+    """Like ``gather``, but one failure cancels the calls still running: a run that
+    has ended must not leave tools working in the background."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _parsed_arguments(tool: Tool, text: str) -> tuple[Any, str | None]:
+    arguments = json.loads(text or "{}")
+    return arguments, tool.argument_errors(arguments)
+
+
+async def _off_loop(check: Callable[..., _T], *args: Any) -> _T:
+    """``check(*args)``, on a worker thread when its text is long: parsing and
+    validating a 1 MB answer must not hold the event loop (issue 11)."""
+    if len(args[-1]) <= INLINE_CHARS:
+        return check(*args)
+    return await asyncio.to_thread(check, *args)
+
+
+def _error(text: str) -> ToolOutcome:
+    return ToolOutcome(f"TOOL_ERROR: {text}", is_error=True)
