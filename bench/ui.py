@@ -42,8 +42,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bench._process import cpu_seconds, free_port
 from dynagent.config import ServiceConfig
-from dynagent.core.series import SERIES, RecentSeries
+from dynagent.core.series import RecentSeries
 from dynagent.http.app import create_app
+from dynagent.http.state import SERVICE
 
 AGENTS = 1000
 DYNAGENT = Path(sys.executable).parent / "dynagent"
@@ -195,7 +196,7 @@ async def per_run(folder: Path, rounds: int, runs: int) -> dict[str, Any]:
     logger.remove()
     rates: dict[str, list[float]] = {"with_series": [], "without_series": []}
     async with in_process(folder) as (client, app):
-        series = app[SERIES]
+        series = app[SERVICE].series
         record = series.record
         await _runs(client, runs)  # warm-up: connections, caches, first builds
         for turn in range(rounds * 2):

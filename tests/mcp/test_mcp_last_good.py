@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dynagent.http.state import MCP
+from dynagent.http.state import SERVICE
 from dynagent.registry.table import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
 from tests.mcp.test_mcp_tools import invoke, mcp_agent, serve
@@ -27,7 +27,7 @@ async def service(agents_dir: Path, state_dir: Path) -> AsyncIterator[RunningSer
 
 
 def server_status(service: RunningService) -> dict[str, Any]:
-    [status] = service.app[MCP].status()
+    [status] = service.app[SERVICE].mcp.status()
     return status
 
 
@@ -91,7 +91,7 @@ async def test_a_list_changed_while_the_server_is_flaky_keeps_the_last_good(
     good = service.serving("bot")
     model_server.script(DEFAULT_MODEL, [CallTools([("orders_flake", {})]), Reply("flaked")])
     await invoke(service)  # the server now sends list_changed, then cannot list its tools
-    pool = service.app[MCP].pool
+    pool = service.app[SERVICE].mcp.pool
     await pool.wait_for(lambda: server_status(service)["state"] == "down")
     broken = "MCPError: the tool listing is broken for now"
     assert server_status(service)["last_error"] == broken

@@ -12,7 +12,7 @@ import pytest
 from loguru import logger
 
 from dynagent import load_spec
-from dynagent.http.state import MCP
+from dynagent.http.state import SERVICE
 from dynagent.registry.table import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
@@ -48,7 +48,7 @@ async def invoke(service: RunningService) -> dict[str, Any]:
 
 def server_calls(service: RunningService) -> int:
     """``tools/call`` requests the one pooled session has sent."""
-    [status] = service.app[MCP].status()
+    [status] = service.app[SERVICE].mcp.status()
     return int(status["calls"])
 
 
@@ -173,7 +173,7 @@ async def test_one_session_serves_every_agent_and_run_and_tools_are_listed_once(
         body = await response.json()
         outputs.extend(output for _, output in await tool_results(service, body))
     assert [json.loads(output) for output in outputs] == [{"sessions": 1, "listings": 1}] * 4
-    [status] = service.app[MCP].status()
+    [status] = service.app[SERVICE].mcp.status()
     assert (status["agents"], status["calls"]) == (["bot", "bot2"], 4)
 
 
@@ -300,7 +300,7 @@ async def test_a_server_killed_mid_run_is_a_tool_error_and_reconnects(
         assert await tool_results(service, await invoke(service)) == [
             ("orders_echo", "echo: three")
         ]
-    [state] = service.app[MCP].status()
+    [state] = service.app[SERVICE].mcp.status()
     assert state["calls"] == 3
 
 

@@ -14,7 +14,7 @@ from dynagent.a2a.card import agent_card
 from dynagent.a2a.client import remote_agent_tool
 from dynagent.a2a.nacos_registry import _ai_service
 from dynagent.config import NacosConfig
-from dynagent.http.state import A2A_REGISTRAR
+from dynagent.http.state import SERVICE
 from tests.support import DEFAULT_MODEL, CallTools, Held, Reply, ScriptedModelServer
 from tests.support.nacos import NacosAdmin, invoke
 from tests.support.process import free_port, serve_process, write_config
@@ -71,7 +71,8 @@ async def until_endpoints(
 
 
 async def released(service: RunningService, name: str, revision: str) -> None:
-    registrar = service.app[A2A_REGISTRAR]
+    registrar = service.app[SERVICE].a2a_registrar
+    assert registrar is not None
     await registrar.wait_for(lambda r: r.released.get(name) == revision)
 
 
@@ -104,7 +105,8 @@ async def test_agent_cards_are_released_to_the_nacos_a2a_registry_and_follow_eac
 
         # A remote-agent tool finds the agent through the registry at call time, and
         # calls it over A2A (here at the test server's real address).
-        registrar = service.app[A2A_REGISTRAR]
+        registrar = service.app[SERVICE].a2a_registrar
+        assert registrar is not None
         assert await registrar.url_of(name) == f"{URL}/a2a/{name}"
 
         async def here() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dynagent.config import NacosConfig
-from dynagent.http.state import FACTORIES
+from dynagent.http.state import SERVICE
 from dynagent.nacos.factory import NacosAgentBuilderFactory
 from tests.support.nacos import NacosAdmin, nacos_service_config, yaml_text
 from tests.support.service import agent_document, revision_of, running_service
@@ -24,7 +24,7 @@ async def test_a_new_data_id_is_pushed_to_the_service_and_a_deleted_one_removed(
     config = nacos_service_config(settings, agents_dir, state_dir)
     async with running_service(config) as service:
         await service.wait_serving("first", revision_of(first))
-        factory = service.app[FACTORIES]["nacos"]
+        factory = service.app[SERVICE].factories["nacos"]
         assert isinstance(factory, NacosAgentBuilderFactory) and factory.source is not None
         assert factory.source.fuzzy_watching
 

@@ -17,7 +17,7 @@ from dynagent import AgentBuilder
 from dynagent.config import NacosConfig
 from dynagent.exceptions import ConfigError
 from dynagent.http.app import create_app
-from dynagent.http.state import REGISTRY
+from dynagent.http.state import SERVICE
 from dynagent.registry.table import AgentRegistry
 from dynagent.spec.agent import AgentSpec, load_spec
 from tests.fuzz.mutations import hostile_documents
@@ -50,7 +50,7 @@ class Published:
 
     @property
     def registry(self) -> AgentRegistry:
-        return self.served.app[REGISTRY]
+        return self.served.app[SERVICE].registry
 
     def publish(self, text: str) -> str:
         """Publish ``text``; returns what Nacos stored, which is what the service reads."""

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from dynagent.config import NacosConfig
-from dynagent.http.state import MCP
+from dynagent.http.state import SERVICE
 from dynagent.registry.table import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
 from tests.nacos.test_cli import dynagent
@@ -147,7 +147,7 @@ async def test_an_agent_uses_a_registry_server_and_follows_its_changes(
 
             await admin.update(second.port, disabled={"echo"})
             await admin.drop_endpoint(first.port)
-            mcp = service.app[MCP]
+            mcp = service.app[SERVICE].mcp
             moved = [f"http://127.0.0.1:{second.port}/mcp"]
             await mcp.pool.wait_for(lambda: _endpoints(mcp.status(), name) == moved, within=40)
             first.kill()
@@ -185,7 +185,7 @@ async def test_a_pinned_version_keeps_its_tools_while_the_latest_moves_on(
                 ),
                 within=30,
             )
-            servers = {s["server"]: s["version"] for s in service.app[MCP].status()}
+            servers = {s["server"]: s["version"] for s in service.app[SERVICE].mcp.status()}
             assert {k: v for k, v in servers.items() if k.startswith("nacos:")} == {
                 f"nacos:{name}@latest": "1.1.0",
                 f"nacos:{name}@1.0.0": "1.0.0",

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from dynagent.config import NacosConfig
-from dynagent.http.state import DECISIONS
+from dynagent.http.state import SERVICE
 from dynagent.registry.table import AgentRegistry, Canary
 from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_revision
@@ -114,7 +114,7 @@ async def test_a_pull_on_one_replica_pauses_the_canary_on_all_and_survives_a_res
         rollout = await stored_rollout(nacos, group)
         assert set(rollout) == {"weight", "guard", "paused"}
         assert (rollout["paused"]["reason"], rollout["paused"]["by"]) == (REASON, "guard")
-        assert sum(s.app[DECISIONS].writes for s in replicas) == 1
+        assert sum(s.app[SERVICE].decisions.writes for s in replicas) == 1
         for service in replicas:  # unpinned callers all get the stable everywhere
             response = await service.client.post(
                 "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Canary-Key": "c"}
@@ -157,7 +157,7 @@ async def test_replicas_pulling_at_once_write_the_pause_once(
         await asyncio.gather(*(fail_canary(service, 5) for service in replicas))
         for service in replicas:
             await service.registry.wait_for(recorded, within=2.0)
-        writes = [s.app[DECISIONS].writes for s in replicas]
+        writes = [s.app[SERVICE].decisions.writes for s in replicas]
         own_pulls = [canary_of(s.registry).pulled for s in replicas]
     assert sum(writes) == 1, writes
     assert all(p is not None and p.recorded and p.by == "guard" for p in own_pulls)
@@ -211,7 +211,7 @@ async def test_a_pause_by_hand_on_one_replica_is_written_to_nacos_and_held_by_al
             "operator",
             canary_revision(canary),
         )
-        assert sum(s.app[DECISIONS].writes for s in replicas) == 1
+        assert sum(s.app[SERVICE].decisions.writes for s in replicas) == 1
         late = await start()  # joins ``replicas``
         await late.registry.wait_for(lambda r: "bot" in r and r.entry("bot").canary is not None)
         assert recorded(late.registry)

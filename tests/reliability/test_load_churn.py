@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dynagent.http.state import FACTORIES, METRICS
+from dynagent.http.state import SERVICE
 from dynagent.registry.table import HISTORY
 from tests.support import Reply, ScriptedModelServer
 from tests.support.service import Document, RunningService, agent_document, revision_of
@@ -239,11 +239,11 @@ def remembered_agents(service: RunningService) -> set[str]:
     source's record of files, the registry's figures."""
     names = {
         sample.labels["agent"]
-        for family in service.app[METRICS].registry.collect()
+        for family in service.app[SERVICE].metrics.registry.collect()
         for sample in family.samples
         if "agent" in sample.labels
     }
-    source = service.app[FACTORIES]["default"]._source  # type: ignore[attr-defined]
+    source = service.app[SERVICE].factories["default"]._source  # type: ignore[attr-defined]
     names |= {path.name.split(".")[0] for path in source._seen}
     names |= {name for name, _ in service.registry._stats}
     return names

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from dynagent import Agent, AgentBuilder, load_spec
-from dynagent.http.state import DRAIN, METRICS, REGISTRY, TRACES
+from dynagent.http.state import SERVICE
 from dynagent.registry.table import HISTORY
 from dynagent.sessions.sqlite import SqliteSessionStore
 from tests.support.service import RunningService, agent_document
@@ -44,7 +44,7 @@ def rss() -> int:
 
 def series(service: RunningService) -> int:
     """How many metric series (samples) the service exposes."""
-    return sum(len(family.samples) for family in service.app[METRICS].registry.collect())
+    return sum(len(family.samples) for family in service.app[SERVICE].metrics.registry.collect())
 
 
 def mib(size: float) -> str:
@@ -107,15 +107,15 @@ async def test_memory_stays_flat_over_10000_runs_through_http(serve: Serve) -> N
         grown = sys.getallocatedblocks() - blocks
 
         app = service.app
-        agent = app[REGISTRY].get("bot")
+        agent = app[SERVICE].registry.get("bot")
         assert isinstance(agent.sessions, SqliteSessionStore)
         locks = len(agent.sessions._locks._locks)  # held or awaited session locks
-        traces = len(app[TRACES]._traces)
-        stats = {key: len(s.recent) for key, s in app[REGISTRY]._stats.items()}
-        history = len(app[REGISTRY].history("bot"))
-        running = app[DRAIN].running
+        traces = len(app[SERVICE].traces._traces)
+        stats = {key: len(s.recent) for key, s in app[SERVICE].registry._stats.items()}
+        history = len(app[SERVICE].registry.history("bot"))
+        running = app[SERVICE].drain.running
         labels = {"agent": "bot", "variant": "stable", "endpoint": "invoke", "outcome": "ok"}
-        requests = app[METRICS].registry.get_sample_value("dynagent_requests_total", labels)
+        requests = app[SERVICE].metrics.registry.get_sample_value("dynagent_requests_total", labels)
 
     print(
         f"\nHTTP: {RUNS} runs after {WARMUP} to warm up: RSS {mib(rss_before)} -> "

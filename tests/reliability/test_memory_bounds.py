@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dynagent.http.state import TRACES
+from dynagent.http.state import SERVICE
 from dynagent.sessions.sqlite import SqliteSessionStore
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.service import agent_document
@@ -34,7 +34,7 @@ async def test_the_trace_store_is_bounded_in_bytes(serve: Serve) -> None:
             assert response.status == 200
             ids.append((await response.json())["trace_id"])
         found = [(await service.client.get(f"/v1/traces/{t}")).status for t in ids]
-        store = service.app[TRACES]
+        store = service.app[SERVICE].traces
         kept, size = len(store), store.bytes
 
     print(f"\n6 traces of ~0.9 MB inputs: {kept} kept, {size / MB:.1f} MB of {max_bytes / MB} MB")

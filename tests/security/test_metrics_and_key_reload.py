@@ -14,7 +14,7 @@ import yaml
 from loguru import logger
 from prometheus_client.parser import text_string_to_metric_families
 
-from dynagent.http.state import KEYS_WATCH
+from dynagent.http.state import SERVICE
 from tests.support.service import RunningService, agent_document, running_service, service_config
 
 ADMIN = "admin-key-0123456789abcdef0123"
@@ -128,7 +128,8 @@ async def call(service: RunningService, key: str) -> int:
 async def test_a_key_removed_from_the_keys_file_stops_working_without_a_restart(
     service: RunningService, keys_file: Path, how: str
 ) -> None:
-    watch = service.app[KEYS_WATCH]
+    watch = service.app[SERVICE].keys_watch
+    assert watch is not None
     assert [await call(service, key) for key in (FRONTEND, BOT_ADMIN, LATER)] == [200, 200, 401]
 
     kept = [*KEYS[1:], {"name": "later", "key": LATER, "agents": ["bot"]}]
@@ -147,7 +148,8 @@ async def test_a_key_removed_from_the_keys_file_stops_working_without_a_restart(
 async def test_a_broken_keys_file_keeps_the_last_good_keys_until_it_is_fixed(
     service: RunningService, keys_file: Path
 ) -> None:
-    watch = service.app[KEYS_WATCH]
+    watch = service.app[SERVICE].keys_watch
+    assert watch is not None
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG", format="{message}")
     try:
@@ -174,7 +176,8 @@ async def test_emptying_the_only_source_of_keys_never_turns_auth_off(
     (agents_dir / "bot.yaml").write_text(yaml.safe_dump(agent_document("bot")))
     config = service_config(agents_dir, state_dir, auth={"keys_file": str(keys_file)})
     async with running_service(config, environ={}) as service:
-        watch = service.app[KEYS_WATCH]
+        watch = service.app[SERVICE].keys_watch
+        assert watch is not None
         assert await call(service, FRONTEND) == 200
         applied = watch.applied
         keys_file.write_text(yaml.safe_dump({"keys": []}))

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent import Tool, ToolRegistry
 from dynagent.core.otel import OtelTracer
-from dynagent.http.state import SHADOWS
+from dynagent.http.state import SERVICE
 from dynagent.rollout.shadow import PLACEHOLDER
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer, Slow
 from tests.support.canary import canary_document, canary_filename, canary_revision
@@ -83,7 +83,7 @@ async def test_a_shadow_runs_on_the_canary_without_its_unsafe_tools_and_the_call
     )
     options: dict[str, Any] = {"tools": tools(sent, looked_up)}
     async with running_service(service_config(agents_dir, state_dir), **options) as service:
-        runner = service.app[SHADOWS]
+        runner = service.app[SERVICE].shadows
         response = await service.client.post(
             "/v1/agents/bot/invoke", json={"input": "hello", "session_id": "s"}
         )
@@ -134,7 +134,7 @@ async def test_a_shadow_run_is_a_span_of_its_own_under_the_stable_requests(
     with in_memory() as (exporter, provider):
         config = service_config(agents_dir, state_dir)
         async with running_service(config, tracer=OtelTracer(provider), **options) as service:
-            runner = service.app[SHADOWS]
+            runner = service.app[SERVICE].shadows
             response = await service.client.post(
                 "/v1/agents/bot/invoke",
                 json={"input": "hello", "session_id": "s"},
@@ -192,7 +192,7 @@ async def test_a_streamed_stable_request_is_shadowed_too_once_its_stream_has_end
     model_server.script(DEFAULT_MODEL, [Reply("streamed stable")])
     model_server.script(CANARY_MODEL, [Reply("canary shadow")])
     async with running_service(service_config(agents_dir, state_dir)) as service:
-        runner = service.app[SHADOWS]
+        runner = service.app[SERVICE].shadows
         response = await service.client.post(
             "/v1/agents/bot/invoke", json={"input": "hello", "stream": True}
         )

@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from dynagent import Tool, load_spec
 from dynagent.config import ServiceConfig
 from dynagent.http.app import create_app
-from dynagent.http.state import REGISTRY
+from dynagent.http.state import SERVICE
 from dynagent.models import ToolDefinition
 from dynagent.registry.table import AgentRegistry
 
@@ -110,7 +110,7 @@ class RunningService:
 
     @property
     def registry(self) -> AgentRegistry:
-        return self.app[REGISTRY]
+        return self.app[SERVICE].registry
 
     @property
     def url(self) -> str:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,10 @@ from v2.nacos.ai.model.ai_param import (
 from v2.nacos.ai.nacos_ai_service import NacosAIService
 
 from dynagent.a2a.card import agent_card
-from dynagent.config import NacosConfig
+from dynagent.config import NacosConfig, ServiceConfig
+from dynagent.exceptions import ConfigError
 from dynagent.nacos.client import CONNECT_TIMEOUT, NacosUnavailable
+from dynagent.registry.table import AgentRegistry
 from dynagent.runtime.agent import Agent
 
 WITHDRAW_SECONDS = 5.0
@@ -227,3 +230,29 @@ async def _ai_service(settings: NacosConfig, work_dir: Path) -> Any:
             return await NacosAIService.create_ai_service(builder.build())
     except Exception as exc:
         raise NacosUnavailable(f"cannot reach the Nacos A2A registry: {exc}") from None
+
+
+async def start_registrar(
+    config: ServiceConfig, registry: AgentRegistry
+) -> NacosA2aRegistrar | None:
+    """With ``a2a.register``: the Nacos A2A registry told of every agent, now and on
+    each change (a ``ConfigError`` when ``a2a.url`` is missing)."""
+    if not config.a2a.register_:
+        return None
+    if not config.a2a.url:
+        raise ConfigError(
+            "a2a.register needs a2a.url: the address callers reach this service at",
+            source="service config",
+        )
+    work_dir = Path(tempfile.mkdtemp(prefix="dynagent-a2a-"))
+    registrar = NacosA2aRegistrar(config.nacos, config.a2a.url, work_dir)
+    await registrar.start([entry.stable for entry in registry if entry.stable is not None])
+
+    def tell(name: str, what: str) -> None:
+        if what == "swapped" and name in registry:
+            registrar.changed_agent(name, registry.entry(name).stable)
+        elif what == "removed":
+            registrar.changed_agent(name, None)
+
+    registry.listeners.append(tell)
+    return registrar

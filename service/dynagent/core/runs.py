@@ -1,5 +1,5 @@
-"""Running an agent for an HTTP request: routing, metrics, traces and log context,
-shared by our own API and the OpenAI-compatible one."""
+"""The one run path: routing, metrics, traces, guard and log context for a run of an
+agent, shared by every protocol (our API, OpenAI, A2A) and by programs that embed it."""
 
 from __future__ import annotations
 
@@ -7,28 +7,15 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from loguru import logger
 
+from dynagent.core.auth import Caller
 from dynagent.core.drain import Drain, stopped_events
-from dynagent.core.series import SERIES
 from dynagent.core.shadows import ShadowCopy
 from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
 from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
-from dynagent.http.state import (
-    DRAIN,
-    METRICS,
-    REGISTRY,
-    REVISION_HEADER,
-    SHADOWS,
-    TRACE_HEADER,
-    TRACER,
-    TRACES,
-    VARIANT_HEADER,
-    caller,
-)
 from dynagent.registry.canary import GUARDED_ERRORS, routing_key
 from dynagent.rollout.pins import pinned
 from dynagent.runtime.agent import Agent, AgentInput, RunResult, Variant
@@ -36,7 +23,8 @@ from dynagent.runtime.options import RunOptions
 from dynagent.sessions.scope import new_trace_id, session_key
 from dynagent.tools.agent import CALL_SCOPE, CallScope
 
-CANARY_KEY_HEADER = "X-Canary-Key"
+if TYPE_CHECKING:
+    from dynagent.core.service import Service
 
 
 def split_model_name(model: str) -> tuple[str, Variant | None]:
@@ -47,15 +35,6 @@ def split_model_name(model: str) -> tuple[str, Variant | None]:
     if variant not in ("stable", "canary"):
         raise BadRequest(f"unknown variant {variant!r} in {model!r}: use @stable or @canary")
     return name, variant  # type: ignore[return-value]
-
-
-def pinned_variant(request: web.Request, from_name: Variant | None) -> Variant | None:
-    header = request.headers.get(VARIANT_HEADER)
-    if header is None:
-        return from_name
-    if header not in ("stable", "canary"):
-        raise BadRequest(f"{VARIANT_HEADER} must be 'stable' or 'canary'")
-    return header  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,25 +49,24 @@ class RunRequest:
     """What the caller adds to this run (OpenAI routes: client tools, schema, settings)."""
     sticky: str | None = None
     """The canary sticky key when there is no session (OpenAI's ``user``)."""
+    canary_key: str | None = None
+    """The caller's own canary routing key (``X-Canary-Key``), for ``sticky_key: header``."""
+    carrier: Mapping[str, str] = field(default_factory=dict)
+    """Where the caller's trace context is read from (W3C ``traceparent`` headers)."""
 
 
-def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, str]:
-    return {REVISION_HEADER: agent.revision, VARIANT_HEADER: variant, TRACE_HEADER: trace_id}
-
-
-async def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]:
-    who = caller(request)
+async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent, Variant]:
     who.check_agent(run.name)
-    registry = request.app[REGISTRY]
+    registry = service.registry
     canary = registry.entry(run.name).canary
     key = routing_key(
         canary.policy.sticky_key if canary else "auto",
         session=run.session_id or run.sticky,
-        header=request.headers.get(CANARY_KEY_HEADER),
+        header=run.canary_key,
         api_key=who.key_digest,
     )
     chosen = registry.route(run.name, key=key, pin=run.pin)
-    scoped = _session_key(request, run)
+    scoped = _session_key(who, run)
     if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
         return await pinned(registry, run.name, scoped, chosen)
     return chosen
@@ -98,7 +76,8 @@ async def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]
 class _Served:
     """One request's run: who served it, and since when."""
 
-    request: web.Request
+    service: Service
+    who: Caller
     run: RunRequest
     agent: Agent
     variant: Variant
@@ -115,13 +94,13 @@ class _Served:
         it current, keeps it. A stream's span ends wherever its last event is read (after a
         disconnect, maybe in no task of the request), and only this task can undo its own
         context change."""
-        tracer = self.request.app.get(TRACER)
+        tracer = self.service.tracer
         if tracer is not None and self.span is not None:
             tracer.detach(self.span)
 
     def close_span(self, events: Sequence[Event], error: str | None) -> None:
         """End the run's span (once), with the model and tool spans of ``events``."""
-        tracer, span = self.request.app.get(TRACER), self.span
+        tracer, span = self.service.tracer, self.span
         if tracer is not None and span is not None:
             object.__setattr__(self, "span", None)
             tracer.finish(span, self.agent, self.variant, events, error)
@@ -129,7 +108,7 @@ class _Served:
     @contextmanager
     def scope(self) -> Iterator[None]:
         """The caller's key scope and this trace, for the agents the run calls."""
-        who = caller(self.request)
+        who = self.who
         token = CALL_SCOPE.set(
             CallScope(who.agents, who.key_digest or None, self.trace_id, nested=self.nested)
         )
@@ -139,20 +118,20 @@ class _Served:
             CALL_SCOPE.reset(token)
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
-        app, agent = self.request.app, self.agent
+        service, agent = self.service, self.agent
         self.close_span(events, error)
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
         seconds = time.perf_counter() - self.started
-        if agent.name in app[REGISTRY]:  # a removed agent's series are gone for good
-            app[METRICS].observe_run(
+        if agent.name in service.registry:  # a removed agent's series are gone for good
+            service.metrics.observe_run(
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
-            app[SERIES].record(agent.name, self.variant, seconds, failed=error is not None)
+            service.series.record(agent.name, self.variant, seconds, failed=error is not None)
         if trace_id:
-            app[TRACES].record(agent, self.variant, trace_id, events, nested=self.nested)
+            service.traces.record(agent, self.variant, trace_id, events, nested=self.nested)
         if error != "disconnected":
             failed = error in GUARDED_ERRORS
-            app[REGISTRY].observe(agent, self.variant, ok=not failed, seconds=seconds)
+            service.registry.observe(agent, self.variant, ok=not failed, seconds=seconds)
         log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:
@@ -161,28 +140,31 @@ class _Served:
             log.info("{} ok in {:.0f} ms", where, seconds * 1000)
 
 
-async def _serve(request: web.Request, run: RunRequest) -> _Served:
-    agent, variant = await select(request, run)
-    tracer = request.app.get(TRACER)
-    span = tracer.start(run.name, request.headers) if tracer is not None else None
-    return _Served(request, run, agent, variant, time.perf_counter(), new_trace_id(), span)
+async def _serve(service: Service, who: Caller, run: RunRequest) -> _Served:
+    agent, variant = await select(service, who, run)
+    tracer = service.tracer
+    span = tracer.start(run.name, run.carrier) if tracer is not None else None
+    started = time.perf_counter()
+    return _Served(service, who, run, agent, variant, started, new_trace_id(), span)
 
 
-def _session_key(request: web.Request, run: RunRequest) -> str | None:
+def _session_key(who: Caller, run: RunRequest) -> str | None:
     """The store key of the run's session: the caller's identity, the agent, its id.
     Every route that runs an agent comes through here, so none can skip the scope."""
     if run.session_id is None:
         return None
-    return session_key(caller(request).principal, run.name, run.session_id)
+    return session_key(who.principal, run.name, run.session_id)
 
 
-async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
-    served = await _serve(request, run)
+async def run_agent(service: Service, who: Caller, run: RunRequest) -> tuple[Agent, RunResult]:
+    """Run ``run`` for ``who`` on the agent the registry routes it to, whole: the one
+    run path every protocol calls (metrics, trace, guard, shadow copy included)."""
+    served = await _serve(service, who, run)
     shadow = await _shadow_of(served)
     seen: list[Event] = []
     try:
         with logger.contextualize(trace_id=served.trace_id), served.scope():
-            async with request.app[DRAIN].guard(served.trace_id):
+            async with service.drain.guard(served.trace_id):
                 result = await served.agent.run(
                     run.input,
                     session_id=run.session_id,
@@ -191,7 +173,7 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
                     variant=served.variant,
                     on_event=seen.append,
                     options=run.options,
-                    session_key=_session_key(request, run),
+                    session_key=_session_key(who, run),
                 )
     except ServiceStopping as exc:
         exc.events = (*seen, *stopped_events(exc, seen, served.started))
@@ -207,7 +189,7 @@ async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunRe
         raise
     served.finish(result.trace_id, result.events)
     if shadow is not None:
-        request.app[SHADOWS].start(shadow)
+        service.shadows.start(shadow)
     return served.agent, result
 
 
@@ -216,11 +198,11 @@ async def _shadow_of(served: _Served) -> ShadowCopy | None:
     it, read now: by the time the shadow starts, the stable's turn is in the session."""
     if served.variant != "stable" or served.run.pin is not None:
         return None
-    canary = served.request.app[SHADOWS].wanted(served.run.name)
+    canary = served.service.shadows.wanted(served.run.name)
     if canary is None:
         return None
     run, store = served.run, served.agent.sessions
-    scoped = _session_key(served.request, run)
+    scoped = _session_key(served.who, run)
     history = await store.load(scoped) if store is not None and scoped else []
     return ShadowCopy(
         canary, run.input, run.session_id, run.variables, history, stable_span=served.span
@@ -228,7 +210,7 @@ async def _shadow_of(served: _Served) -> ShadowCopy | None:
 
 
 async def stream_agent(
-    request: web.Request, run: RunRequest, *, hold: bool = False
+    service: Service, who: Caller, run: RunRequest, *, hold: bool = False
 ) -> tuple[Agent, Variant, str, AsyncIterator[Event]]:
     """Start a streamed run and return its trace id and events.
 
@@ -237,7 +219,7 @@ async def stream_agent(
     before then raises ``RunFailed`` with the run's own error kind, so the caller
     answers with its real status instead of a stream that carries the error.
     """
-    served = await _serve(request, run)
+    served = await _serve(service, who, run)
     shadow = await _shadow_of(served)
     # The run's task starts inside the first ``anext`` and keeps this log context.
     with logger.contextualize(trace_id=served.trace_id), served.scope():
@@ -248,7 +230,7 @@ async def stream_agent(
             trace_id=served.trace_id,
             variant=served.variant,
             options=run.options,
-            session_key=_session_key(request, run),
+            session_key=_session_key(who, run),
         )
         try:
             first = await anext(events)
@@ -256,7 +238,7 @@ async def stream_agent(
             served.close_span((), getattr(exc, "kind", type(exc).__name__))
             raise
         served.detach_span()
-    recorded = _recorded(served, first, events, request.app[DRAIN], shadow)
+    recorded = _recorded(served, first, events, service.drain, shadow)
     if hold:
         recorded = await _held(recorded, served)
     return served.agent, served.variant, first.trace_id, recorded
@@ -322,4 +304,4 @@ async def _recorded(
     finally:
         served.finish(first.trace_id, seen, error=error)
         if shadow is not None and error is None:
-            served.request.app[SHADOWS].start(shadow)
+            served.service.shadows.start(shadow)

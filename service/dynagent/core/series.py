@@ -12,8 +12,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import web
-
 STEP = 30
 """Seconds per slot."""
 SLOTS = 30
@@ -85,6 +83,3 @@ class RecentSeries:
     def _items(self, agent: str) -> list[tuple[tuple[str, str], _Ring]]:
         found = (((agent, v), self._rings.get((agent, v))) for v in ("stable", "canary"))
         return [(key, ring) for key, ring in found if ring is not None]
-
-
-SERIES = web.AppKey("series", RecentSeries)

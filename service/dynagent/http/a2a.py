@@ -11,9 +11,7 @@ come as ``metadata.variables`` (a JSON object of strings) of the params or the m
 from __future__ import annotations
 
 import json
-import tempfile
 import uuid
-from pathlib import Path
 from typing import Any
 
 from a2a.types import (
@@ -38,48 +36,14 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from dynagent.a2a.card import agent_card
-from dynagent.a2a.nacos_registry import NacosA2aRegistrar
-from dynagent.core.runs import RunRequest, agent_headers, run_agent, stream_agent
+from dynagent.core.runs import RunRequest
 from dynagent.events import ErrorEvent, FinalOutput
-from dynagent.exceptions import ConfigError, DynagentError
+from dynagent.exceptions import DynagentError
 from dynagent.http.api.bodies import read_raw
-from dynagent.http.state import A2A_REGISTRAR, CONFIG, REGISTRY, caller
+from dynagent.http.runs import agent_headers, run_agent, stream_agent
+from dynagent.http.state import caller, service
 
 routes = web.RouteTableDef()
-
-
-async def start_registrar(app: web.Application) -> NacosA2aRegistrar | None:
-    """With ``a2a.register``: the Nacos A2A registry told of every agent, now and on
-    each change (a ``ConfigError`` when ``a2a.url`` is missing)."""
-    config, registry = app[CONFIG], app[REGISTRY]
-    if not config.a2a.register_:
-        return None
-    if not config.a2a.url:
-        raise ConfigError(
-            "a2a.register needs a2a.url: the address callers reach this service at",
-            source="service config",
-        )
-    work_dir = Path(tempfile.mkdtemp(prefix="dynagent-a2a-"))
-    registrar = NacosA2aRegistrar(config.nacos, config.a2a.url, work_dir)
-    await registrar.start([entry.stable for entry in registry if entry.stable is not None])
-
-    def tell(name: str, what: str) -> None:
-        if what == "swapped" and name in registry:
-            registrar.changed_agent(name, registry.entry(name).stable)
-        elif what == "removed":
-            registrar.changed_agent(name, None)
-
-    registry.listeners.append(tell)
-    app[A2A_REGISTRAR] = registrar
-    return registrar
-
-
-async def withdraw_registration(app: web.Application) -> None:
-    """On shutdown, before running requests drain: the Nacos A2A registry stops handing
-    out this service's endpoints (``on_shutdown``; the registrar closes at cleanup)."""
-    registrar = app.get(A2A_REGISTRAR)
-    if registrar is not None:
-        await registrar.withdraw()
 
 
 KNOWN_METHODS = frozenset({"message/send", "message/stream"})
@@ -93,7 +57,7 @@ def endpoint_url(request: web.Request, name: str) -> str:
 async def get_agent_card(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
-    agent = request.app[REGISTRY].get(name)
+    agent = service(request).registry.get(name)
     card = agent_card(agent, endpoint_url(request, name))
     return web.json_response(_wire(card))
 

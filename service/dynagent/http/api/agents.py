@@ -6,14 +6,15 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from dynagent.core.runs import RunRequest, agent_headers, pinned_variant, run_agent, stream_agent
+from dynagent.core.runs import RunRequest
 from dynagent.events import Event
 from dynagent.exceptions import Forbidden, NotFound
 from dynagent.http.api.bodies import read_body
 from dynagent.http.api.schemas import InvokeRequest
+from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
 from dynagent.http.sse import SSE_HEADERS, open_stream
 from dynagent.http.sse import event as sse_event
-from dynagent.http.state import REGISTRY, TRACES, caller
+from dynagent.http.state import caller, service
 
 routes = web.RouteTableDef()
 
@@ -21,7 +22,7 @@ routes = web.RouteTableDef()
 @routes.get("/v1/agents")
 async def list_agents(request: web.Request) -> web.Response:
     who = caller(request)
-    registry = request.app[REGISTRY]
+    registry = service(request).registry
     statuses = [registry.status(e.name) for e in registry if who.may_see(e.name)]
     return web.json_response({"agents": statuses})
 
@@ -30,7 +31,7 @@ async def list_agents(request: web.Request) -> web.Response:
 async def get_agent(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
-    return web.json_response(request.app[REGISTRY].status(name))
+    return web.json_response(service(request).registry.status(name))
 
 
 @routes.post("/v1/agents/{name}/invoke")
@@ -76,7 +77,7 @@ async def write_sse(
 @routes.get("/v1/traces/{trace_id}")
 async def get_trace(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
-    trace = request.app[TRACES].get(trace_id)
+    trace = service(request).traces.get(trace_id)
     if trace is None:
         raise NotFound(f"no recent trace {trace_id!r}; only the last runs are kept")
     if not caller(request).may_see(trace["agent"]):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dynagent.exceptions import Conflict, Forbidden, NotFound
 from dynagent.http.api.bodies import read_body
-from dynagent.http.state import METRICS, REGISTRY, TRACES, caller
+from dynagent.http.state import caller, service
 
 routes = web.RouteTableDef()
 
@@ -63,7 +63,7 @@ class FeedbackResponse(BaseModel):
 async def feedback(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     body = await read_body(request, FeedbackRequest)
-    trace: dict[str, Any] | None = request.app[TRACES].get(trace_id)
+    trace: dict[str, Any] | None = service(request).traces.get(trace_id)
     if trace is None:
         raise NotFound(f"no recent trace {trace_id!r} on this replica; only the last runs are kept")
     if not caller(request).may_see(trace["agent"]):
@@ -71,10 +71,10 @@ async def feedback(request: web.Request) -> web.Response:
     if trace.get("feedback") is not None:
         raise Conflict(f"run {trace_id!r} has been rated already")
     agent, revision, variant = trace["agent"], trace["revision"], trace["variant"]
-    counted = request.app[REGISTRY].rate(agent, revision, variant, body.value)
-    request.app[TRACES].rate(trace_id, {"score": body.value, "comment": body.comment})
+    counted = service(request).registry.rate(agent, revision, variant, body.value)
+    service(request).traces.rate(trace_id, {"score": body.value, "comment": body.comment})
     if counted:
-        request.app[METRICS].observe_feedback(agent, variant, body.value)
+        service(request).metrics.observe_feedback(agent, variant, body.value)
     answer = FeedbackResponse(
         trace_id=trace_id,
         agent=agent,

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from dynagent.http.middleware.errors import error_response
-from dynagent.http.state import CONFIG, REVISION_HEADER, TRACE_HEADER, VARIANT_HEADER
+from dynagent.http.state import REVISION_HEADER, TRACE_HEADER, VARIANT_HEADER, service
 
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
 ALLOW_HEADERS = "Authorization, Content-Type, X-Agent-Variant, X-Canary-Key"
@@ -23,7 +23,7 @@ def _allowed(request: web.Request, origin: str | None) -> str | None:
     """The ``Access-Control-Allow-Origin`` value for ``origin``, or None: not allowed."""
     if not origin:
         return None
-    origins = request.app[CONFIG].cors.allow_origins
+    origins = service(request).config.cors.allow_origins
     if "*" in origins:
         return "*"
     return origin if origin in origins else None

@@ -11,13 +11,13 @@ from typing import Any
 
 from aiohttp import web
 
-from dynagent.http.state import SECRETS
+from dynagent.http.state import service
 
 
 @web.middleware
 async def mask_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
     response: web.StreamResponse = await handler(request)
-    secrets = request.app[SECRETS]
+    secrets = service(request).secrets
     if len(secrets) and isinstance(response, web.Response) and isinstance(response.body, bytes):
         try:
             text = response.body.decode()

@@ -13,14 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from dynagent.core.runs import (
-    RunRequest,
-    agent_headers,
-    pinned_variant,
-    run_agent,
-    split_model_name,
-    stream_agent,
-)
+from dynagent.core.runs import RunRequest, split_model_name
 from dynagent.events import ErrorEvent, Event, RunFinished, Usage
 from dynagent.exceptions import ErrorKind
 from dynagent.http.api.bodies import read_body
@@ -28,6 +21,7 @@ from dynagent.http.middleware.errors import STATUS, openai_error_body
 from dynagent.http.openai.answer import AnswerText
 from dynagent.http.openai.options import IGNORED_HEADER, chat_run, ignored_fields
 from dynagent.http.openai.schemas import ChatCompletionRequest
+from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
 from dynagent.http.sse import SSE_HEADERS, dumps, open_stream
 from dynagent.runtime.agent import Agent, RunResult
 

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from dynagent.core.runs import split_model_name
 from dynagent.exceptions import NotFound
-from dynagent.http.state import REGISTRY, caller
+from dynagent.http.state import caller, service
 from dynagent.registry.table import AgentEntry
 
 routes = web.RouteTableDef()
@@ -32,7 +32,7 @@ def _models(entry: AgentEntry) -> list[dict[str, Any]]:
 @routes.get("/v1/models")
 async def list_models(request: web.Request) -> web.Response:
     who = caller(request)
-    data = [m for e in request.app[REGISTRY] if who.may_see(e.name) for m in _models(e)]
+    data = [m for e in service(request).registry if who.may_see(e.name) for m in _models(e)]
     return web.json_response({"object": "list", "data": data})
 
 
@@ -41,7 +41,7 @@ async def get_model(request: web.Request) -> web.Response:
     model_id = request.match_info["model_id"]
     name, _ = split_model_name(model_id)
     caller(request).check_agent(name)
-    registry = request.app[REGISTRY]
+    registry = service(request).registry
     wanted = name if model_id.endswith("@stable") else model_id  # name@stable is the name
     found = [{**m, "id": model_id} for m in _models(registry.entry(name)) if m["id"] == wanted]
     if not found:

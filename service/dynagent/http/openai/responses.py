@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from dynagent.core.response_store import StoredResponse
-from dynagent.core.runs import RunRequest, pinned_variant, run_agent, split_model_name, stream_agent
+from dynagent.core.runs import RunRequest, split_model_name
 from dynagent.events import ErrorEvent, Event, RunFinished, Usage
 from dynagent.exceptions import ErrorKind
 from dynagent.http.api.bodies import read_body
@@ -30,8 +30,9 @@ from dynagent.http.openai.responses_items import (
     response_body,
 )
 from dynagent.http.openai.schemas import ResponsesRequest
+from dynagent.http.runs import pinned_variant, run_agent, stream_agent
 from dynagent.http.sse import SSE_HEADERS, dumps, event, open_stream
-from dynagent.http.state import RESPONSES, caller
+from dynagent.http.state import caller, service
 from dynagent.models.base import Message
 
 routes = web.RouteTableDef()
@@ -46,7 +47,7 @@ def _conversation(request: web.Request, body: ResponsesRequest) -> tuple[list[Me
     history: list[Message] = []
     if body.previous_response_id is not None:
         owner = caller(request).principal
-        history = list(request.app[RESPONSES].get(body.previous_response_id, owner).messages)
+        history = list(service(request).responses.get(body.previous_response_id, owner).messages)
     lead = [{"role": "system", "content": body.instructions}] if body.instructions else []
     return [*lead, *history, *input_messages(body.input)], len(lead)
 
@@ -60,7 +61,7 @@ def _keep(
         return
     messages = (*run.input[lead:], assistant_message(text, calls))
     owner = caller(request).principal
-    request.app[RESPONSES].put(StoredResponse(response, messages, owner))
+    service(request).responses.put(StoredResponse(response, messages, owner))
 
 
 @routes.post("/v1/responses")
@@ -88,7 +89,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 @routes.get("/v1/responses/{response_id}")
 async def get_response(request: web.Request) -> web.Response:
     owner = caller(request).principal
-    stored = request.app[RESPONSES].get(request.match_info["response_id"], owner)
+    stored = service(request).responses.get(request.match_info["response_id"], owner)
     return web.json_response(stored.body, dumps=dumps)
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from dynagent.exceptions import Conflict, Forbidden, NotFound
 from dynagent.http.api.bodies import read_body
 from dynagent.http.api.schemas import PauseRequest, RollbackRequest
-from dynagent.http.state import API_KEYS, DECISIONS, FACTORIES, REGISTRY, caller
+from dynagent.http.state import caller, service
 from dynagent.registry.table import AgentRegistry
 
 routes = web.RouteTableDef()
@@ -36,7 +36,7 @@ def _admin(request: web.Request, name: str) -> None:
 async def revisions(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
-    registry = request.app[REGISTRY]
+    registry = service(request).registry
     entry = registry.entry(name)
     history = [r.as_dict() for r in reversed(registry.history(name))]
     current = {
@@ -51,12 +51,12 @@ async def promote(request: web.Request) -> web.Response:
     """Make the canary the stable definition and end the canary."""
     name = request.match_info["name"]
     _admin(request, name)
-    registry = request.app[REGISTRY]
+    registry = service(request).registry
     entry = registry.entry(name)
     if entry.canary is None:
         raise Conflict(f"agent {name!r} has no canary to promote")
     candidate = entry.canary.agent
-    factory = request.app[FACTORIES][candidate.factory]
+    factory = service(request).factories[candidate.factory]
     current = entry.stable.source if entry.stable else None
     async with _refused_as("promote"):
         await factory.write(name, "stable", candidate.spec, current)
@@ -71,7 +71,7 @@ async def rollback(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     _admin(request, name)
     body = await read_body(request, RollbackRequest) if request.can_read_body else None
-    registry = request.app[REGISTRY]
+    registry = service(request).registry
     entry = registry.entry(name)
     if entry.stable is None:
         raise Conflict(f"agent {name!r} has no stable version to roll back")
@@ -85,7 +85,7 @@ async def rollback(request: web.Request) -> web.Response:
         if not older:
             raise Conflict(f"agent {name!r} has no earlier revision to roll back to")
         target = older[-1]
-    factory = request.app[FACTORIES][entry.stable.factory]
+    factory = service(request).factories[entry.stable.factory]
     async with _refused_as("rollback"):
         await factory.write(name, "stable", target.agent.spec, entry.stable.source)
     await _until(registry, name, target.agent.spec.revision)
@@ -99,16 +99,16 @@ async def pause(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     _admin(request, name)
     body = await read_body(request, PauseRequest) if request.can_read_body else None
-    registry = request.app[REGISTRY]
+    registry = service(request).registry
     canary = registry.entry(name).canary
     if canary is None:
         raise Conflict(f"agent {name!r} has no canary to pause")
     if not canary.serving:
         raise Conflict(f"the canary of agent {name!r} is already paused")
-    by = caller(request).name[:200] if request.app[API_KEYS].enabled else "operator"
+    by = caller(request).name[:200] if service(request).api_keys.enabled else "operator"
     reason = body.reason if body is not None and body.reason else PAUSE_REASON
     async with _refused_as("pause"):
-        await request.app[DECISIONS].pause(name, reason, by)
+        await service(request).decisions.pause(name, reason, by)
 
     def paused(r: AgentRegistry) -> bool:
         current = r.entry(name).canary if name in r else None
@@ -128,13 +128,13 @@ async def resume(request: web.Request) -> web.Response:
     """Put a paused canary back into traffic: removes ``rollout.paused`` from its document."""
     name = request.match_info["name"]
     _admin(request, name)
-    registry = request.app[REGISTRY]
+    registry = service(request).registry
     canary = registry.entry(name).canary
     if canary is None:
         raise Conflict(f"agent {name!r} has no canary to resume")
     if canary.serving:
         raise Conflict(f"the canary of agent {name!r} is not paused")
-    await request.app[DECISIONS].resume(name)
+    await service(request).decisions.resume(name)
 
     def serving(r: AgentRegistry) -> bool:
         current = r.entry(name).canary if name in r else None

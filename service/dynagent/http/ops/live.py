@@ -18,16 +18,15 @@ from aiohttp import web
 
 from dynagent import _regex
 from dynagent.core.auth import Caller
-from dynagent.core.series import SERIES, RecentSeries
+from dynagent.core.series import RecentSeries
 from dynagent.exceptions import BadRequest
-from dynagent.http.state import REGISTRY, SECRETS, caller
+from dynagent.http.state import SERVICE, caller
 from dynagent.masking import SecretValues
 from dynagent.registry.table import AgentEntry, AgentRegistry
 
 _DIGITS = _regex.compile(r"[0-9]{1,4}")
 
 routes = web.RouteTableDef()
-STOPPING = web.AppKey("watch_stopping", asyncio.Event)
 """Set when the service stops: every open stream ends within its next tick."""
 TICK = 1.0
 """Seconds between traffic updates."""
@@ -111,8 +110,8 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
     who = caller(request)
     lifetime = _max_seconds(request.query.get("max_seconds"))
     app, loop = request.app, asyncio.get_running_loop()
-    registry, stopping = app[REGISTRY], app[STOPPING]
-    feed = AgentFeed(registry, app[SERIES], who)
+    registry, stopping = app[SERVICE].registry, app[SERVICE].stopping
+    feed = AgentFeed(registry, app[SERVICE].series, who)
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -124,12 +123,12 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
     deadline, quiet_since = loop.time() + lifetime, loop.time()
     seen, payload = registry.changes, feed.update(first=True)
     try:
-        await _send(response, "snapshot", payload, app[SECRETS])
+        await _send(response, "snapshot", payload, app[SERVICE].secrets)
         while loop.time() < deadline and not stopping.is_set():
             await _next_change(registry, seen, stopping)
             seen, payload = registry.changes, feed.update()
             if payload is not None:
-                await _send(response, "update", payload, app[SECRETS])
+                await _send(response, "update", payload, app[SERVICE].secrets)
                 quiet_since = loop.time()
             elif loop.time() - quiet_since > KEEPALIVE:
                 await response.write(b": keepalive\n\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynagent.http.state import MCP, caller
+from dynagent.http.state import caller, service
 
 routes = web.RouteTableDef()
 
@@ -14,7 +14,7 @@ routes = web.RouteTableDef()
 async def list_servers(request: web.Request) -> web.Response:
     who = caller(request)
     servers = []
-    for status in request.app[MCP].status():
+    for status in service(request).mcp.status():
         agents = [name for name in status["agents"] if who.may_see(name)]
         if agents or who.agents is None:
             servers.append({**status, "agents": agents})

@@ -10,15 +10,12 @@ import yaml
 from aiohttp import web
 
 from dynagent import _regex
-from dynagent.core.redact import Redactor
-from dynagent.core.series import SERIES
 from dynagent.exceptions import BadRequest, NotFound
-from dynagent.http.state import API_KEYS, REGISTRY, TRACES, caller
+from dynagent.http.state import caller, service
 
 _DIGITS = _regex.compile(r"[0-9]{1,4}")
 
 routes = web.RouteTableDef()
-REDACTOR = web.AppKey("redactor", Redactor)
 """Masks secrets in what the page shows, as the log mask does."""
 TRACE_FILTERS = ("agent", "variant", "status", "session_id")
 VARIANTS = ("stable", "canary")
@@ -35,7 +32,7 @@ async def whoami(request: web.Request) -> web.Response:
             "name": who.name,
             "admin": who.admin,
             "agents": None if who.agents is None else sorted(who.agents),
-            "auth": request.app[API_KEYS].enabled,
+            "auth": service(request).api_keys.enabled,
         }
     )
 
@@ -49,9 +46,9 @@ async def list_traces(request: web.Request) -> web.Response:
         if key in wanted and wanted[key] not in allowed:
             raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
     limit = _limit(request.query.get("limit"))
-    redactor = request.app[REDACTOR]
+    redactor = service(request).redactor
     found: list[dict[str, Any]] = []
-    for summary in request.app[TRACES].summaries():
+    for summary in service(request).traces.summaries():
         if len(found) >= limit:
             break
         if not who.may_see(summary["agent"]):
@@ -74,8 +71,8 @@ async def agent_series(request: web.Request) -> web.Response:
     """The agent's requests, errors and mean latency per 30 s over the last 15 minutes."""
     name = request.match_info["name"]
     caller(request).check_agent(name)
-    request.app[REGISTRY].entry(name)  # 404 for an unknown agent
-    return web.json_response({"name": name, **request.app[SERIES].of(name)})
+    service(request).registry.entry(name)  # 404 for an unknown agent
+    return web.json_response({"name": name, **service(request).series.of(name)})
 
 
 @routes.get("/v1/agents/{name}/revisions/{revision}")
@@ -86,7 +83,7 @@ async def revision_definition(request: web.Request) -> web.Response:
     variant = request.query.get("variant")
     if variant not in (None, "stable", "canary"):
         raise BadRequest("variant must be 'stable' or 'canary'")
-    history = request.app[REGISTRY].history(name)
+    history = service(request).registry.history(name)
     record = next(
         (r for r in reversed(history) if r.revision == revision and variant in (None, r.variant)),
         None,
@@ -94,7 +91,7 @@ async def revision_definition(request: web.Request) -> web.Response:
     if record is None:
         raise NotFound(f"revision {revision!r} is not in the history of agent {name!r}")
     spec = record.agent.spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-    definition = request.app[REDACTOR].definition(spec)
+    definition = service(request).redactor.definition(spec)
     return web.json_response(
         {
             **record.as_dict(),

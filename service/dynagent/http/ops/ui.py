@@ -8,18 +8,13 @@ Security Policy lets the page talk to this service only.
 
 from __future__ import annotations
 
-import asyncio
 import mimetypes
-from collections.abc import Mapping
 from pathlib import Path
 
 from aiohttp import web
 
-from dynagent.core.redact import Redactor
-from dynagent.core.series import SERIES, RecentSeries
 from dynagent.http.ops import live
 from dynagent.http.ops import traces as ops
-from dynagent.http.state import CONFIG, REGISTRY, SECRETS
 
 ASSETS = Path(__file__).with_name("ui")
 FILES = frozenset(path.name for path in ASSETS.iterdir() if path.is_file())
@@ -65,25 +60,8 @@ def _file(name: str) -> web.Response:
     return web.Response(body=path.read_bytes(), content_type=kind, charset=charset, headers=HEADERS)
 
 
-def install(app: web.Application, environ: Mapping[str, str]) -> None:
-    """The page's routes and state: the 15-minute series, the definition mask, the
-    watchers' stop signal."""
-    series = app[SERIES] = RecentSeries()
-    # What `dynagent serve` also hands the log mask: the page masks as the logs do.
-    app[SECRETS].add([app[CONFIG].nacos.password, environ.get("OPENAI_API_KEY", "")])
-    app[ops.REDACTOR] = Redactor(app[SECRETS])
-    app[live.STOPPING] = asyncio.Event()
-
-    def forget(name: str, what: str) -> None:
-        if what == "removed":
-            series.forget(name)
-
-    app[REGISTRY].listeners.append(forget)
-
-    async def stop_watchers(app: web.Application) -> None:
-        app[live.STOPPING].set()
-
-    app.on_shutdown.append(stop_watchers)
+def install(app: web.Application) -> None:
+    """The page's routes: its files, the trace and definition views, the live feed."""
     app.add_routes(routes)
     app.add_routes(ops.routes)
     app.add_routes(live.routes)

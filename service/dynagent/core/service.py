@@ -1,0 +1,314 @@
+"""The service: everything a running Dynagent owns, with no HTTP in it.
+
+A ``Service`` is built from the service config and started with ``running()``; every
+protocol adapter (our API, the OpenAI routes, A2A, the operations routes) and any
+program that embeds Dynagent runs agents through ``run_agent``/``stream_agent`` of
+``dynagent.core.runs`` on it. Resources are opened in ``running()`` and closed in
+reverse order when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loguru import logger
+
+from dynagent.a2a.nacos_registry import NacosA2aDirectory, NacosA2aRegistrar, start_registrar
+from dynagent.config import ServiceConfig
+from dynagent.core.auth import ApiKeys
+from dynagent.core.drain import Drain
+from dynagent.core.gauges import RegistryGauges
+from dynagent.core.keys_watch import KeysFileWatch
+from dynagent.core.metrics import Metrics
+from dynagent.core.redact import Redactor
+from dynagent.core.response_store import ResponseStore
+from dynagent.core.series import RecentSeries
+from dynagent.core.shadows import ShadowRunner
+from dynagent.core.traces import TraceStore
+from dynagent.core.tracing import RunTracer
+from dynagent.exceptions import ConfigError
+from dynagent.factories.base import AgentBuilderFactory
+from dynagent.factories.default import DefaultAgentBuilderFactory
+from dynagent.interceptors.registry import InterceptorRegistry
+from dynagent.masking import SecretValues
+from dynagent.mcp.setup import mcp_servers
+from dynagent.mcp.tools import McpServers
+from dynagent.nacos.factory import NacosAgentBuilderFactory
+from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
+from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
+from dynagent.registry.table import AgentRegistry
+from dynagent.rollout.decisions import RolloutDecisions
+from dynagent.runtime.builder import AgentBuilder
+from dynagent.runtime.environment import service_policy
+from dynagent.runtime.resources import Resources
+from dynagent.sessions.base import SessionStore
+from dynagent.sessions.memory import MemorySessionStore
+from dynagent.sessions.sqlite import SqliteSessionStore
+from dynagent.spec.agent import AgentSpec
+from dynagent.tools.registry import ToolRegistry
+
+FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
+"""Makes an extra factory from the shared builder and the config."""
+
+
+@dataclass(eq=False)
+class Service:
+    """What a running Dynagent has; built by ``Service.create``, run by ``running()``."""
+
+    config: ServiceConfig
+    environ: Mapping[str, str]
+    registry: AgentRegistry
+    traces: TraceStore
+    metrics: Metrics
+    api_keys: ApiKeys
+    secrets: SecretValues
+    """Values masked in logs and run events: API keys, credentials from the environment."""
+    drain: Drain
+    """Running requests, and their deadline once the service is stopping."""
+    shadows: ShadowRunner
+    """Shadow runs of the canaries (``rollout.shadow``), in the background."""
+    decisions: RolloutDecisions
+    """Writes rollout decisions (the guard's pulls, resumes) back into canary documents."""
+    responses: ResponseStore
+    """Responses API answers kept for ``previous_response_id`` and reading back."""
+    mcp: McpServers
+    """The MCP servers agents use and their pooled sessions."""
+    series: RecentSeries
+    """The last 15 minutes of requests per agent, for the operations page."""
+    redactor: Redactor
+    """Masks what the operations views show of definitions and traces."""
+    tracer: RunTracer | None = None
+    """OpenTelemetry for runs; set when the ``otel`` extra is installed and configured."""
+    factories: dict[str, AgentBuilderFactory] = field(default_factory=dict)
+    """The running factories by name (``default``, ``nacos``, ``nacos-prompt`` …)."""
+    keys_watch: KeysFileWatch | None = None
+    """Present while running when ``auth.keys_file`` is set."""
+    a2a_registrar: NacosA2aRegistrar | None = None
+    """Present while running when ``a2a.register`` is on."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the service begins to stop: long-lived watch streams end."""
+    _tools: ToolRegistry | None = None
+    _interceptors: InterceptorRegistry | None = None
+    _specs: Sequence[AgentSpec] = ()
+    _extra_factories: Sequence[FactoryMaker] = ()
+
+    @classmethod
+    def create(
+        cls,
+        config: ServiceConfig,
+        *,
+        tools: ToolRegistry | None = None,
+        interceptors: InterceptorRegistry | None = None,
+        specs: Sequence[AgentSpec] = (),
+        factories: Sequence[FactoryMaker] = (),
+        environ: Mapping[str, str] | None = None,
+        secrets: SecretValues | None = None,
+        tracer: RunTracer | None = None,
+    ) -> Service:
+        """The service for ``config``; nothing is opened until ``running()``.
+
+        ``secrets``: the set the log sink masks (``dynagent serve`` passes its own).
+        ``tracer`` (default: OpenTelemetry when the ``otel`` extra is installed and
+        ``OTEL_*`` asks)."""
+        environ = os.environ if environ is None else environ
+        secrets = SecretValues() if secrets is None else secrets
+        registry = AgentRegistry()
+        traces = TraceStore(config.traces.max_traces, max_bytes=config.traces.max_bytes)
+        metrics = Metrics()
+        metrics.registry.register(RegistryGauges(registry))
+        api_keys = ApiKeys.from_config(environ, config.auth)
+        secrets.add(api_keys.secrets)
+        # What `dynagent serve` also hands the log mask: the page masks as the logs do.
+        secrets.add([config.nacos.password, environ.get("OPENAI_API_KEY", "")])
+        tracer = tracer or _otel(environ)
+        running: dict[str, AgentBuilderFactory] = {}
+        service = cls(
+            config=config,
+            environ=environ,
+            registry=registry,
+            traces=traces,
+            metrics=metrics,
+            api_keys=api_keys,
+            secrets=secrets,
+            drain=Drain(),
+            shadows=ShadowRunner(registry, metrics, traces, tracer=tracer),
+            decisions=RolloutDecisions(registry, running),
+            responses=ResponseStore(),
+            mcp=mcp_servers(config),
+            series=RecentSeries(),
+            redactor=Redactor(secrets),
+            tracer=tracer,
+            factories=running,
+            _tools=tools,
+            _interceptors=interceptors,
+            _specs=tuple(specs),
+            _extra_factories=tuple(factories),
+        )
+        service.decisions.attach()
+        registry.listeners.append(service._count_change)
+        return service
+
+    def _count_change(self, name: str, what: str) -> None:
+        """The registry's changes feed the metrics and the page's series."""
+        if what == "removed":
+            self.metrics.forget(name)
+            self.series.forget(name)
+        else:
+            self.metrics.reloads.labels(name, what).inc()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Service]:
+        """Load the agents and start everything; on exit stop it all in reverse order."""
+        async with AsyncExitStack() as stack:
+            if self.tracer is not None:
+                stack.push_async_callback(self.tracer.aclose)
+            await stack.enter_async_context(self._agents())
+            self.decisions.start()
+            stack.push_async_callback(self.decisions.aclose)
+            stack.push_async_callback(self.shadows.aclose)
+            if self.config.auth.keys_file is not None:
+                self.keys_watch = KeysFileWatch(
+                    self.api_keys, self.config.auth, self.environ, self.secrets
+                )
+                await stack.enter_async_context(self.keys_watch.running())
+            yield self
+
+    @asynccontextmanager
+    async def _agents(self) -> AsyncIterator[None]:
+        """The factories, their builder and every resource the agents share."""
+        config, registry = self.config, self.registry
+        resources = Resources()
+        store = session_store(config)
+        directory = NacosA2aDirectory(
+            config.nacos, Path(tempfile.mkdtemp(prefix="dynagent-a2a-directory-"))
+        )
+        builder = self._builder(resources, store, directory)
+        chosen = [
+            *configured_factories(builder, config, self._specs),
+            *(make(builder, config) for make in self._extra_factories),
+        ]
+        started: list[AgentBuilderFactory] = []
+        try:
+            await _start_all(chosen, registry, started)
+            for factory in started:
+                self.factories[factory.name] = factory
+            self.a2a_registrar = await start_registrar(config, registry)
+            registry.mark_ready()
+            logger.info("serving {} agents", len(registry))
+            yield
+        finally:
+            if self.a2a_registrar is not None:
+                await self.a2a_registrar.stop()
+            for factory in reversed(started):
+                await factory.stop()
+            await store.aclose()
+            await self.mcp.aclose()
+            await directory.aclose()
+            await resources.aclose()
+            logger.info("stopped")
+
+    def _builder(
+        self, resources: Resources, store: SessionStore, directory: NacosA2aDirectory
+    ) -> AgentBuilder:
+        auth = self.config.auth
+        return AgentBuilder(
+            tools=self._tools or ToolRegistry.default(),
+            interceptors=self._interceptors or InterceptorRegistry.default(),
+            resources=resources,
+            sessions=store,
+            environ=self.environ,
+            environment=service_policy(
+                self.config.environment.allow,
+                (auth.keys_env, auth.admin_keys_env, auth.metrics_keys_env),
+            ),
+            secrets=self.secrets,
+            mcp=self.mcp,
+            agents=self.registry,
+            a2a=directory.url_of,
+        )
+
+    async def begin_stopping(self) -> None:
+        """No new work: the A2A registry stops handing out this service, watch streams
+        end, and running requests get ``listen.drain_seconds`` to finish."""
+        if self.a2a_registrar is not None:
+            await self.a2a_registrar.withdraw()
+        self.stopping.set()
+        seconds = self.config.listen.drain_seconds
+        logger.info(
+            "stopping: no new connections; {} running request(s) have up to {:g} s to finish",
+            self.drain.running,
+            seconds,
+        )
+        self.drain.begin(seconds)
+
+
+async def _start_all(
+    factories: Sequence[AgentBuilderFactory],
+    registry: AgentRegistry,
+    started: list[AgentBuilderFactory],
+) -> None:
+    """Start the factories side by side: with Nacos down each waits for its connect
+    timeout, and one after another they would keep the port closed that many times
+    longer. ``started`` gets those that started, in their given order; the first
+    failure is raised once all have settled."""
+    results = await asyncio.gather(
+        *(factory.start(registry) for factory in factories), return_exceptions=True
+    )
+    started += [f for f, r in zip(factories, results, strict=True) if r is None]
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+def _otel(environ: Mapping[str, str]) -> RunTracer | None:
+    try:
+        from dynagent.core.otel import OtelTracer  # the optional ``otel`` extra
+    except ImportError:
+        return None
+    return OtelTracer.from_environ(environ)
+
+
+def configured_factories(
+    builder: AgentBuilder, config: ServiceConfig, specs: Sequence[AgentSpec] = ()
+) -> list[AgentBuilderFactory]:
+    """The factories the config asks for: the local default one always, Nacos ones on demand."""
+    chosen: list[AgentBuilderFactory] = [
+        DefaultAgentBuilderFactory(
+            builder, directory=config.factories.default.directory, specs=specs
+        )
+    ]
+    if config.factories.nacos:
+        chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
+    if config.factories.spring_ai_alibaba:
+        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos))
+    prompt_only = config.factories.nacos_prompt
+    if prompt_only is not None and prompt_only.directory is not None:
+        chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))
+    return chosen
+
+
+def session_store(config: ServiceConfig) -> SessionStore:
+    settings = config.sessions
+    budget = settings.max_history_bytes
+    if settings.store == "memory":
+        return MemorySessionStore(budget)
+    if settings.store == "redis":
+        try:
+            from dynagent.sessions.redis import RedisSessionStore  # the optional ``redis`` extra
+        except ImportError:
+            raise ConfigError(
+                "sessions.store: redis needs the redis package: pip install 'dynagent[redis]'"
+            ) from None
+        return RedisSessionStore(
+            settings.url,
+            key_prefix=settings.key_prefix,
+            lock_ttl=settings.lock_ttl,
+            history_bytes=budget,
+        )
+    return SqliteSessionStore(settings.path, budget)
