@@ -158,7 +158,7 @@ def test_serve_refuses_a_public_address_without_auth(
     started: list[Any] = []
     monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
     # The socket serve binds before the app starts; here, the address it would bind.
-    monkeypatch.setattr("dynagent.cli._listen_socket", lambda host, port: (host, port))
+    monkeypatch.setattr("dynagent.cli.serve._listen_socket", lambda host, port: (host, port))
     config = str(SAMPLES / "service.yaml")
 
     assert cli.main(["serve", "--config", config, "--host", host]) == 2
@@ -174,7 +174,7 @@ def test_serve_refuses_a_public_address_without_auth(
 def test_serve_allows_loopback_without_auth(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Any] = []
     monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
-    monkeypatch.setattr("dynagent.cli._listen_socket", lambda host, port: (host, port))
+    monkeypatch.setattr("dynagent.cli.serve._listen_socket", lambda host, port: (host, port))
     assert cli.main(["serve", "--config", str(SAMPLES / "service.yaml"), "--host", host]) == 0
     assert [o["sock"][0] for o in started] == [host]
 

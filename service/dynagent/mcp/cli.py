@@ -3,6 +3,8 @@ the agents (in the Nacos agent group, and in ``--agents DIR``) that use each."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -10,10 +12,26 @@ from typing import Any
 
 from dynagent.config import NacosConfig
 from dynagent.exceptions import ConfigError
+from dynagent.nacos.cli import nacos_config, nacos_options
 from dynagent.nacos.client import NacosClient, NacosUnavailable
 from dynagent.sources.files import is_agent_file, load_agent_file
 from dynagent.spec.agent import AgentSpec, load_spec
 from dynagent.spec.tools import McpToolSpec
+
+
+def add_commands(commands: Any) -> None:
+    mcp = commands.add_parser("mcp", help="MCP servers").add_subparsers(dest="mcp", required=True)
+    servers = mcp.add_parser("list", help="the Nacos MCP registry's servers and their agents")
+    servers.add_argument("--config", type=Path, help="service config (YAML) for Nacos settings")
+    servers.add_argument("--agents", type=Path, help="also count the agent files in this folder")
+    servers.add_argument("--json", action="store_true", help="print JSON")
+    nacos_options(servers)
+    servers.set_defaults(func=mcp_list)
+
+
+def mcp_list(args: argparse.Namespace) -> int:
+    config = nacos_config(args)
+    return asyncio.run(list_servers(config.nacos, args.agents, args.json))
 
 
 def registry_users(specs: list[AgentSpec]) -> dict[str, set[str]]:

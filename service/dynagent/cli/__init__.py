@@ -1,0 +1,44 @@
+"""The ``dynagent`` command: serve, validate, schema, publish, mcp, agents, invoke,
+promote, rollback, rollout. Each command module (and each feature package's ``cli``)
+adds its own subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import aiohttp
+from loguru import logger
+
+from dynagent.cli import local, remote, serve
+from dynagent.exceptions import ConfigError, StartupError
+from dynagent.mcp import cli as mcp_cli
+from dynagent.nacos import cli as nacos_cli
+
+COMMANDS = (serve, nacos_cli, local, mcp_cli, remote)
+"""Where the subcommands come from, in the order ``--help`` lists them."""
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="dynagent", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        module.add_commands(commands)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StartupError as exc:
+        logger.error("{}", exc.message)
+        return 2
+    except aiohttp.ClientError as exc:
+        print(f"error: cannot reach the service at {args.url}: {exc}", file=sys.stderr)
+        return 3
+    return code

@@ -1,0 +1,46 @@
+"""``dynagent validate`` and ``dynagent schema``: agent files checked with no service."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dynagent.exceptions import ConfigError
+from dynagent.runtime.builder import AgentBuilder
+from dynagent.sources.files import load_agent_file
+from dynagent.spec.agent import json_schema
+
+
+def add_commands(commands: Any) -> None:
+    check = commands.add_parser("validate", help="check agent files")
+    check.add_argument("files", nargs="+", type=Path)
+    check.set_defaults(func=validate)
+    commands.add_parser("schema", help="print the AgentSpec JSON Schema").set_defaults(func=schema)
+
+
+def validate(args: argparse.Namespace) -> int:
+    failed = 0
+    builder = AgentBuilder(offline=True)
+    for path in args.files:
+        try:
+            spec = load_agent_file(path)
+            builder.build(spec)
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"{path}: cannot read: {exc}", file=sys.stderr)
+            failed += 1
+        except ConfigError as exc:
+            print(f"{path}: {exc.reason}", file=sys.stderr)
+            for issue in exc.issues:
+                print(f"  {issue}", file=sys.stderr)
+            failed += 1
+        else:
+            print(f"{path}: ok ({spec.name}, revision {spec.revision})")
+    return 1 if failed else 0
+
+
+def schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(), indent=2))
+    return 0
