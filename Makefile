@@ -29,6 +29,7 @@ test: setup lint typecheck pytest
 lint: setup
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy

@@ -11,13 +11,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from loguru import logger
 
 from dynagent.config import ServiceConfig
 from dynagent.core.auth import ApiKeys
 from dynagent.exceptions import StartupError
-from dynagent.http.app import create_app
+from dynagent.http.app import create_app, run
 from dynagent.logs import configure_logging
 from dynagent.nacos.cli import nacos_config, nacos_options
 
@@ -75,13 +74,7 @@ def serve(args: argparse.Namespace) -> int:
     # Bound before the app starts: a port in use is one line, before any source loads.
     listening = _listen_socket(config.listen.host, config.listen.port)
     app = create_app(config, secrets=mask)
-    web.run_app(
-        app,
-        sock=listening,
-        shutdown_timeout=config.listen.drain_seconds,
-        access_log=None,
-        print=lambda _: _serving(config.listen.host, config.listen.port),
-    )
+    run(app, listening, lambda: _serving(config.listen.host, config.listen.port))
     return 0
 
 

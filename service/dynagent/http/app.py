@@ -6,7 +6,8 @@ lifetime through one ``cleanup_ctx``; every route reads the service under one ke
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -102,3 +103,14 @@ async def _running(app: web.Application) -> AsyncIterator[None]:
 async def _stopping(app: web.Application) -> None:
     # aiohttp has stopped listening; running requests are left to finish.
     await app[SERVICE].begin_stopping()
+
+
+def run(app: web.Application, listening: socket.socket, on_started: Callable[[], None]) -> None:
+    """Serve ``app`` on the bound socket until SIGINT/SIGTERM, then drain and stop."""
+    web.run_app(
+        app,
+        sock=listening,
+        shutdown_timeout=app[SERVICE].config.listen.drain_seconds,
+        access_log=None,
+        print=lambda _: on_started(),
+    )
