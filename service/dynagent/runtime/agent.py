@@ -7,22 +7,21 @@ started with. Nothing here is ever patched in place.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-from dynagent.events import ErrorEvent, Event, JsonValue, ModelDelta, RunFinished, RunStarted, Usage
+from dynagent.events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
 from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
 from dynagent.models.base import Model
+from dynagent.runtime._event_text import input_summary, masked, redacted
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime._loop import AgentInput, execute_run, render_system
 from dynagent.runtime._redaction import RedactingEmitter
+from dynagent.runtime._stream import DeltaGate, EventQueue, flushed
 from dynagent.runtime.options import RunOptions
 from dynagent.sessions.base import SessionStore
 from dynagent.sessions.scope import new_trace_id
@@ -33,8 +32,6 @@ __all__ = ["Agent", "AgentInput", "RunResult", "SourceInfo", "Variant"]
 
 Variant = Literal["stable", "canary"]
 _YIELD_EVERY = 32
-DELTA_WINDOW = 0.01
-"""Seconds between two text deltas handed to a stream's reader (``_EventQueue``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +155,7 @@ class Agent:
         ``run_finished`` events rather than an exception."""
         if options is not None:
             options = options.bound(self.spec, self.tools)
-        queue = _EventQueue()
+        queue = EventQueue()
         ctx = self._context(trace_id, session_id, variables, queue.put_nowait, streamed=True)
         ctx.session_key = session_key
         task = asyncio.create_task(self._guarded(input, ctx, variant, stream=True, options=options))
@@ -201,7 +198,7 @@ class Agent:
         # Masked inline, or on a worker thread when an event carries a long text.
         shown = RedactingEmitter(emit, lambda event: self._shown(event, ctx))
         if streamed and self.secrets:  # only streamed runs have deltas
-            ctx.emit = _DeltaGate(StreamMask(self.secrets), shown)
+            ctx.emit = DeltaGate(StreamMask(self.secrets), shown)
         else:
             ctx.emit = shown
         return ctx
@@ -209,9 +206,9 @@ class Agent:
     def _shown(self, event: Event, ctx: RunContext) -> Event:
         """The event as traces, streams and logs may see it."""
         if ctx.redactors:
-            event = _redacted(event, ctx)
+            event = redacted(event, ctx)
         if self.secrets:
-            event = _masked(event, self.secrets.mask)
+            event = masked(event, self.secrets.mask)
         return event
 
     async def _guarded(
@@ -227,9 +224,9 @@ class Agent:
         try:
             result = await self._timed(input, ctx, variant, stream=stream, options=options)
         except RunError:
-            await _flushed(ctx)
+            await flushed(ctx)
             raise
-        await _flushed(ctx)
+        await flushed(ctx)
         return result
 
     async def _timed(
@@ -251,7 +248,7 @@ class Agent:
                 revision=self.revision,
                 variant=variant,
                 session_id=ctx.session_id,
-                input=_input_summary(input),
+                input=input_summary(input),
             )
         )
         try:
@@ -297,142 +294,5 @@ class Agent:
         return error
 
 
-class _EventQueue:
-    """The events of a streamed run on their way to its reader.
-
-    Text deltas reach the reader at most once per ``DELTA_WINDOW``: the first at once,
-    and those that arrive sooner after it are held until the window ends (or until an
-    event of another kind comes) and joined into one. A model streaming a long answer in
-    tiny chunks then costs every later stage (masking, SSE, trace, socket writes) a
-    bounded amount per second, not an amount per chunk; a human reader sees no difference.
-    """
-
-    def __init__(self) -> None:
-        self._items: deque[Event | None] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        """Woken by any event (the reader waits for the queue to fill)."""
-        self._hold: asyncio.Future[None] | None = None
-        """Woken by an event that is not a delta (the reader holds deltas back)."""
-        self._delta_at = -DELTA_WINDOW
-
-    def put_nowait(self, event: Event | None) -> None:
-        self._items.append(event)
-        for waiter in (self._waiter, None if isinstance(event, ModelDelta) else self._hold):
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-
-    async def get(self) -> Event | None:
-        loop = asyncio.get_running_loop()
-        while not self._items:
-            self._waiter = loop.create_future()
-            await self._waiter
-        event = self._items.popleft()
-        if not isinstance(event, ModelDelta):
-            return event
-        deadline = self._delta_at + DELTA_WINDOW
-        if loop.time() < deadline and all(isinstance(e, ModelDelta) for e in self._items):
-            self._hold = loop.create_future()
-            timer = loop.call_later(deadline - loop.time(), _wake, self._hold)
-            await self._hold
-            timer.cancel()
-        self._delta_at = loop.time()
-        texts = [event.text]
-        while self._items and _same_call(self._items[0], event):
-            texts.append(self._items.popleft().text)  # type: ignore[union-attr]
-        return event if len(texts) == 1 else dataclasses.replace(event, text="".join(texts))
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-def _same_call(queued: Event | None, delta: ModelDelta) -> bool:
-    return isinstance(queued, ModelDelta) and queued.step == delta.step
-
-
-@dataclass(slots=True)
-class _DeltaGate:
-    """Streamed text through a ``StreamMask``: a secret split over two deltas is masked;
-    what a delta held back goes out before the next event of any other kind."""
-
-    mask: StreamMask
-    emit: Callable[[Event], None]
-    held: ModelDelta | None = None
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, ModelDelta):
-            text = self.mask.feed(event.text)
-            self.held = event
-            if text:
-                self.emit(dataclasses.replace(event, text=text))
-            return
-        rest = self.mask.flush()
-        if rest and self.held is not None:
-            self.emit(dataclasses.replace(self.held, text=rest))
-        self.emit(event)
-
-
-async def _flushed(ctx: RunContext) -> None:
-    emitter = ctx.emit.emit if isinstance(ctx.emit, _DeltaGate) else ctx.emit
-    if isinstance(emitter, RedactingEmitter):
-        await emitter.flush()
-
-
 def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-def _input_summary(input: AgentInput) -> JsonValue:
-    return input if isinstance(input, str) else [dict(m) for m in input]
-
-
-_TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
-
-
-def _redacted(event: Event, ctx: RunContext) -> Event:
-    changes: dict[str, Any] = {}
-    for name in _TEXT_FIELDS:
-        value = getattr(event, name, None)
-        if value is not None:
-            changes[name] = _redact_value(value, ctx.redact)
-    return dataclasses.replace(event, **changes) if changes else event
-
-
-def _masked(event: Event, mask: Callable[[str], str]) -> Event:
-    """Every text of ``event`` masked, its model name and error message included."""
-    changes: dict[str, Any] = {}
-    for name in _TEXT_OF[type(event)]:
-        value = getattr(event, name)
-        if isinstance(value, str | list | dict):
-            masked = _redact_value(value, mask)
-            if masked != value:
-                changes[name] = masked
-    return dataclasses.replace(event, **changes) if changes else event
-
-
-_NOT_TEXT = frozenset(
-    {"trace_id", "step", "at", "type", "usage", "duration_ms", "is_error", "messages"}
-)
-_TEXT_OF: Mapping[type, tuple[str, ...]] = MappingProxyType(
-    {
-        kind: tuple(f.name for f in dataclasses.fields(kind) if f.name not in _NOT_TEXT)
-        for kind in get_args(Event)
-    }
-)
-"""The fields of each event type that may hold text (not ids, times or counts)."""
-
-
-def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
-    """Mask the strings (and numbers) inside a JSON value, keeping its structure:
-    masking its serialized text could turn ``12345678`` into unparseable ``[PHONE]``."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [_redact_value(item, redact) for item in value]
-    if isinstance(value, dict):
-        return {key: _redact_value(item, redact) for key, item in value.items()}
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        masked = redact(str(value))
-        return value if masked == str(value) else masked
-    return value
