@@ -1,1 +1,2 @@
-"""Benchmarks that hold the bars of DESIGN.md; each module runs with ``python -m bench.<name>``."""
+"""Benchmarks that hold the project's performance bars (docs/benchmarks.md); each module
+runs with ``python -m bench.<name>``."""

@@ -149,3 +149,40 @@ def _long_functions() -> list[str]:
 
 def test_no_function_is_longer_than_sixty_lines() -> None:
     assert _long_functions() == []
+
+
+MAX_MODULE_LINES = 400
+MAX_ROOT_MODULES = 8
+
+
+def test_no_module_is_longer_than_four_hundred_lines() -> None:
+    long = {
+        module: lines
+        for module, path in MODULES.items()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_the_package_root_holds_at_most_eight_modules() -> None:
+    """Everything else lives in the package of its layer or feature."""
+    root = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_only_the_http_adapter_imports_aiohttp_web() -> None:
+    """The service exists without HTTP: its core, features and runtime use aiohttp's
+    client at most."""
+    outside = {
+        (module, target)
+        for module, path in MODULES.items()
+        if not module.startswith("dynagent.http")
+        for target in _all_imports(path)
+        if target == "aiohttp.web" or target.startswith("aiohttp.web_")
+    } | {
+        (module, "aiohttp.web")
+        for module, path in MODULES.items()
+        if not module.startswith("dynagent.http")
+        and "from aiohttp import web" in path.read_text(encoding="utf-8")
+    }
+    assert outside == set()

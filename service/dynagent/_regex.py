@@ -2,7 +2,7 @@
 
 Python's ``re`` backtracks: a pattern as plain as the e-mail one took quadratic
 time on a long word without ``@``, and the old code-fence pattern cubic time on
-spaces (issue 11). RE2 matches in time linear in the text whatever the pattern
+spaces. RE2 matches in time linear in the text whatever the pattern
 and the input, so text from outside (request bodies, tool results, model output)
 cannot stall the service through a pattern. RE2 has no lookaround and no
 backreferences: a pattern that needs them does not compile, which is the point.

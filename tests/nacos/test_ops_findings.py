@@ -1,4 +1,4 @@
-"""What confused an ops engineer in the Nacos console (issue 14, section 4), against the
+"""What confused an ops engineer in the Nacos console, against the
 real server: refusals on the document's own entry, tombstones, a delete grace, gray
 versions in the status, and the console's own v3 HTTP API driving the service."""
 

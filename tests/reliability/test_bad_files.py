@@ -1,4 +1,4 @@
-"""One bad file never stops the start (issue 11), shown by real ``dynagent serve`` processes:
+"""One bad file never stops the start, shown by real ``dynagent serve`` processes:
 a Nacos snapshot file truncated mid-character is skipped and named while everything else
 serves; an unreadable ``sessions.db`` is moved aside by the documented rule; a port in use
 and a session path that cannot be opened are one line and exit 2, before any source loads."""

@@ -1,4 +1,4 @@
-"""Every malformed model answer is a model error (issue 11): 502 ``model_error``, traced,
+"""Every malformed model answer is a model error: 502 ``model_error``, traced,
 counted in ``/metrics``, seen by the circuit breaker and by the canary guard.
 
 Before the fix a 200 whose choice had no ``message`` was a 500 ``internal`` that nothing

@@ -1,4 +1,4 @@
-"""Memory is bounded in bytes (issue 11): the trace store by ``traces.max_bytes``, a session's
+"""Memory is bounded in bytes: the trace store by ``traces.max_bytes``, a session's
 history by ``sessions.max_history_bytes`` (newest whole turns; older ones neither loaded nor
 kept), and the offline test model's answer by a total size, however its schema nests."""
 

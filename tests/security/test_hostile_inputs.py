@@ -1,4 +1,4 @@
-"""The hostile-input run (issue 11): texts up to 1 MB built to defeat regexes and parsers,
+"""The hostile-input run: texts up to 1 MB built to defeat regexes and parsers,
 sent to every endpoint of ``/openapi.json`` and through every built-in interceptor of a real
 ``dynagent serve`` process, while ``/healthz`` is polled.
 

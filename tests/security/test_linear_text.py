@@ -1,4 +1,4 @@
-"""Text from outside is processed in linear time and never holds the event loop (issue 11).
+"""Text from outside is processed in linear time and never holds the event loop.
 
 Each hostile 1 MB text runs in a child process under a timeout: on the code before the
 fix the e-mail, code-fence and schema-pattern cases never finish (quadratic, cubic,

@@ -1,4 +1,4 @@
-"""Every logger of the process goes through the one masking sink (issue 11): aiohttp's own
+"""Every logger of the process goes through the one masking sink: aiohttp's own
 ``aiohttp.server`` lines and the Nacos SDK's root-logger lines are masked loguru lines, and
 a repeated connection error is one line per state change, not one per retry."""
 

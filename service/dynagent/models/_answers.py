@@ -4,7 +4,7 @@ Answers arrive as parsed JSON (``openai.py`` skips the client's model objects), 
 whose choice has no ``message``, a ``content`` that is a number, or a stream that holds no
 chunk at all would otherwise become a 500 or a successful empty answer. Every such answer
 is refused here as a model failure (502 ``model_error``), which the circuit breaker, the
-metrics, the trace and the canary guard all count (issue 11).
+metrics, the trace and the canary guard all count.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def unfenced(text: str) -> str:
     """The JSON inside a Markdown code fence (```` ```json … ``` ````), else ``text``.
 
     Plain string operations, linear in the text: the regex this replaces took cubic
-    time on a fence followed by spaces (issue 11)."""
+    time on a fence followed by spaces."""
     if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
         return text
     inner = text[3:-3]
@@ -376,7 +376,7 @@ def _parsed_arguments(tool: Tool, text: str) -> tuple[Any, str | None]:
 
 async def _off_loop(check: Callable[..., _T], *args: Any) -> _T:
     """``check(*args)``, on a worker thread when its text is long: parsing and
-    validating a 1 MB answer must not hold the event loop (issue 11)."""
+    validating a 1 MB answer must not hold the event loop."""
     if len(args[-1]) <= INLINE_CHARS:
         return check(*args)
     return await asyncio.to_thread(check, *args)

@@ -3,7 +3,7 @@
 Redactors (``pii_redaction``) and the secret mask run on every text of every event. On
 a 1 MB text full of matches that is far more than the 50 ms the event loop may be held
 at a time, so an event carrying more than ``INLINE_CHARS`` of text is masked on a worker
-thread; events are still delivered in the order they were emitted (issue 11).
+thread; events are still delivered in the order they were emitted.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ class Agent:
                 delivered += 1
                 if delivered % _YIELD_EVERY == 0:
                     # A full queue is drained without a pause otherwise: thousands of
-                    # deltas of a long answer held the event loop (issue 11).
+                    # deltas of a long answer held the event loop.
                     await asyncio.sleep(0)
             if not task.cancelled() and isinstance(task.exception(), RunError):
                 return

@@ -56,7 +56,7 @@ def _connect(path: str) -> sqlite3.Connection:
 
 
 def open_database(path: Path) -> sqlite3.Connection:
-    """The session database at ``path``, by this rule (issue 11):
+    """The session database at ``path``, by this rule:
 
     - a file that is not a readable SQLite database (truncated, corrupt, something else)
       is moved aside to ``<name>.corrupt-<unix time>`` with an ERROR naming both paths,
