@@ -72,9 +72,9 @@ async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent,
     return chosen
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class _Served:
-    """One request's run: who served it, and since when."""
+    """One request's run: who served it, and since when. Not frozen: its span ends once."""
 
     service: Service
     who: Caller
@@ -102,7 +102,7 @@ class _Served:
         """End the run's span (once), with the model and tool spans of ``events``."""
         tracer, span = self.service.tracer, self.span
         if tracer is not None and span is not None:
-            object.__setattr__(self, "span", None)
+            self.span = None
             tracer.finish(span, self.agent, self.variant, events, error)
 
     @contextmanager
