@@ -162,3 +162,31 @@ async def test_ipv6_forms_that_embed_a_private_ipv4_are_judged_by_it(
 @pytest.mark.parametrize("address", EMBEDDED_PUBLIC.values(), ids=EMBEDDED_PUBLIC.keys())
 def test_ipv6_forms_that_embed_a_public_ipv4_stay_public(address: str) -> None:
     assert is_public_address(address) is True
+
+
+# Ranges Python's ``is_global`` still calls global though no public host lives there:
+# the deprecated IPv6 site-local range (RFC 3879), the documentation ranges, and the
+# IPv4 benchmarking and reserved ranges. Each must be refused like a private address.
+NOT_PUBLIC_BY_RFC = {
+    "site-local fec0::/10": "fec0::1",
+    "site-local, last of the range": "feff:ffff::1",
+    "site-local with a zone": "fec0::1%eth0",
+    "documentation 2001:db8::/32": "2001:db8::1",
+    "documentation 3fff::/20": "3fff::1",
+    "benchmarking 198.18.0.0/15": "198.18.0.1",
+    "reserved 240.0.0.0/4": "240.0.0.1",
+    "shared 100.64.0.0/10": "100.64.0.1",
+}
+
+
+@pytest.mark.parametrize("address", NOT_PUBLIC_BY_RFC.values(), ids=NOT_PUBLIC_BY_RFC.keys())
+def test_ranges_that_no_public_host_uses_are_not_public(address: str) -> None:
+    assert is_public_address(address) is False
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [("2606:4700::1111", True), ("1.1.1.1", True), ("2001:4860::8888", True), ("fc00::1", False)],
+)
+def test_the_neighbours_of_those_ranges_are_judged_as_before(address: str, public: bool) -> None:
+    assert is_public_address(address) is public

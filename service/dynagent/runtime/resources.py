@@ -78,7 +78,17 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address
     return ()
 
 
+_NOT_GLOBAL = (
+    ipaddress.IPv6Network("fec0::/10"),  # site-local, deprecated (RFC 3879): still private
+    ipaddress.IPv6Network("3fff::/20"),  # documentation (RFC 9637)
+    ipaddress.IPv6Network("2001:db8::/32"),  # documentation (RFC 3849)
+)
+"""Ranges Python's ``is_global`` calls global (on some versions) where no public host is."""
+
+
 def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and any(address in n for n in _NOT_GLOBAL):
+        return False
     return address.is_global and not address.is_multicast
 
 
