@@ -14,7 +14,6 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import jsonschema
 from mcp import types
 
 from dynagent import _regex
@@ -30,6 +29,7 @@ from dynagent.mcp._pool import (
 )
 from dynagent.mcp._registry import McpDirectory, RegisteredServer, endpoint_target, registry_key
 from dynagent.models.base import ToolDefinition
+from dynagent.spec._schemas import check_schema
 from dynagent.spec.tools import McpToolSpec
 from dynagent.tools.base import Tool
 
@@ -195,9 +195,9 @@ def _tool(
 ) -> Tool:
     schema = dict(remote.input_schema) or {"type": "object", "properties": {}}
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        message = f"tool {remote.name!r} has no valid JSON Schema: {exc.message}"
+        check_schema(schema)
+    except ValueError as exc:
+        message = f"tool {remote.name!r} has no usable JSON Schema: {exc}"
         raise ConfigError("invalid MCP tool schema", issues=[FieldIssue(path, message)]) from None
     name = _UNSAFE.sub("_", f"{entry.tool_prefix}{remote.name}")[:64]
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
+import referencing
+import referencing.exceptions
 from jsonschema import _keywords
 from jsonschema.exceptions import ValidationError
 
@@ -111,10 +114,80 @@ def _reason(exc: Exception) -> str:
     return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 
 
-def validator(schema: Mapping[str, Any]) -> Validator:
-    """A Draft 2020-12 validator for ``schema`` matching its patterns with RE2."""
+def _refuse(uri: str) -> referencing.Resource[Any]:
+    raise referencing.exceptions.NoSuchResource(uri)
+
+
+_NO_RETRIEVAL: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+"""Where validators look up ``$ref`` targets: nowhere outside the schema. jsonschema's
+default registry fetches any URL (with no timeout, on the calling thread) and reads
+``file://`` paths; a caller's ``$ref: http://…`` froze the whole service."""
+
+_REF_KEYS = ("$ref", "$dynamicRef")
+
+
+def check_refs(schema: Any) -> None:
+    """Raise ``ValueError`` for a ``$ref`` that points outside ``schema`` or at nothing in
+    it. Only ``#``, ``#/json/pointer`` and ``#anchor`` are resolved; the walk is
+    iterative, so a deep schema costs time linear in its size and no stack."""
+    refs: list[str] = []
+    anchors: set[str] = set()
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, dict):
+            for key in _REF_KEYS:
+                if isinstance(node.get(key), str):
+                    refs.append(node[key])
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    anchors.add(node[key])
+            todo.extend(node.values())
+    for ref in refs:
+        if not ref.startswith("#"):
+            raise ValueError(
+                f"$ref {ref[:200]!r} points outside the schema: only references inside it "
+                "('#/$defs/…' or '#anchor') are resolved, nothing is fetched or read"
+            )
+        fragment = ref[1:]
+        found = _pointer(schema, fragment) if fragment[:1] in ("", "/") else fragment in anchors
+        if not found:
+            raise ValueError(f"$ref {ref[:200]!r} points at nothing in the schema")
+
+
+def _pointer(schema: Any, pointer: str) -> bool:
+    node = schema
+    for raw in pointer.split("/")[1:]:
+        part = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
+def check_schema(schema: Any) -> None:
+    """Everything a schema from outside must satisfy before it is used, as one
+    ``ValueError`` naming what is wrong: a valid Draft 2020-12 schema, patterns RE2
+    can run, and references that stay inside it."""
+    try:
+        Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
     check_patterns(schema)
-    made: Validator = _Linear(schema)
+    check_refs(schema)
+
+
+def validator(schema: Mapping[str, Any]) -> Validator:
+    """A Draft 2020-12 validator for ``schema`` matching its patterns with RE2 and
+    resolving references only inside it."""
+    check_patterns(schema)
+    check_refs(schema)
+    made: Validator = _Linear(schema, registry=_NO_RETRIEVAL)
     return made
 
 

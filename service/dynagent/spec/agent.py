@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-import jsonschema
 import yaml
 from pydantic import (
     BaseModel,
@@ -36,7 +35,7 @@ from dynagent.spec._documents import (
     yaml_problem,
 )
 from dynagent.spec._issues import describe
-from dynagent.spec._schemas import check_patterns
+from dynagent.spec._schemas import check_schema
 from dynagent.spec.tools import AgentToolSpec, McpToolSpec
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -303,11 +302,7 @@ def spec_revision(document: Mapping[str, Any]) -> str:
 
 
 def _check_json_schema(value: dict[str, Any]) -> None:
-    try:
-        jsonschema.Draft202012Validator.check_schema(value)
-    except jsonschema.SchemaError as exc:
-        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
-    check_patterns(value)
+    check_schema(value)
 
 
 _UNION_TAGS = {"tool-name", "tool-ref", "tool-http", "tool-mcp", "tool-agent"}

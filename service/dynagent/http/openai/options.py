@@ -16,8 +16,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import jsonschema
-
 from dynagent.core.runs import RunRequest
 from dynagent.exceptions import BadRequest
 from dynagent.http.openai.schemas import (
@@ -29,6 +27,7 @@ from dynagent.http.openai.schemas import (
 from dynagent.models.base import ToolDefinition
 from dynagent.runtime.agent import AgentInput
 from dynagent.runtime.options import RunOptions
+from dynagent.spec._schemas import check_schema
 
 IGNORED_HEADER = "X-Ignored-Fields"
 SAMPLING = ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty")
@@ -58,11 +57,10 @@ def output_schema(kind: str | None, schema: dict[str, Any] | None) -> dict[str, 
     if schema is None:
         raise BadRequest("json_schema needs a 'schema'", param="response_format")
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
+        check_schema(schema)
+    except ValueError as exc:
         raise BadRequest(
-            f"the response format's schema is not a valid JSON Schema: {exc.message}",
-            param="response_format",
+            f"the response format's schema is refused: {exc}", param="response_format"
         ) from None
     return schema
 
