@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dynagent import _regex
 from dynagent.exceptions import ConfigError, FieldIssue
-from dynagent.sessions.base import DEFAULT_HISTORY_BYTES
+from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, DEFAULT_SESSION_TTL
 from dynagent.spec._templates import MissingVariable, expand_env
 from dynagent.spec.agent import issues_from
 
@@ -91,6 +91,10 @@ class SessionsConfig(_Section):
     """Seconds a crashed replica's hold on a session outlives it (``store: redis``)."""
     max_history_bytes: int = Field(default=DEFAULT_HISTORY_BYTES, ge=1024)
     """A session keeps (and a run is given) its newest whole turns within this many bytes."""
+    ttl: float = Field(default=DEFAULT_SESSION_TTL, gt=0, le=366 * 24 * 3600)
+    """Seconds a session is kept after its last use (a run that reads or writes it renews
+    it); then it is deleted, in every store. With ``max_history_bytes`` this bounds what
+    callers can leave behind: a session holds at most that much, for at most this long."""
 
 
 class AuthConfig(_Section):

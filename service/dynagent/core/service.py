@@ -297,7 +297,7 @@ def session_store(config: ServiceConfig) -> SessionStore:
     settings = config.sessions
     budget = settings.max_history_bytes
     if settings.store == "memory":
-        return MemorySessionStore(budget)
+        return MemorySessionStore(budget, ttl=settings.ttl)
     if settings.store == "redis":
         try:
             from dynagent.sessions.redis import RedisSessionStore  # the optional ``redis`` extra
@@ -310,5 +310,6 @@ def session_store(config: ServiceConfig) -> SessionStore:
             key_prefix=settings.key_prefix,
             lock_ttl=settings.lock_ttl,
             history_bytes=budget,
+            ttl=settings.ttl,
         )
-    return SqliteSessionStore(settings.path, budget)
+    return SqliteSessionStore(settings.path, budget, ttl=settings.ttl)

@@ -12,6 +12,10 @@ from dynagent.models.base import Message
 
 DEFAULT_HISTORY_BYTES = 4 * 1024 * 1024
 """``sessions.max_history_bytes``: the most of a conversation a run is given and a store keeps."""
+DEFAULT_SESSION_TTL = 30 * 24 * 3600.0
+"""``sessions.ttl``: a session unused this long (seconds) is deleted."""
+PURGE_EVERY = 60.0
+"""Seconds between two sweeps of expired sessions in the stores that sweep (SQLite, memory)."""
 
 
 def first_kept(newest_first: Iterable[tuple[int, int, str | None]], budget: int) -> int | None:

@@ -15,6 +15,9 @@ agent is composed above this layer), all in one cluster hash slot:
     the newest fencing token handed out, and the newest that wrote: a holder whose lock
     expired and was taken over can no longer append (``SessionConflict``)
 
+Each of them expires ``sessions.ttl`` after the session's last use: every write and
+every read renews them, so an abandoned conversation leaves nothing behind.
+
 Every write is one Lua script, atomic on the server; the client retries on a dropped
 connection (a Redis restart), and the scripts are idempotent for that retry.
 """
@@ -38,7 +41,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from dynagent.exceptions import SessionConflict, SessionStoreUnavailable
 from dynagent.models.base import Message
-from dynagent.sessions.base import SessionLocks
+from dynagent.sessions.base import DEFAULT_SESSION_TTL, SessionLocks
 
 PIN_SECONDS = 30 * 24 * 3600
 """How long a session's variant is remembered (a canary rarely lives longer)."""
@@ -78,6 +81,9 @@ if written > token or (held and held ~= ARGV[2]) then return -1 end
 redis.call('RPUSH', KEYS[1], ARGV[3])
 local total = redis.call('INCRBY', KEYS[2], string.len(ARGV[3]))
 redis.call('SET', KEYS[3], token)
+for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3], KEYS[5]}) do
+  redis.call('PEXPIRE', key, ARGV[5])
+end
 local budget = tonumber(ARGV[4])
 local dropped = 0
 while budget > 0 and total > budget and redis.call('LLEN', KEYS[1]) > 1 do
@@ -87,8 +93,9 @@ while budget > 0 and total > budget and redis.call('LLEN', KEYS[1]) > 1 do
 end
 return dropped + 1
 """
-"""KEYS turns, bytes, written, lock; ARGV token, lock value, turn, budget → 1 + turns
-dropped; 0 when this token already wrote (a retry); -1 when fenced off."""
+"""KEYS turns, bytes, written, lock, fence; ARGV token, lock value, turn, budget, ttl_ms →
+1 + turns dropped; 0 when this token already wrote (a retry); -1 when fenced off. Every
+key of the session then expires ``ttl_ms`` after this write (``sessions.ttl``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +114,7 @@ class RedisSessionStore:
         key_prefix: str = "dynagent:session:",
         lock_ttl: float = 15.0,
         history_bytes: int = 0,
+        ttl: float = DEFAULT_SESSION_TTL,
     ) -> None:
         retry = Retry(ExponentialBackoff(cap=1.0, base=0.02), RETRIES)
         self._redis: Redis = Redis.from_url(
@@ -123,6 +131,8 @@ class RedisSessionStore:
         self.history_bytes = history_bytes
         """Oldest turns are dropped past this many bytes of history (0: no budget); the
         newest turn is always kept."""
+        self.ttl = ttl
+        """Seconds a session's keys live after its last use."""
         self._locks = SessionLocks()
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._renew = self._redis.register_script(_RENEW)
@@ -134,8 +144,13 @@ class RedisSessionStore:
         return f"{self.key_prefix}{{{session_id}}}:{what}"
 
     async def load(self, session_id: str) -> list[Message]:
+        ttl_ms = max(1, int(self.ttl * 1000))
         try:
-            turns = await self._redis.lrange(self._key(session_id, "turns"), 0, -1)
+            async with self._redis.pipeline(transaction=False) as both:
+                both.lrange(self._key(session_id, "turns"), 0, -1)
+                for what in ("turns", "bytes", "written", "fence"):  # a read renews it
+                    both.pexpire(self._key(session_id, what), ttl_ms)
+                turns, *_ = await both.execute()
         except RedisError as exc:
             raise _unavailable("reading", exc) from None
         messages: list[Message] = []
@@ -151,11 +166,12 @@ class RedisSessionStore:
             async with self.lock(session_id):
                 await self.append(session_id, messages)
             return
-        keys = [self._key(session_id, k) for k in ("turns", "bytes", "written", "lock")]
+        keys = [self._key(session_id, k) for k in ("turns", "bytes", "written", "lock", "fence")]
         turn = json.dumps(list(messages), ensure_ascii=False)
+        ttl_ms = max(1, int(self.ttl * 1000))
         try:
             result = await self._append(
-                keys=keys, args=[hold.token, hold.value, turn, self.history_bytes]
+                keys=keys, args=[hold.token, hold.value, turn, self.history_bytes, ttl_ms]
             )
         except RedisError as exc:
             raise _unavailable("saving", exc) from None

@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -19,7 +19,13 @@ from loguru import logger
 
 from dynagent.exceptions import StartupError
 from dynagent.models.base import Message
-from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, SessionLocks, first_kept
+from dynagent.sessions.base import (
+    DEFAULT_HISTORY_BYTES,
+    DEFAULT_SESSION_TTL,
+    PURGE_EVERY,
+    SessionLocks,
+    first_kept,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -28,6 +34,12 @@ CREATE TABLE IF NOT EXISTS messages (
     message TEXT NOT NULL,
     created_at REAL NOT NULL,
     PRIMARY KEY (session_id, seq)
+)
+"""
+_USED = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    used_at REAL NOT NULL
 )
 """
 _PINS = """
@@ -48,7 +60,14 @@ def _connect(path: str) -> sqlite3.Connection:
         if verdict != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {verdict}")
         db.execute(_SCHEMA)
+        db.execute(_USED)
         db.execute(_PINS)
+        # A database written before sessions expired: its sessions count as used when
+        # their last message was.
+        db.execute(
+            "INSERT OR IGNORE INTO sessions SELECT session_id, MAX(created_at) FROM messages "
+            "WHERE session_id NOT IN (SELECT session_id FROM sessions) GROUP BY session_id"
+        )
     except BaseException:
         db.close()
         raise
@@ -91,14 +110,29 @@ def open_database(path: Path) -> sqlite3.Connection:
         ) from None
 
 
+PIN_SECONDS = 30 * 24 * 3600
+"""How long a session's variant is remembered (as in Redis)."""
+
+
 class SqliteSessionStore:
-    def __init__(self, path: str | Path, max_history_bytes: int = DEFAULT_HISTORY_BYTES) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        max_history_bytes: int = DEFAULT_HISTORY_BYTES,
+        *,
+        ttl: float = DEFAULT_SESSION_TTL,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
         self.max_history_bytes = max_history_bytes
         """The budget of ``first_kept``: older turns are neither loaded nor kept."""
+        self.ttl = ttl
+        """Seconds a session is kept after its last use; then its rows are deleted."""
+        self._clock = clock
         self._db = open_database(self.path)
         self._mutex = threading.Lock()
         self._locks = SessionLocks()
+        self._swept = -PURGE_EVERY  # the first use sweeps what expired while stopped
 
     async def load(self, session_id: str) -> list[Message]:
         return await asyncio.to_thread(self._load, session_id)
@@ -137,8 +171,24 @@ class SqliteSessionStore:
         finally:
             rows.close()
 
+    def _touch(self, session_id: str, now: float) -> None:
+        """Mark ``session_id`` used; at most every ``PURGE_EVERY`` s delete every
+        session unused for ``ttl`` (and pins past their period). Holds the mutex."""
+        if now - self._swept >= min(PURGE_EVERY, self.ttl):
+            self._swept = now
+            cutoff = now - self.ttl
+            self._db.execute(
+                "DELETE FROM messages WHERE session_id IN "
+                "(SELECT session_id FROM sessions WHERE used_at < ?)",
+                (cutoff,),
+            )
+            self._db.execute("DELETE FROM sessions WHERE used_at < ?", (cutoff,))
+            self._db.execute("DELETE FROM pins WHERE created_at < ?", (now - PIN_SECONDS,))
+        self._db.execute("UPDATE sessions SET used_at = ? WHERE session_id = ?", (now, session_id))
+
     def _load(self, session_id: str) -> list[Message]:
         with self._mutex:
+            self._touch(session_id, self._clock())
             cut = self._first_kept(session_id)
             if cut is None:
                 return []
@@ -149,10 +199,12 @@ class SqliteSessionStore:
         return [json.loads(row[0]) for row in rows]
 
     def _append(self, session_id: str, encoded: list[str]) -> None:
-        now = time.time()
+        now = self._clock()
         with self._mutex:
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._db.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?)", (session_id, now))
+                self._touch(session_id, now)
                 (last,) = self._db.execute(
                     "SELECT COALESCE(MAX(seq), -1) FROM messages WHERE session_id = ?",
                     (session_id,),
