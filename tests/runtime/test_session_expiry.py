@@ -99,7 +99,9 @@ async def test_every_redis_key_of_a_session_expires_and_a_read_renews_it(
     try:
         async with store.lock("s"):
             await store.append("s", TURN)
-        keys = sorted(k.decode() for k in await raw.keys(f"{PREFIX}{{s}}:*"))
+        keys = sorted(
+            k.decode() if isinstance(k, bytes) else k for k in await raw.keys(f"{PREFIX}{{s}}:*")
+        )
         assert keys == [f"{PREFIX}{{s}}:{what}" for what in ("bytes", "fence", "turns", "written")]
         ttls = [await raw.pttl(key) for key in keys]
         assert all(TTL * 1000 - 60_000 < t <= TTL * 1000 for t in ttls), ttls

@@ -1,18 +1,24 @@
 """Responses kept for ``GET /v1/responses/{id}`` and ``previous_response_id``: the
-last ``max_responses`` of this process, in memory, each readable only with the API
-key that created it. Replicas do not share them (pin a conversation to one, or
-carry it yourself with ``input`` items)."""
+newest of this process, in memory, at most ``max_responses`` of them and at most
+``max_bytes`` together, each readable only with the API key that created it. The
+conversation a response carries on is cut to the history budget (whole turns, as a
+session is), so a ``previous_response_id`` chain never grows past it. Replicas do not
+share them (pin a conversation to one, or carry it yourself with ``input`` items)."""
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dynagent.exceptions import ResponseNotFound
 from dynagent.models.base import Message
+from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, first_kept
 
 MAX_RESPONSES = 1000
+MAX_BYTES = 64 * 1024 * 1024
+"""Stored responses together, as JSON: older ones are dropped past it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,20 +32,47 @@ class StoredResponse:
 
 
 class ResponseStore:
-    def __init__(self, max_responses: int = MAX_RESPONSES) -> None:
-        self._kept: OrderedDict[str, StoredResponse] = OrderedDict()
+    def __init__(
+        self,
+        max_responses: int = MAX_RESPONSES,
+        *,
+        max_bytes: int = MAX_BYTES,
+        history_bytes: int = DEFAULT_HISTORY_BYTES,
+    ) -> None:
+        self._kept: OrderedDict[str, tuple[StoredResponse, int]] = OrderedDict()
         self._max = max_responses
+        self.max_bytes = max_bytes
+        self.history_bytes = history_bytes
+        """The conversation a stored response carries is cut to this, like a session's."""
+        self.bytes = 0
+        """What the kept responses take, as JSON."""
 
     def put(self, stored: StoredResponse) -> None:
-        self._kept[stored.body["id"]] = stored
-        while len(self._kept) > self._max:
-            self._kept.popitem(last=False)
+        sizes = [len(json.dumps(m, ensure_ascii=False).encode()) for m in stored.messages]
+        newest_first = (
+            (i, sizes[i], stored.messages[i].get("role")) for i in reversed(range(len(sizes)))
+        )
+        cut = first_kept(newest_first, self.history_bytes)
+        cut = len(sizes) if cut is None else cut
+        stored = replace(stored, messages=stored.messages[cut:])
+        size = sum(sizes[cut:]) + len(json.dumps(stored.body, ensure_ascii=False).encode())
+        old = self._kept.pop(stored.body["id"], None)
+        if old is not None:
+            self.bytes -= old[1]
+        self._kept[stored.body["id"]] = (stored, size)
+        self.bytes += size
+        while len(self._kept) > 1 and (len(self._kept) > self._max or self.bytes > self.max_bytes):
+            _, (_, dropped) = self._kept.popitem(last=False)
+            self.bytes -= dropped
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
     def get(self, response_id: str, owner: str) -> StoredResponse:
-        stored = self._kept.get(response_id)
-        if stored is None or stored.owner != owner:
+        kept = self._kept.get(response_id)
+        if kept is None or kept[0].owner != owner:
             raise ResponseNotFound(
                 f"no stored response {response_id!r}; only the last {self._max} "
                 "responses created with store: true by this API key are kept"
             )
-        return stored
+        return kept[0]

@@ -139,7 +139,7 @@ class Service:
             drain=Drain(),
             shadows=ShadowRunner(registry, metrics, traces, tracer=tracer),
             decisions=RolloutDecisions(registry, running),
-            responses=ResponseStore(),
+            responses=ResponseStore(history_bytes=config.sessions.max_history_bytes),
             mcp=mcp_servers(config),
             series=RecentSeries(),
             redactor=Redactor(secrets),
