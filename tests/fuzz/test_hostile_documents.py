@@ -84,6 +84,45 @@ REFUSED = {
 }
 
 
+def aliased_scalar(chars: int, aliases: int, *, as_values: bool = False) -> str:
+    """One long scalar, anchored once and aliased many times: few values, many characters
+    (in an output schema, where any JSON goes)."""
+    uses = (
+        "{" + ", ".join(f"k{i}: *big" for i in range(aliases)) + "}"
+        if as_values
+        else "[" + ", ".join(["*big"] * aliases) + "]"
+    )
+    return HEAD + f"output: {{schema: {{description: &big {'x' * chars}, examples: [{uses}]}}}}\n"
+
+
+def aliased_list_of_scalars(chars: int, width: int, aliases: int) -> str:
+    """A list of long scalars anchored once, the list aliased: characters grow as a product."""
+    big = "[" + ", ".join(["y" * chars] * width) + "]"
+    copies = ", ".join(["*big"] * aliases)
+    return HEAD + f"output: {{schema: {{examples: [&big {big}, {copies}]}}}}\n"
+
+
+EXPANDED = "document refused: the document holds more than 2000000 characters once"
+REFUSED |= {
+    "a 450,000-character scalar aliased 2,000 times": (
+        aliased_scalar(450_000, 2_000),
+        "yaml",
+        EXPANDED,
+    ),
+    "a 100,000-character scalar aliased 20,000 times": (
+        aliased_scalar(100_000, 20_000),
+        "yaml",
+        EXPANDED,
+    ),
+    "a scalar aliased as mapping values": (
+        aliased_scalar(50_000, 50, as_values=True),
+        "yaml",
+        EXPANDED,
+    ),
+    "a list of long scalars aliased": (aliased_list_of_scalars(10_000, 30, 8), "yaml", EXPANDED),
+}
+
+
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("text,fmt,message", REFUSED.values(), ids=list(REFUSED))
 def test_documents_past_the_bounds_are_refused_at_once(text: str, fmt: str, message: str) -> None:
@@ -105,6 +144,9 @@ def test_ordinary_anchors_and_nesting_still_load() -> None:
     spec = load_spec(text)
     assert spec.prompt.variables == {"greeting": "You help."}
     assert load_spec(laughs(levels=2, width=3)).output is not None
+    # A long text shared a few times stays well inside the expanded bound.
+    shared = load_spec(aliased_scalar(100_000, 5)).output
+    assert shared is not None and shared.schema_["examples"] == [["x" * 100_000] * 5]
 
 
 CODE_TAGS = [

@@ -20,6 +20,11 @@ MAX_DEPTH = 64
 """Deepest nesting of mappings and lists."""
 MAX_NODES = 100_000
 """Most values a document may hold once every alias is expanded."""
+MAX_EXPANDED_CHARS = 2 * MAX_DOCUMENT_CHARS
+"""Most characters of text a document may hold once every alias is expanded: a 450,000-
+character scalar aliased 2,000 times passed the node count and took 1.9 GB to validate
+and hash. Validation, the revision hash and every copy of the spec walk the expanded
+document, so bounding it bounds them all."""
 
 
 SAFE_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
@@ -39,34 +44,46 @@ def check_text(text: str) -> None:
 
 def check_yaml_events(text: str) -> None:
     """Walk the YAML event stream (no recursion, nothing built) and refuse a document
-    that nests too deep or whose aliases expand past ``MAX_NODES`` values."""
-    sizes: dict[str, int] = {}
-    """Expanded size of each anchored node."""
-    open_nodes: list[tuple[str | None, int]] = [(None, 0)]
-    """(anchor, values so far) of every collection being read; the document at the bottom."""
+    that nests too deep or whose aliases expand past ``MAX_NODES`` values or
+    ``MAX_EXPANDED_CHARS`` characters."""
+    sizes: dict[str, tuple[int, int]] = {}
+    """Expanded size (values, characters) of each anchored node."""
+    open_nodes: list[tuple[str | None, int, int]] = [(None, 0, 0)]
+    """(anchor, values, characters so far) of every collection being read; the document
+    at the bottom."""
     for event in yaml.parse(text, Loader=SAFE_LOADER):
         if isinstance(event, yaml.CollectionStartEvent):
-            open_nodes.append((event.anchor, 1))
+            open_nodes.append((event.anchor, 1, 1))
             if len(open_nodes) - 1 > MAX_DEPTH:
                 raise DocumentRefused(f"the document nests deeper than {MAX_DEPTH} levels")
             continue
         if isinstance(event, yaml.CollectionEndEvent):
-            anchor, size = open_nodes.pop()
+            anchor, size, chars = open_nodes.pop()
         elif isinstance(event, yaml.ScalarEvent):
-            anchor, size = event.anchor, 1
+            anchor, size, chars = event.anchor, 1, len(event.value) + 1
         elif isinstance(event, yaml.AliasEvent):
-            anchor, size = None, sizes.get(event.anchor or "", 1)
+            anchor = None
+            size, chars = sizes.get(event.anchor or "", (1, 1))
         else:
             continue
         if anchor is not None:
-            sizes[anchor] = size
-        parent_anchor, parent_size = open_nodes[-1]
-        open_nodes[-1] = (parent_anchor, parent_size + size)
-        if parent_size + size > MAX_NODES:
-            raise DocumentRefused(
-                f"the document holds more than {MAX_NODES} values once its aliases are "
-                "expanded; write it out without repeated anchors"
-            )
+            sizes[anchor] = (size, chars)
+        parent_anchor, parent_size, parent_chars = open_nodes[-1]
+        open_nodes[-1] = (parent_anchor, parent_size + size, parent_chars + chars)
+        _check_expanded(parent_size + size, parent_chars + chars)
+
+
+def _check_expanded(size: int, chars: int) -> None:
+    if size > MAX_NODES:
+        raise DocumentRefused(
+            f"the document holds more than {MAX_NODES} values once its aliases are "
+            "expanded; write it out without repeated anchors"
+        )
+    if chars > MAX_EXPANDED_CHARS:
+        raise DocumentRefused(
+            f"the document holds more than {MAX_EXPANDED_CHARS} characters once its aliases "
+            "are expanded; write it out without repeated anchors"
+        )
 
 
 def yaml_problem(text: str, error: yaml.YAMLError) -> str:
