@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dynagent import _regex
 from dynagent.exceptions import ConfigError, FieldIssue
@@ -74,9 +74,16 @@ class A2aConfig(_Section):
     register_: bool = Field(default=False, alias="register")
     """Release every agent's A2A card to the Nacos A2A registry (``nacos.server_addr``)
     and register its endpoint; updated on every new revision, deregistered on shutdown."""
-    url: str = Field(default="", pattern=r"^(https?://[^/?#]+(/[^?#]*)?)?$")
-    """The service's address as callers reach it (``https://agents.internal``); the
-    endpoint registered for agent X is ``{url}/a2a/X``. Required with ``register``."""
+    public_url: str = Field(
+        default="",
+        pattern=r"^(https?://[^/?#]+(/[^?#]*)?)?$",
+        validation_alias=AliasChoices("public_url", "url"),
+    )
+    """The service's address as callers reach it (``https://agents.internal``; ``url``
+    is accepted as its older name): agent X's card names ``{public_url}/a2a/X`` as its
+    endpoint, and ``register`` registers that. Unset, a card names the address the
+    caller's connection reached (never the request's ``Host`` header). Required with
+    ``register``."""
 
 
 class SessionsConfig(_Section):

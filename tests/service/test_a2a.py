@@ -146,3 +146,34 @@ async def test_prompt_variables_come_in_the_messages_metadata(
             refused = (await http.post(base, json=send(bad))).json()
             assert refused["error"]["code"] == -32602, refused
             assert "metadata.variables" in refused["error"]["message"]
+
+
+async def test_the_card_never_names_the_host_a_caller_sent(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    """A card built from the ``Host`` header sent every later caller that read it (or a
+    cache in front of it) to the host of the first caller's choosing."""
+    write_agent(agents_dir, agent_document("bot"))
+    config = service_config(agents_dir, state_dir)
+    async with running_service(config, environ={}) as service:
+        port = int(service.url.rsplit(":", 1)[1])
+        urls = []
+        for host in ("evil.example.com", "evil.example.com:8443", "127.0.0.1.evil", "[::1]:1"):
+            answer = await service.client.get(
+                "/a2a/bot/.well-known/agent-card.json", headers={"Host": host}
+            )
+            urls.append((await answer.json())["url"])
+    assert urls == [f"http://127.0.0.1:{port}/a2a/bot"] * 4
+
+
+async def test_the_card_names_the_configured_public_url(agents_dir: Path, state_dir: Path) -> None:
+    write_agent(agents_dir, agent_document("bot"))
+    for key in ("public_url", "url"):  # ``url``: the older name, still read
+        config = service_config(
+            agents_dir, state_dir, a2a={key: "https://agents.example.com/base/"}
+        )
+        async with running_service(config, environ={}) as service:
+            answer = await service.client.get(
+                "/a2a/bot/.well-known/agent-card.json", headers={"Host": "evil.example.com"}
+            )
+            assert (await answer.json())["url"] == "https://agents.example.com/base/a2a/bot"

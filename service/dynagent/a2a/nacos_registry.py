@@ -236,16 +236,16 @@ async def start_registrar(
     config: ServiceConfig, registry: AgentRegistry
 ) -> NacosA2aRegistrar | None:
     """With ``a2a.register``: the Nacos A2A registry told of every agent, now and on
-    each change (a ``ConfigError`` when ``a2a.url`` is missing)."""
+    each change (a ``ConfigError`` when ``a2a.public_url`` is missing)."""
     if not config.a2a.register_:
         return None
-    if not config.a2a.url:
+    if not config.a2a.public_url:
         raise ConfigError(
-            "a2a.register needs a2a.url: the address callers reach this service at",
+            "a2a.register needs a2a.public_url: the address callers reach this service at",
             source="service config",
         )
     work_dir = Path(tempfile.mkdtemp(prefix="dynagent-a2a-"))
-    registrar = NacosA2aRegistrar(config.nacos, config.a2a.url, work_dir)
+    registrar = NacosA2aRegistrar(config.nacos, config.a2a.public_url, work_dir)
     await registrar.start([entry.stable for entry in registry if entry.stable is not None])
 
     def tell(name: str, what: str) -> None:

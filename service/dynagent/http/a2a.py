@@ -50,7 +50,19 @@ KNOWN_METHODS = frozenset({"message/send", "message/stream"})
 
 
 def endpoint_url(request: web.Request, name: str) -> str:
-    return str(request.url.with_path(f"/a2a/{name}").with_query(None))
+    """Where the card sends callers: ``a2a.public_url``, else the address this
+    connection reached. Never the ``Host`` header, which the caller writes: a card
+    built from it sent other callers to a host of an attacker's choosing."""
+    public = service(request).config.a2a.public_url
+    if public:
+        return f"{public.rstrip('/')}/a2a/{name}"
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    host, port = (sockname[0], sockname[1]) if sockname else ("127.0.0.1", 0)
+    host = f"[{host}]" if ":" in host else host
+    scheme = (
+        "https" if request.transport and request.transport.get_extra_info("sslcontext") else "http"
+    )
+    return f"{scheme}://{host}:{port}/a2a/{name}"
 
 
 @routes.get("/a2a/{name}/.well-known/agent-card.json")
