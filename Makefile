@@ -42,7 +42,7 @@ nacos-start:
 nacos-stop:
 	scripts/nacos.sh stop
 
-## Every benchmark of DESIGN.md's bars, quick mode (see docs/benchmarks.md); starts its own Nacos.
+## Every benchmark, quick mode: the figures behind docs/benchmarks.md's bars; starts its own Nacos.
 bench: setup $(VENV)/.bench-installed
 	$(BIN)/python -m bench --quick
 

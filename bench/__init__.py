@@ -1,1 +1,4 @@
-"""Benchmarks that hold the bars of DESIGN.md; each module runs with ``python -m bench.<name>``."""
+"""Benchmarks that hold the bars of docs/benchmarks.md.
+
+Each module runs with ``python -m bench.<name>``.
+"""

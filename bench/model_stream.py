@@ -1,6 +1,6 @@
 """A flooding model: the CPU one 1 MB answer streamed as one-word chunks costs its reader.
 
-The hostile-input run's worst request (issue 11) is a 1 MB echo streamed back as
+The hostile-input run's worst request is a 1 MB echo streamed back as
 151,518 chunks, one write each. Its model runs in a process of its own; this process
 reads the same answer, in interleaved rounds, three ways, and reports the CPU each took
 (``time.process_time``, this process only) with the ratios between them:

@@ -5,7 +5,7 @@ Every runtime drives the same scenarios (``bench.scenarios``) against the same
 scripted model server, in its own process, through the real ``openai`` client.
 Runtimes take turns in batches, in a rotating order, after a warm-up, so that
 a noisy machine slows them alike. Overhead is a runtime's median minus the raw
-loop's. Bars (DESIGN.md): Dynagent's median within 1.15x of the raw loop's,
+loop's. Bars: Dynagent's median within 1.15x of the raw loop's,
 and its overhead at most half of LangChain's and pydantic-ai's.
 
     .venv/bin/python -m bench.overhead            # 300 runs per runtime and scenario

@@ -12,7 +12,7 @@ Three figures, because they have different causes:
   pushed by the Nacos 3 fuzzy watch (the list poll, ``nacos.poll_seconds``,
   default 30 s, is only a safety net). Bar: p99 ≤ 1 s.
 - first change after discovery: the listener was only just added.
-- steady state: ``--changes`` edits after a warm-up edit. Bars (DESIGN.md):
+- steady state: ``--changes`` edits after a warm-up edit. Bars:
   p50 ≤ 500 ms, p99 ≤ 1500 ms.
 
     .venv/bin/python -m bench.reload_nacos                 # own Nacos, 50 changes

@@ -4,7 +4,7 @@ Publishes the agents through the Nacos admin API first (setup, not measured),
 then a fresh process (``bench._scale_worker``) times the factory's start until
 every agent is served, its resident memory before and after, and one agent's
 change published → rebuilt, checking that no other agent was rebuilt (registry
-events and revisions). Bar (DESIGN.md): loaded in ≤ 10 s; one change rebuilds one agent.
+events and revisions). Bar: loaded in ≤ 10 s; one change rebuilds one agent.
 
     .venv/bin/python -m bench.scale              # 1,000 agents, Nacos on port 28848
 """

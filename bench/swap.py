@@ -5,7 +5,7 @@ process keeps ``POST /v1/agents/{name}/invoke`` busy from several workers while
 it rewrites the agent's file 200 times (temp file + rename, as editors save).
 One change in ten is broken (an unknown tool) and must be refused. Every
 response's ``X-Agent-Revision`` is checked against the revisions that were
-valid. Bars (DESIGN.md): zero failed requests, zero responses from a revision
+valid. Bars: zero failed requests, zero responses from a revision
 that was never valid.
 
     .venv/bin/python -m bench.swap            # 200 changes, one every 50 ms, 16 workers
