@@ -6,6 +6,7 @@ BIN    := $(VENV)/bin
 CODE   := service tests bench
 
 .PHONY: setup browser run test lint typecheck pytest nacos-start nacos-stop bench clean
+.PHONY: docs docs-check
 
 setup: $(VENV)/.installed browser
 
@@ -25,6 +26,8 @@ run: setup
 
 ## Lint, type-check and run every test (starts and stops a real Nacos server).
 test: setup lint typecheck pytest
+# ... and build the docs site with --strict: a broken link or a page left out of the nav fails.
+test: docs-check
 
 lint: setup
 	$(BIN)/ruff check $(CODE)
@@ -37,13 +40,20 @@ typecheck: setup
 pytest: setup
 	$(BIN)/pytest -q
 
+## The docs site (mkdocs.yml, docs/) into var/site/.
+docs: setup
+	$(BIN)/mkdocs build
+
+docs-check: setup
+	$(BIN)/mkdocs build --strict
+
 nacos-start:
 	scripts/nacos.sh start
 
 nacos-stop:
 	scripts/nacos.sh stop
 
-## Every benchmark of DESIGN.md's bars, quick mode (see BENCHMARKS.md); starts its own Nacos.
+## Every benchmark, quick mode: the figures behind docs/benchmarks.md's bars; starts its own Nacos.
 bench: setup $(VENV)/.bench-installed
 	$(BIN)/python -m bench --quick
 

@@ -1,2 +1,4 @@
-"""Benchmarks that hold the project's performance bars (docs/benchmarks.md); each module
-runs with ``python -m bench.<name>``."""
+"""Benchmarks that hold the bars of docs/benchmarks.md.
+
+Each module runs with ``python -m bench.<name>``.
+"""

@@ -1,4 +1,4 @@
-"""``python -m bench``: every figure of the project's bars, measured in one run.
+"""``python -m bench``: every figure behind the bars of docs/benchmarks.md, measured in one run.
 
 One scripted OpenAI-compatible model server (its own process, loopback) serves
 every figure. In order: runtime overhead against the raw loop and the peer
@@ -218,7 +218,7 @@ def _reload_nacos_table(data: dict[str, Any]) -> str:
 
 
 def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every bar with the figure that decides it."""
+    """Every bar of docs/benchmarks.md with the figure that decides it."""
     found: list[dict[str, Any]] = []
 
     def bar(name: str, value: Any, limit: str, met: bool | None) -> None:

@@ -2,7 +2,7 @@
 
 A run's events are kept as they are (frozen) and turned into JSON only when a trace
 is read: most traces are never read, and converting every run's events was a
-measurable share of serving one (BENCHMARKS.md).
+measurable share of serving one (docs/benchmarks.md).
 """
 
 from __future__ import annotations

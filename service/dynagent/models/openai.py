@@ -57,7 +57,7 @@ class ClientPool:
         client = self._clients.get(key)
         if client is None:
             # aiohttp as the transport (openai[aiohttp]): it already serves the service,
-            # and costs less per call than the default one (BENCHMARKS.md).
+            # and costs less per call than the default one (docs/benchmarks.md).
             client = openai.AsyncOpenAI(
                 base_url=base_url,
                 api_key=api_key or "not-needed",
@@ -177,7 +177,7 @@ class OpenAIModel:
             kwargs["stream_options"] = {"include_usage": True}
         # The body is wire-ready JSON already, so it goes out through the client's
         # documented ``post`` rather than ``chat.completions.create``, whose recursive
-        # parameter transform was the largest cost of a served run (BENCHMARKS.md).
+        # parameter transform was the largest cost of a served run (docs/benchmarks.md).
         options = _options(self.timeout)
         traced = outgoing_headers()
         if traced:
