@@ -24,10 +24,10 @@ $(VENV)/.installed: pyproject.toml
 run: setup
 	$(BIN)/dynagent serve --config config-samples/service.yaml
 
-## Lint, type-check and run every test (starts and stops a real Nacos server).
-test: setup lint typecheck pytest
-# ... and build the docs site with --strict: a broken link or a page left out of the nav fails.
-test: docs-check
+## Lint, check the import contracts, type-check, build the docs site strictly (a broken
+## link or a page left out of the nav fails), then run every test (starts and stops a real
+## Nacos server, redis-server, MCP servers and headless Chromium as the tests need them).
+test: setup lint typecheck docs-check pytest
 
 lint: setup
 	$(BIN)/ruff check $(CODE)
@@ -42,10 +42,10 @@ pytest: setup
 
 ## The docs site (mkdocs.yml, docs/) into var/site/.
 docs: setup
-	$(BIN)/mkdocs build
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
 
 docs-check: setup
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir var/site-check
 
 nacos-start:
 	scripts/nacos.sh start
