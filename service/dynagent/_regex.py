@@ -68,6 +68,29 @@ class Pattern:
     def sub(self, repl: str | Callable[[Match], str], text: str) -> str:
         return self._compiled.sub(repl, text)
 
+    def spans(self, text: str, group: int = 0) -> list[tuple[int, int]]:
+        """(start, end) character offsets of ``group`` in every match, left to right.
+
+        ``finditer`` with the same result costs time quadratic in the number of matches
+        (each match object converts its offsets from the start of the text); here the
+        text is encoded once and offsets are converted as the scan moves forward."""
+        data = text.encode()
+        size, at, chars, found = len(data), 0, 0, []
+        end = 0
+        while end <= size:
+            spans = self._program.Match(_UNANCHORED, data, end, size)
+            start, stop = spans[0]
+            if start == _NO_MATCH:
+                break
+            first, last = spans[group]
+            if first != _NO_MATCH:
+                chars += len(data[at:first].decode())
+                length = len(data[first:last].decode())
+                found.append((chars, chars + length))
+                chars, at = chars + length, last
+            end = stop if stop > start else stop + max(1, _re2.CharLenToBytes(data, stop, 1))
+        return found
+
     def replace(self, text: str, mask: str, keep: int = 0) -> str:
         """Every match replaced by ``mask`` (after the text of group ``keep``, if any).
 
