@@ -13,6 +13,7 @@ from .exceptions import (
     OutputValidationError,
     RunError,
     RunTimeout,
+    ToolCallError,
     ToolFailed,
 )
 from .resources import Resources
@@ -37,6 +38,7 @@ __all__ = [
     "RunTimeout",
     "SourceInfo",
     "Tool",
+    "ToolCallError",
     "ToolFailed",
     "ToolRegistry",
     "Usage",

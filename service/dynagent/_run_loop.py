@@ -34,6 +34,7 @@ from .exceptions import (
     OutputValidationError,
     RunError,
     ToolFailed,
+    ToolTimeout,
 )
 from .interceptors.base import InterceptorChain, RunContext, ToolOutcome
 from .models.base import (
@@ -312,7 +313,7 @@ class _Loop:
             async with asyncio.timeout(tool.timeout):
                 output = await tool.function(arguments)
         except TimeoutError:
-            raise TimeoutError(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
+            raise ToolTimeout(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
         return ToolOutcome(output)
 
     def _tool_error(self, call: ToolCallRequest, exc: Exception) -> ToolOutcome:

@@ -319,7 +319,7 @@ async def test_a_call_past_its_timeout_is_cancelled_on_the_server(
     results = await tool_results(service, await invoke(service))
     assert results[0] == (
         "orders_slow",
-        "TOOL_ERROR: TimeoutError: tool 'orders_slow' took longer than 0.5 s",
+        "TOOL_ERROR: ToolTimeout: tool 'orders_slow' took longer than 0.5 s",
     )
     assert results[1] == ("orders_cancelled", "1")
 

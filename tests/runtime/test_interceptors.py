@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dynagent import LimitExceeded, ModelError, Tool
+from dynagent import LimitExceeded, ModelError, Tool, ToolCallError
 from dynagent.events import FinalOutput, ModelResponseEvent, ToolCallEvent
 from dynagent.interceptors import Interceptor, InterceptorRegistry, RunContext, ToolOutcome
 from dynagent.interceptors.base import ModelHandler
@@ -198,7 +198,7 @@ async def test_the_retry_interceptor_retries_model_and_tool_calls(
     async def flaky(arguments: dict[str, Any]) -> str:
         attempts.append(len(attempts) + 1)
         if len(attempts) == 1:
-            raise RuntimeError("blip")
+            raise ToolCallError("blip", transient=True)
         return "steady"
 
     model_server.script("gpt-main", [Fail(500), CallTools([("flaky", {})]), Reply("ok")])

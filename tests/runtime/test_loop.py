@@ -323,7 +323,7 @@ async def test_a_tool_past_its_timeout_is_reported(
     await agent.run("hang")
 
     assert tool_results(model_server.requests[1]) == [
-        "TOOL_ERROR: TimeoutError: tool 'hang' took longer than 0.05 s"
+        "TOOL_ERROR: ToolTimeout: tool 'hang' took longer than 0.05 s"
     ]
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..exceptions import ModelError
+from ..exceptions import ModelError, ToolCallError
 from ..models.base import ModelRequest, ModelResponse, ToolCallRequest
 from .base import Interceptor, ModelHandler, RunContext, ToolHandler, ToolOutcome
 
@@ -48,6 +48,8 @@ class Retry(Interceptor):
         for attempt in range(self.config.max_attempts - 1):
             try:
                 return await handler(call)
-            except (TimeoutError, OSError, RuntimeError, ValueError):
+            except ToolCallError as exc:
+                if not exc.transient:
+                    raise
                 await asyncio.sleep(self.config.backoff * 2**attempt)
         return await handler(call)

@@ -13,6 +13,7 @@ from yarl import URL
 
 from .. import _regex
 from .._tracing import outgoing_headers
+from ..exceptions import ToolCallError
 from ..models.base import ToolDefinition
 from ..resources import Resources, is_public_address
 from ..spec import HttpToolSpec
@@ -148,11 +149,26 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
         else:
             options["json"] = rest
         session = resources.http_session(allow_private=spec.allow_private)
-        async with session.request(spec.method, url, **options) as response:
-            text = await _bounded_text(response)
-            if response.status >= 400:
-                raise RuntimeError(f"HTTP {response.status}: {text[:200]}")
-            return text[:MAX_RESPONSE_CHARS]
+        try:
+            async with session.request(spec.method, url, **options) as response:
+                text = await _bounded_text(response)
+                if response.status >= 400:
+                    raise ToolCallError.answered(
+                        response.status, f"HTTP {response.status}: {text[:200]}"
+                    )
+                return text[:MAX_RESPONSE_CHARS]
+        except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+            raise ToolCallError(str(exc)) from None  # the same certificate next time
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, PermissionError):  # the resolver's private address
+                raise PermissionError(str(exc.os_error)) from None
+            raise ToolCallError(str(exc), transient=True) from None  # nothing was sent
+        except TimeoutError:
+            message = f"no answer from {host} within {spec.timeout} s"
+            raise ToolCallError(message, transient=True) from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            message = f"the connection to {host} broke: {str(exc) or type(exc).__name__}"
+            raise ToolCallError(message, transient=True) from None
 
     definition = ToolDefinition(spec.name, spec.description, spec.parameters)
     return Tool(definition, call, timeout=spec.timeout, on_error=spec.on_error)
