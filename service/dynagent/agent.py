@@ -197,6 +197,7 @@ class Agent:
             merged,
             session_id,
             system=render_system(self, merged),
+            tools=self.tools,
         )
         # Masked inline, or on a worker thread when an event carries a long text.
         shown = RedactingEmitter(emit, lambda event: self._shown(event, ctx))

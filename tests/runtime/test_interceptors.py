@@ -203,7 +203,7 @@ async def test_the_retry_interceptor_retries_model_and_tool_calls(
 
     model_server.script("gpt-main", [Fail(500), CallTools([("flaky", {})]), Reply("ok")])
     agent = make_agent(
-        tools=[Tool(ToolDefinition("flaky", "", NO_ARGS), flaky)],
+        tools=[Tool(ToolDefinition("flaky", "", NO_ARGS), flaky, idempotent=True)],
         model={"retries": 0},
         interceptors=[{"retry": {"max_attempts": 2, "backoff": 0}}],
     )

@@ -9,7 +9,7 @@ per-run state lives in ``RunContext.state``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ..events import Event
@@ -44,6 +44,9 @@ class RunContext:
     session_key: str | None = None
     """The store's key of the session when it is not ``session_id`` itself: the service
     scopes it to the caller and the agent (``sessions/scope.py``)."""
+    tools: Mapping[str, Tool] = dataclasses.field(default_factory=dict)
+    """The agent's tools by name: what a hook may know of the tool a call names (e.g.
+    whether it is ``idempotent``)."""
 
     def redact(self, text: str) -> str:
         for redactor in self.redactors:

@@ -87,10 +87,17 @@ class RemoteTool:
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    idempotent: bool = False
+    """The server marks it ``readOnlyHint`` or ``idempotentHint``: a call that failed on
+    the way may be sent again. Without either hint, a call is never repeated."""
 
 
 def _remote(tool: types.Tool) -> RemoteTool:
-    return RemoteTool(tool.name, tool.description or "", dict(tool.input_schema))
+    hints = tool.annotations
+    idempotent = hints is not None and (
+        hints.read_only_hint is True or hints.idempotent_hint is True
+    )
+    return RemoteTool(tool.name, tool.description or "", dict(tool.input_schema), idempotent)
 
 
 ConnectionState = Literal["connecting", "connected", "down", "closed"]

@@ -29,6 +29,11 @@ class Tool:
     shadow_safe: bool = False
     """Runs in shadow traffic too (``rollout.shadow``): it has no effect outside the run
     (reads only). Others get a placeholder result there and never execute."""
+    idempotent: bool = False
+    """Calling it twice with the same arguments does what calling it once does (a read, a
+    PUT, a DELETE), so the ``retry`` interceptor may send again a call that failed on the
+    way (a transient ``ToolCallError``). False: a call is never repeated, since the first
+    may have taken effect (an order placed, a card charged) before its answer was lost."""
     quick: Callable[[Any], bool] | None = field(default=None, repr=False, compare=False)
     """True for arguments ``validator`` surely accepts (``_schemas.quick_check``), so that a
     valid call skips the JSON Schema engine; made with ``validator`` from the schema."""
@@ -69,8 +74,10 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout: float = 30.0,
+        idempotent: bool = False,
     ) -> Tool:
-        """Make a tool of an async function; its typed signature becomes the schema."""
+        """Make a tool of an async function; its typed signature becomes the schema.
+        ``idempotent``: the ``retry`` interceptor may repeat a call (see ``Tool.idempotent``)."""
         params = {
             p.name: (
                 p.annotation if p.annotation is not inspect.Parameter.empty else Any,
@@ -89,4 +96,4 @@ class Tool:
         definition = ToolDefinition(
             name or function.__name__, description or inspect.getdoc(function) or "", schema
         )
-        return cls(definition, call, timeout=timeout)
+        return cls(definition, call, timeout=timeout, idempotent=idempotent)

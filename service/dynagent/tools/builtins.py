@@ -92,6 +92,7 @@ CALCULATOR = Tool(
     ),
     _calculator,
     timeout=5,
+    idempotent=True,  # arithmetic: the same answer every time
 )
 
 CURRENT_TIME = Tool(
@@ -107,6 +108,7 @@ CURRENT_TIME = Tool(
     ),
     _current_time,
     timeout=5,
+    idempotent=True,  # reads the clock, changes nothing
 )
 
 BUILTIN_TOOLS = (CALCULATOR, CURRENT_TIME)

@@ -21,6 +21,8 @@ from .base import Tool
 
 _PLACEHOLDER = _regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_RESPONSE_CHARS = 16_000
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+"""Methods whose repeat has no effect beyond the first call's (RFC 9110, 9.2.2)."""
 
 
 def host_allowed(host: str, allow_hosts: list[str]) -> bool:
@@ -171,7 +173,12 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
             raise ToolCallError(message, transient=True) from None
 
     definition = ToolDefinition(spec.name, spec.description, spec.parameters)
-    return Tool(definition, call, timeout=spec.timeout, on_error=spec.on_error)
+    idempotent = spec.idempotent
+    if idempotent is None:
+        idempotent = spec.method in IDEMPOTENT_METHODS
+    return Tool(
+        definition, call, timeout=spec.timeout, on_error=spec.on_error, idempotent=idempotent
+    )
 
 
 async def _bounded_text(response: aiohttp.ClientResponse) -> str:
