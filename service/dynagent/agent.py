@@ -290,7 +290,7 @@ class Agent:
                 trace_id=ctx.trace_id,
                 step=step,
                 status="error",
-                usage=ctx.state.get("_usage", Usage()),
+                usage=ctx.usage,
                 duration_ms=_ms_since(started),
             )
         )

@@ -267,6 +267,10 @@ async def test_max_steps_ends_the_run_with_the_partial_trace(
     assert finished.type == "run_finished"
     assert (finished.status, finished.step) == ("error", 2)
     assert error.trace_id == error.events[0].trace_id
+    # A failed run still reports the tokens its model calls used.
+    used = [e.usage for e in error.events if e.type == "model_response"]
+    assert finished.usage == used[0] + used[1]
+    assert finished.usage.total_tokens > 0
 
 
 async def test_a_slow_model_ends_the_run_with_run_timeout(

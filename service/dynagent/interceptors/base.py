@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from ..events import Event
+from ..events import Event, Usage
 from ..models.base import ModelRequest, ModelResponse, ToolCallRequest
 from ..tools.base import Tool
 
@@ -36,6 +36,8 @@ class RunContext:
     """The system prompt with its variables filled."""
     model_calls: int = 0
     tool_calls: int = 0
+    usage: Usage = dataclasses.field(default_factory=Usage)
+    """Tokens the run's model calls have used so far (what a failed run reports, too)."""
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Per-run scratch space for interceptors, keyed by their own choice of name."""
     redactors: list[Callable[[str], str]] = dataclasses.field(default_factory=list)
