@@ -42,6 +42,9 @@ class RunContext:
     """Per-run scratch space for interceptors, keyed by their own choice of name."""
     redactors: list[Callable[[str], str]] = dataclasses.field(default_factory=list)
     """Applied to text in events before they reach traces and logs."""
+    pii_masked: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Long texts ``pii_redaction`` has masked in this run, by the original: the history
+    goes to the model again at every step, and each is masked once."""
     emit: Callable[[Event], None] = lambda event: None
     session_key: str | None = None
     """The store's key of the session when it is not ``session_id`` itself: the service
