@@ -37,7 +37,7 @@ def constant_tool(name: str, text: str) -> Tool:
     async def run(arguments: dict[str, Any]) -> str:
         return text
 
-    return Tool(ToolDefinition(name, "", NO_ARGS), run)
+    return Tool.of(ToolDefinition(name, "", NO_ARGS), run)
 
 
 async def test_context_editing_clears_old_tool_results_past_the_budget(
@@ -243,7 +243,7 @@ async def test_the_retry_interceptor_retries_model_and_tool_calls(
 
     model_server.script("gpt-main", [Fail(500), CallTools([("flaky", {})]), Reply("ok")])
     agent = make_agent(
-        tools=[Tool(ToolDefinition("flaky", "", NO_ARGS), flaky, idempotent=True)],
+        tools=[Tool.of(ToolDefinition("flaky", "", NO_ARGS), flaky, idempotent=True)],
         model={"retries": 0},
         interceptors=[{"retry": {"max_attempts": 2, "backoff": 0}}],
     )

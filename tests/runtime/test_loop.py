@@ -25,7 +25,7 @@ NO_ARGS = {"type": "object", "properties": {}}
 
 
 def code_tool(name: str, run: Any, *, timeout: float = 2.0) -> Tool:
-    return Tool(ToolDefinition(name, f"the {name} tool", NO_ARGS), run, timeout=timeout)
+    return Tool.of(ToolDefinition(name, f"the {name} tool", NO_ARGS), run, timeout=timeout)
 
 
 async def add(a: int, b: int) -> int:

@@ -253,7 +253,7 @@ async def test_a_code_tool_is_retried_only_when_idempotent_and_the_failure_trans
             raise error
 
         definition = ToolDefinition("call_api", "", {"type": "object", "properties": {}})
-        return Tool(definition, run, idempotent=idempotent)
+        return Tool.of(definition, run, idempotent=idempotent)
 
     blip = ToolCallError("blip", transient=True)
     cases = {

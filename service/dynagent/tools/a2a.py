@@ -81,7 +81,7 @@ def remote_agent_tool(
         return _text(answer.result)
 
     definition = ToolDefinition(name, description or f"Ask the agent {name}.", PARAMETERS)
-    return Tool(definition, call, timeout=timeout)
+    return Tool.of(definition, call, timeout=timeout)
 
 
 async def _endpoint_of(session: aiohttp.ClientSession, card_url: str, options: Any) -> str:

@@ -79,7 +79,7 @@ async def _current_time(arguments: dict[str, Any]) -> str:
     return dt.datetime.now(zone).isoformat(timespec="seconds")
 
 
-CALCULATOR = Tool(
+CALCULATOR = Tool.of(
     ToolDefinition(
         "calculator",
         "Evaluate an arithmetic expression: numbers, + - * / // % ** and parentheses.",
@@ -95,7 +95,7 @@ CALCULATOR = Tool(
     idempotent=True,  # arithmetic: the same answer every time
 )
 
-CURRENT_TIME = Tool(
+CURRENT_TIME = Tool.of(
     ToolDefinition(
         "current_time",
         "The current date and time in ISO 8601, in an IANA time zone (default UTC).",

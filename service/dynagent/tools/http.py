@@ -176,7 +176,7 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
     idempotent = spec.idempotent
     if idempotent is None:
         idempotent = spec.method in IDEMPOTENT_METHODS
-    return Tool(
+    return Tool.of(
         definition, call, timeout=spec.timeout, on_error=spec.on_error, idempotent=idempotent
     )
 

@@ -205,7 +205,7 @@ def _tool(
         return await servers.call(target, remote.name, arguments, entry.timeout)
 
     definition = ToolDefinition(name, remote.description, schema)
-    return Tool(
+    return Tool.of(
         definition,
         call,
         timeout=entry.timeout,
