@@ -11,6 +11,7 @@ from dynagent.exceptions import (
     OutputValidationError,
     RunError,
     RunTimeout,
+    ToolCallError,
     ToolFailed,
 )
 from dynagent.runtime.agent import Agent, RunResult, SourceInfo
@@ -37,6 +38,7 @@ __all__ = [
     "RunTimeout",
     "SourceInfo",
     "Tool",
+    "ToolCallError",
     "ToolFailed",
     "ToolRegistry",
     "Usage",

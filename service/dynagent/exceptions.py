@@ -237,6 +237,37 @@ class SessionStoreUnavailable(RunError):
     """The shared session store (Redis) could not be reached."""
 
 
+class ToolCallError(DynagentError):
+    """A tool call failed. The model sees ``TOOL_ERROR: …`` (or the run ends, for a tool
+    with ``on_error: fail``); the ``retry`` interceptor reads ``transient``."""
+
+    kind: ErrorKind = "tool_error"
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status the tool's endpoint answered with, where there was one."""
+        self.transient = transient
+        """The same call may succeed if sent again: the endpoint could not be reached, the
+        connection broke, the call timed out, or it answered 408, 429 or 5xx. False for an
+        answer about the call itself (another 4xx, a tool's own error): resending it gets
+        the same answer, or repeats what the tool did."""
+
+    @classmethod
+    def answered(cls, status: int, message: str) -> ToolCallError:
+        """For an HTTP answer with ``status`` (>= 400): transient for 408 (request
+        timeout), 429 (too many requests) and 5xx; any other 4xx is about the request
+        itself, and sending it again gets the same answer."""
+        return cls(message, status=status, transient=status >= 500 or status in (408, 429))
+
+
+class ToolTimeout(ToolCallError):
+    """A tool did not finish within its ``timeout``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=True)
+
+
 class StartupError(DynagentError):
     """The service cannot start: its port is taken, or its session database cannot be
     opened. ``dynagent serve`` reports it in one line and exits 2; never an HTTP answer."""

@@ -4,9 +4,9 @@
     python -m tests.mcp.server --transport stdio
 
 Tools: ``echo`` (text), ``add`` (structured), ``fail`` (an ``isError`` answer), ``slow``
-(waits, for timeouts and cancellation), ``picture`` (an image), ``resources`` (embedded and
-linked resources), ``grow`` (adds the tool ``late`` and sends
-``notifications/tools/list_changed``), ``flake`` (the same, but from then on every
+(waits, for timeouts and cancellation; the only one marked ``readOnlyHint``), ``picture``
+(an image), ``resources`` (embedded and linked resources), ``grow`` (adds the tool ``late``
+and sends ``notifications/tools/list_changed``), ``flake`` (the same, but from then on every
 ``tools/list`` fails, until the process gets SIGUSR1: a flaky server), ``cancelled`` (how
 many calls of ``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled``
 (answer once a call of ``slow`` runs / was cancelled: tests wait on them instead of sleeping),
@@ -105,7 +105,12 @@ def build(name: str = "test-mcp") -> tuple[MCPServer[Any], FlakyListing]:
     def fail(reason: str) -> str:
         raise ValueError(reason)
 
-    @server.tool(description="Wait some seconds, then answer.")
+    @server.tool(
+        description="Wait some seconds, then answer.",
+        annotations=types.ToolAnnotations(
+            read_only_hint=True
+        ),  # the retry interceptor may repeat it
+    )
     async def slow(seconds: float) -> str:
         running.set()
         try:

@@ -188,9 +188,9 @@ def test_a_spec_cannot_start_a_program() -> None:
             }
         )
     known = (
-        "known fields: a2a, allow, allow_hosts, allow_private, description, headers, method, "
-        "nacos, name, on_error, parameters, prefix, server, shadow_safe, timeout, transport, "
-        "type, url"
+        "known fields: a2a, allow, allow_hosts, allow_private, description, headers, idempotent, "
+        "method, nacos, name, on_error, parameters, prefix, server, shadow_safe, timeout, "
+        "transport, type, url"
     )
     assert [(i.path, i.message) for i in refused.value.issues] == [
         ("tools[f].command", f"unknown field 'command' in tools[f]; {known}"),

@@ -319,9 +319,32 @@ async def test_a_call_past_its_timeout_is_cancelled_on_the_server(
     results = await tool_results(service, await invoke(service))
     assert results[0] == (
         "orders_slow",
-        "TOOL_ERROR: TimeoutError: tool 'orders_slow' took longer than 0.5 s",
+        "TOOL_ERROR: ToolTimeout: tool 'orders_slow' took longer than 0.5 s",
     )
     assert results[1] == ("orders_cancelled", "1")
+
+
+async def test_retry_calls_again_only_a_tool_the_server_marks_read_only(
+    service: RunningService, model_server: ScriptedModelServer, http_server: McpProcess
+) -> None:
+    model_server.script(
+        DEFAULT_MODEL,
+        [
+            CallTools([("orders_wait_running", {})]),  # no hint: times out once, not repeated
+            CallTools([("orders_slow", {"seconds": 30})]),  # readOnlyHint: times out twice
+            CallTools([("orders_cancelled", {})]),
+            Reply("done"),
+        ],
+    )
+    document = mcp_agent(model_server, http_server.url, timeout=0.5)
+    document["interceptors"] = [{"retry": {"max_attempts": 2, "backoff": 0}}]
+    await serve(service, document)
+
+    results = await tool_results(service, await invoke(service))
+
+    assert [output.split(":")[1] for _, output in results[:2]] == [" ToolTimeout"] * 2
+    assert results[2] == ("orders_cancelled", "2")  # both calls of slow, nothing else
+    assert server_calls(service) == 4
 
 
 async def test_a_spec_given_in_code_waits_for_its_server_too(

@@ -183,7 +183,7 @@ def order_tool(calls: list[dict[str, Any]]) -> Tool:
         "properties": {"order_id": {"type": "string"}},
         "required": ["order_id"],
     }
-    return Tool(ToolDefinition("lookup_order", "Finds an order by id.", schema), lookup)
+    return Tool.of(ToolDefinition("lookup_order", "Finds an order by id.", schema), lookup)
 
 
 async def test_a_remote_spec_uses_tools_registered_in_code(

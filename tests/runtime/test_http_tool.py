@@ -115,7 +115,7 @@ async def test_an_http_error_is_reported_to_the_model(
     await agent.run("fetch")
 
     assert model_server.requests[1]["messages"][-1]["content"] == (
-        'TOOL_ERROR: RuntimeError: HTTP 404: {"error": "no such thing"}'
+        'TOOL_ERROR: ToolCallError: HTTP 404: {"error": "no such thing"}'
     )
 
 

@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
-from dynagent import LimitExceeded, ModelError, Tool
+from dynagent import LimitExceeded, ModelError, Tool, ToolCallError
 from dynagent.events import FinalOutput, ModelResponseEvent, ToolCallEvent
 from dynagent.interceptors import Interceptor, InterceptorRegistry, RunContext, ToolOutcome
 from dynagent.interceptors.base import ModelHandler
+from dynagent.interceptors.pii import PiiConfig, PiiRedaction
 from dynagent.models import ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
+from dynagent.runtime._redaction import INLINE_CHARS
 from tests.support import (
     SYSTEM_PROMPT,
     AgentFactory,
@@ -35,7 +37,7 @@ def constant_tool(name: str, text: str) -> Tool:
     async def run(arguments: dict[str, Any]) -> str:
         return text
 
-    return Tool(ToolDefinition(name, "", NO_ARGS), run)
+    return Tool.of(ToolDefinition(name, "", NO_ARGS), run)
 
 
 async def test_context_editing_clears_old_tool_results_past_the_budget(
@@ -105,6 +107,44 @@ async def test_pii_is_masked_for_the_model_and_in_events_but_not_in_the_result(
     assert (
         result.output == "Write to help@example.org about 123-45-6789."
     )  # the caller's own answer
+
+
+class CountingPii(PiiRedaction):
+    """``pii_redaction`` that counts the times it masks ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(PiiConfig())
+        self.text = text
+        self.count = 0
+
+    def _redact(self, text: str) -> str:
+        self.count += text == self.text
+        return super()._redact(text)
+
+
+async def test_a_long_text_is_masked_once_per_run_however_many_steps_send_it(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    # A long system prompt: sent at every step, and in no event (events are masked too).
+    long = "write to jane@corp.example.com " * (INLINE_CHARS // 20)
+    pii = CountingPii(long)
+    registry = InterceptorRegistry.default()
+    registry.register("counting_pii", lambda config: pii)
+    model_server.script(
+        "gpt-main", [CallTools([("ping", {})]), CallTools([("ping", {})]), Reply("done")]
+    )
+    agent = make_agent(
+        tools=[constant_tool("ping", "pong")],
+        interceptor_registry=registry,
+        interceptors=["counting_pii"],
+        prompt={"system": long},
+    )
+
+    await agent.run("go")
+
+    sent = [request["messages"][0]["content"] for request in model_server.requests]
+    assert sent == [long.replace("jane@corp.example.com", "[EMAIL]")] * 3
+    assert pii.count == 1
 
 
 async def test_pii_in_the_model_s_tool_call_arguments_is_masked_in_the_trace(
@@ -199,12 +239,12 @@ async def test_the_retry_interceptor_retries_model_and_tool_calls(
     async def flaky(arguments: dict[str, Any]) -> str:
         attempts.append(len(attempts) + 1)
         if len(attempts) == 1:
-            raise RuntimeError("blip")
+            raise ToolCallError("blip", transient=True)
         return "steady"
 
     model_server.script("gpt-main", [Fail(500), CallTools([("flaky", {})]), Reply("ok")])
     agent = make_agent(
-        tools=[Tool(ToolDefinition("flaky", "", NO_ARGS), flaky)],
+        tools=[Tool.of(ToolDefinition("flaky", "", NO_ARGS), flaky, idempotent=True)],
         model={"retries": 0},
         interceptors=[{"retry": {"max_attempts": 2, "backoff": 0}}],
     )

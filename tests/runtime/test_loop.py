@@ -25,7 +25,7 @@ NO_ARGS = {"type": "object", "properties": {}}
 
 
 def code_tool(name: str, run: Any, *, timeout: float = 2.0) -> Tool:
-    return Tool(ToolDefinition(name, f"the {name} tool", NO_ARGS), run, timeout=timeout)
+    return Tool.of(ToolDefinition(name, f"the {name} tool", NO_ARGS), run, timeout=timeout)
 
 
 async def add(a: int, b: int) -> int:
@@ -267,6 +267,10 @@ async def test_max_steps_ends_the_run_with_the_partial_trace(
     assert finished.type == "run_finished"
     assert (finished.status, finished.step) == ("error", 2)
     assert error.trace_id == error.events[0].trace_id
+    # A failed run still reports the tokens its model calls used.
+    used = [e.usage for e in error.events if e.type == "model_response"]
+    assert finished.usage == used[0] + used[1]
+    assert finished.usage.total_tokens > 0
 
 
 async def test_a_slow_model_ends_the_run_with_run_timeout(
@@ -323,7 +327,7 @@ async def test_a_tool_past_its_timeout_is_reported(
     await agent.run("hang")
 
     assert tool_results(model_server.requests[1]) == [
-        "TOOL_ERROR: TimeoutError: tool 'hang' took longer than 0.05 s"
+        "TOOL_ERROR: ToolTimeout: tool 'hang' took longer than 0.05 s"
     ]
 
 

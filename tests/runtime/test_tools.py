@@ -210,13 +210,13 @@ def test_the_quick_argument_check_agrees_with_json_schema(case: tuple[Any, Any])
 )
 def test_other_schemas_have_no_quick_check_and_the_engine_decides(schema: Any) -> None:
     assert quick_check(schema) is None
-    tool = Tool(ToolDefinition("t", "", schema), CALCULATOR.function)
-    assert tool.quick is None
+    tool = Tool.of(ToolDefinition("t", "", schema), CALCULATOR.function)
+    assert tool.check.quick is None
 
 
 def test_tool_arguments_are_checked_quickly_and_errors_still_explained() -> None:
-    assert CALCULATOR.quick is not None
-    assert CALCULATOR.quick({"expression": "1"})
+    assert CALCULATOR.check.quick is not None
+    assert CALCULATOR.check.quick({"expression": "1"})
     assert CALCULATOR.argument_errors({"expression": "1"}) is None
     assert CALCULATOR.argument_errors({"expression": 1}) == "expression: 1 is not of type 'string'"
     assert CALCULATOR.argument_errors([]) == "[] is not of type 'object'"

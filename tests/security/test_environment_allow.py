@@ -240,7 +240,7 @@ async def test_the_log_masks_credentials_the_builder_took_from_the_environment(
         return "done"
 
     tools = ToolRegistry.default()
-    tools.register(Tool(ToolDefinition("careless", "Logs too much.", NO_ARGUMENTS), careless))
+    tools.register(Tool.of(ToolDefinition("careless", "Logs too much.", NO_ARGUMENTS), careless))
     http = {
         "type": "http",
         "name": "orders",

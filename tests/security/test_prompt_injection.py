@@ -40,7 +40,7 @@ def tools_registry(output: str) -> ToolRegistry:
 
     tools = ToolRegistry.default()
     tools.register(
-        Tool(ToolDefinition("lookup", "Looks up.", {"type": "object", "properties": {}}), lookup)
+        Tool.of(ToolDefinition("lookup", "Looks up.", {"type": "object", "properties": {}}), lookup)
     )
     return tools
 

@@ -95,9 +95,9 @@ async def test_a_remote_dynagent_behind_auth_is_called_with_the_entrys_token_and
     assert results == {  # the calls run side by side: their order is the model's, not theirs
         "billing": ECHO,
         "billing-card": ECHO,
-        "billing-anonymous": f"TOOL_ERROR: RuntimeError: A2A agent at {endpoint} {refused}",
-        "billing-wrong": f"TOOL_ERROR: RuntimeError: A2A agent at {endpoint} {refused}",
-        "card-anonymous": f"TOOL_ERROR: RuntimeError: A2A agent card at {card} {refused}",
+        "billing-anonymous": f"TOOL_ERROR: ToolCallError: A2A agent at {endpoint} {refused}",
+        "billing-wrong": f"TOOL_ERROR: ToolCallError: A2A agent at {endpoint} {refused}",
+        "card-anonymous": f"TOOL_ERROR: ToolCallError: A2A agent card at {card} {refused}",
     }
     assert events[-1]["type"] == "run_finished"
     assert shown["definition"]["tools"][0]["headers"] == {"Authorization": "***"}

@@ -58,7 +58,7 @@ traces: {max_traces: 5}
             "prompt_group": "PROMPTS",
             "gray_tag": "",
         },
-        "a2a": {"register": False, "url": ""},
+        "a2a": {"register": False, "public_url": ""},
         "sessions": {
             "store": "sqlite",
             "path": base / "state/sessions.db",
@@ -66,6 +66,7 @@ traces: {max_traces: 5}
             "key_prefix": "dynagent:session:",
             "lock_ttl": 15.0,
             "max_history_bytes": 4 * 1024 * 1024,
+            "ttl": 30 * 24 * 3600.0,
         },
         "auth": {
             "keys_env": "DYNAGENT_API_KEYS",

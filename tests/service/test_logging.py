@@ -76,7 +76,7 @@ async def test_secrets_never_reach_the_log(
         return "done"
 
     tools = ToolRegistry.default()
-    tools.register(Tool(ToolDefinition("careless", "Logs too much.", NO_ARGUMENTS), careless))
+    tools.register(Tool.of(ToolDefinition("careless", "Logs too much.", NO_ARGUMENTS), careless))
     document = agent_document(
         "bot", model_server, model={"api_key": "${OPENAI_API_KEY}"}, tools=["careless"]
     )

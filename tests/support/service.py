@@ -182,7 +182,7 @@ class Gate:
             await self.opened.wait()
             return "gate opened"
 
-        return Tool(
+        return Tool.of(
             ToolDefinition("gate", "Waits for the test.", {"type": "object", "properties": {}}),
             wait,
             timeout=30,

@@ -31,6 +31,7 @@ from a2a.types import (
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from pydantic import ValidationError
 
+from dynagent.exceptions import ToolCallError
 from dynagent.models import ToolDefinition
 from dynagent.tools.base import Tool
 
@@ -76,11 +77,11 @@ def remote_agent_tool(
             _check(response, f"A2A agent at {url}")
             answer = SendMessageResponse.model_validate(await response.json()).root
         if isinstance(answer, JSONRPCErrorResponse):
-            raise RuntimeError(f"A2A agent at {url}: {answer.error.message}")
+            raise ToolCallError(f"A2A agent at {url}: {answer.error.message}")
         return _text(answer.result)
 
     definition = ToolDefinition(name, description or f"Ask the agent {name}.", PARAMETERS)
-    return Tool(definition, call, timeout=timeout)
+    return Tool.of(definition, call, timeout=timeout)
 
 
 async def _endpoint_of(session: aiohttp.ClientSession, card_url: str, options: Any) -> str:
@@ -90,13 +91,14 @@ async def _endpoint_of(session: aiohttp.ClientSession, card_url: str, options: A
         try:
             card = AgentCard.model_validate(await response.json(content_type=None))
         except (ValueError, ValidationError) as exc:
-            raise RuntimeError(f"A2A agent card at {card_url} is not a valid card: {exc}") from None
+            message = f"A2A agent card at {card_url} is not a valid card: {exc}"
+            raise ToolCallError(message) from None
     if card.preferred_transport in (None, TransportProtocol.jsonrpc.value):
         return card.url
     for interface in card.additional_interfaces or []:
         if interface.transport == TransportProtocol.jsonrpc.value:
             return interface.url
-    raise RuntimeError(f"the A2A agent card at {card_url} offers no JSON-RPC endpoint")
+    raise ToolCallError(f"the A2A agent card at {card_url} offers no JSON-RPC endpoint")
 
 
 def _check(response: aiohttp.ClientResponse, what: str) -> None:
@@ -104,7 +106,7 @@ def _check(response: aiohttp.ClientResponse, what: str) -> None:
         return
     status = " ".join(str(p) for p in (response.status, response.reason) if p)
     hint = "; check the tool's headers" if response.status in (401, 403) else ""
-    raise RuntimeError(f"{what} answered HTTP {status}{hint}")
+    raise ToolCallError.answered(response.status, f"{what} answered HTTP {status}{hint}")
 
 
 def _text(result: Message | Task) -> str:

@@ -9,10 +9,10 @@ per-run state lives in ``RunContext.state``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from dynagent.events import Event
+from dynagent.events import Event, Usage
 from dynagent.models.base import ModelRequest, ModelResponse, ToolCallRequest
 from dynagent.tools.base import Tool
 
@@ -36,14 +36,22 @@ class RunContext:
     """The system prompt with its variables filled."""
     model_calls: int = 0
     tool_calls: int = 0
+    usage: Usage = dataclasses.field(default_factory=Usage)
+    """Tokens the run's model calls have used so far (what a failed run reports, too)."""
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Per-run scratch space for interceptors, keyed by their own choice of name."""
     redactors: list[Callable[[str], str]] = dataclasses.field(default_factory=list)
     """Applied to text in events before they reach traces and logs."""
+    pii_masked: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Long texts ``pii_redaction`` has masked in this run, by the original: the history
+    goes to the model again at every step, and each is masked once."""
     emit: Callable[[Event], None] = lambda event: None
     session_key: str | None = None
     """The store's key of the session when it is not ``session_id`` itself: the service
     scopes it to the caller and the agent (``sessions/scope.py``)."""
+    tools: Mapping[str, Tool] = dataclasses.field(default_factory=dict)
+    """The agent's tools by name: what a hook may know of the tool a call names (e.g.
+    whether it is ``idempotent``)."""
 
     def redact(self, text: str) -> str:
         for redactor in self.redactors:

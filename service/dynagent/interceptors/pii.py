@@ -201,8 +201,7 @@ class PiiRedaction(Interceptor):
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest:
         # Big texts are masked on a worker thread, once per run: the history is sent
         # again at every step, and the event loop is never held by one long text.
-        done: dict[str, str] = ctx.state.setdefault("_pii_masked", {})
-        messages = [await self._message(m, done) for m in request.messages]
+        messages = [await self._message(m, ctx.pii_masked) for m in request.messages]
         return dataclasses.replace(request, messages=tuple(messages))
 
     async def _text(self, text: str, done: dict[str, str]) -> str:

@@ -28,9 +28,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from dynagent.exceptions import DynagentError
+from dynagent.exceptions import ToolCallError
 from dynagent.runtime._tracing import outgoing_headers
 
 Transport = Literal["streamable_http", "sse", "stdio", "nacos"]
@@ -50,16 +50,19 @@ PING_SECONDS = 10.0
 """An idle session is pinged this often, so that a server gone quiet shows as down."""
 
 
-class McpUnavailable(DynagentError):
-    """The MCP server cannot be reached now; the session reconnects on its own."""
+class McpUnavailable(ToolCallError):
+    """The MCP server cannot be reached now; the session reconnects on its own. For a
+    call, a transient failure: the same call may succeed on the new session."""
 
     kind = "unavailable"
 
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=True)
 
-class McpToolError(DynagentError):
-    """The MCP server answered the call with an error (``isError`` or a JSON-RPC error)."""
 
-    kind = "tool_error"
+class McpToolError(ToolCallError):
+    """The MCP server answered the call with an error (``isError`` or a JSON-RPC error);
+    ``transient`` only when that error says the call timed out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +87,17 @@ class RemoteTool:
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    idempotent: bool = False
+    """The server marks it ``readOnlyHint`` or ``idempotentHint``: a call that failed on
+    the way may be sent again. Without either hint, a call is never repeated."""
 
 
 def _remote(tool: types.Tool) -> RemoteTool:
-    return RemoteTool(tool.name, tool.description or "", dict(tool.input_schema))
+    hints = tool.annotations
+    idempotent = hints is not None and (
+        hints.read_only_hint is True or hints.idempotent_hint is True
+    )
+    return RemoteTool(tool.name, tool.description or "", dict(tool.input_schema), idempotent)
 
 
 ConnectionState = Literal["connecting", "connected", "down", "closed"]
@@ -266,7 +276,7 @@ class McpConnection:
             )
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
-                raise McpToolError(exc.message) from None
+                raise McpToolError(exc.message, transient=exc.code == REQUEST_TIMEOUT) from None
             self._fail(exc)
             raise McpUnavailable(
                 f"MCP server {self.target.label} closed the connection during the call; "

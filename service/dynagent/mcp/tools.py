@@ -205,7 +205,13 @@ def _tool(
         return await servers.call(target, remote.name, arguments, entry.timeout)
 
     definition = ToolDefinition(name, remote.description, schema)
-    return Tool(definition, call, timeout=entry.timeout, on_error=entry.on_error)
+    return Tool.of(
+        definition,
+        call,
+        timeout=entry.timeout,
+        on_error=entry.on_error,
+        idempotent=remote.idempotent,
+    )
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -244,8 +250,14 @@ def _size(data: str) -> int:
 
 
 def fingerprint(tools: Sequence[Tool]) -> str:
-    """What of the servers' tools the model sees, for the agent's revision."""
+    """What of the servers' tools the model sees, and whether a call may be repeated,
+    for the agent's revision (a tool never repeated adds nothing: revisions made before
+    tools could be repeated stay as they were)."""
     return json.dumps(
-        [[t.name, t.definition.description, t.definition.parameters] for t in tools],
+        [
+            [t.name, t.definition.description, t.definition.parameters]
+            + (["idempotent"] if t.idempotent else [])
+            for t in tools
+        ],
         sort_keys=True,
     )

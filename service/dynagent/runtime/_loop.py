@@ -30,6 +30,7 @@ from dynagent.exceptions import (
     OutputValidationError,
     RunError,
     ToolFailed,
+    ToolTimeout,
 )
 from dynagent.interceptors.base import InterceptorChain, RunContext, ToolOutcome
 from dynagent.models.base import (
@@ -136,7 +137,6 @@ class _Loop:
         self.ctx = ctx
         self.stream = stream
         self.options = options
-        self.usage = Usage()
         self.produced: list[Message] = []
         """Input and answers of this run, in order: what a session keeps."""
         output = agent.spec.output
@@ -161,7 +161,7 @@ class _Loop:
                 self.ctx.emit(
                     FinalOutput(trace_id=self.ctx.trace_id, step=step, output=response.content)
                 )
-                return response.content or "", self.usage, step
+                return response.content or "", self.ctx.usage, step
             self._keep(messages, response.to_message())
             if response.tool_calls:
                 for message in await self._run_tools(step, response.tool_calls):
@@ -170,7 +170,7 @@ class _Loop:
             output, problem = await self._checked_output(response.content or "")
             if problem is None:
                 self.ctx.emit(FinalOutput(trace_id=self.ctx.trace_id, step=step, output=output))
-                return output, self.usage, step
+                return output, self.ctx.usage, step
             self._keep(messages, {"role": "user", "content": problem})
         raise MaxStepsExceeded(
             f"no final answer within limits.max_steps = {self.agent.spec.limits.max_steps}"
@@ -203,8 +203,7 @@ class _Loop:
         handler = self._streamed if self.stream else self.agent.model.request
         with within(f"chat {step}"):  # the span the model call's traceparent names
             response = await self.agent.chain.call_model(ctx, request, handler)
-        self.usage += response.usage
-        ctx.state["_usage"] = self.usage
+        ctx.usage += response.usage
         ctx.emit(
             ModelResponseEvent(
                 trace_id=ctx.trace_id,
@@ -312,7 +311,7 @@ class _Loop:
             async with asyncio.timeout(tool.timeout):
                 output = await tool.function(arguments)
         except TimeoutError:
-            raise TimeoutError(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
+            raise ToolTimeout(f"tool {tool.name!r} took longer than {tool.timeout} s") from None
         return ToolOutcome(output)
 
     def _tool_error(self, call: ToolCallRequest, exc: Exception) -> ToolOutcome:

@@ -194,6 +194,7 @@ class Agent:
             merged,
             session_id,
             system=render_system(self, merged),
+            tools=self.tools,
         )
         # Masked inline, or on a worker thread when an event carries a long text.
         shown = RedactingEmitter(emit, lambda event: self._shown(event, ctx))
@@ -286,7 +287,7 @@ class Agent:
                 trace_id=ctx.trace_id,
                 step=step,
                 status="error",
-                usage=ctx.state.get("_usage", Usage()),
+                usage=ctx.usage,
                 duration_ms=_ms_since(started),
             )
         )

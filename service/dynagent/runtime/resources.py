@@ -35,7 +35,9 @@ class PublicOnlyResolver(AbstractResolver):
         results = await self._inner.resolve(host, port, family)
         public = [r for r in results if is_public_address(r["host"])]
         if not public:
-            raise OSError(f"{host} resolves only to private or loopback addresses")
+            # A PermissionError (an OSError, as a resolver must raise): a refusal by policy,
+            # which the HTTP tool reports as one, never as a failure worth retrying.
+            raise PermissionError(f"{host} resolves only to private or loopback addresses")
         return public
 
     async def close(self) -> None:

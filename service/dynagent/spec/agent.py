@@ -176,6 +176,13 @@ class HttpToolSpec(_Strict):
     on_error: ErrorPolicy = "report"
     shadow_safe: bool = False
     """Call it in shadow traffic too (only for calls without side effects, e.g. a GET)."""
+    idempotent: bool | None = None
+    """Whether sending the same call twice does what sending it once does, so that the
+    ``retry`` interceptor may send again a call that failed on the way (connection
+    refused or broken, timeout, HTTP 408, 429 or 5xx; never another 4xx). Default: by
+    the method — GET, PUT and DELETE are idempotent (HTTP semantics), POST and PATCH are
+    not, and are never repeated unless this says ``true`` (e.g. the endpoint dedupes on
+    a request id in the arguments)."""
 
     @field_validator("parameters")
     @classmethod

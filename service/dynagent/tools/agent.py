@@ -88,7 +88,7 @@ def agent_tool(entry: AgentToolSpec, caller: AgentSpec, agents: AgentDirectory, 
     async def call(arguments: dict[str, Any]) -> str:
         return await _call_agent(entry.name, caller, agents, str(arguments["input"]))
 
-    return Tool(
+    return Tool.of(
         ToolDefinition(entry.name, description, dict(INPUT_SCHEMA)),
         call,
         timeout=entry.timeout or 3600,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -18,26 +18,66 @@ ToolFunction = Callable[[dict[str, Any]], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
+class ArgumentCheck:
+    """A tool's argument schema, compiled once, when the tool is made (``Tool.of``)."""
+
+    validator: jsonschema.Draft202012Validator
+    quick: Callable[[Any], bool] | None
+    """True for arguments ``validator`` surely accepts (``_schemas.quick_check``), so that a
+    valid call skips the JSON Schema engine; None when the schema has no such test."""
+
+    @classmethod
+    def of(cls, schema: Mapping[str, Any]) -> ArgumentCheck:
+        return cls(validator(schema), quick_check(schema))
+
+    def errors(self, arguments: Any) -> str | None:
+        """A one-line description of what is wrong with ``arguments``, or None."""
+        if self.quick is not None and self.quick(arguments):
+            return None
+        error = jsonschema.exceptions.best_match(self.validator.iter_errors(arguments))
+        if error is None:
+            return None
+        where = ".".join(str(p) for p in error.absolute_path)
+        return f"{where}: {error.message}" if where else error.message
+
+
+@dataclass(frozen=True, slots=True)
 class Tool:
+    """A tool; make one with ``Tool.of`` (or ``Tool.from_function``), which compiles its
+    argument schema, and change one with ``dataclasses.replace`` or ``with_options``."""
+
     definition: ToolDefinition
     function: ToolFunction = field(repr=False)
+    check: ArgumentCheck = field(repr=False, compare=False)
+    """``definition.parameters``, compiled."""
     timeout: float = 30.0
     """Seconds before the call counts as failed."""
     on_error: Literal["report", "fail"] = "report"
     """``report``: the model sees ``TOOL_ERROR: …`` and may recover; ``fail``: the run ends."""
-    validator: jsonschema.Draft202012Validator | None = field(default=None, repr=False)
     shadow_safe: bool = False
     """Runs in shadow traffic too (``rollout.shadow``): it has no effect outside the run
     (reads only). Others get a placeholder result there and never execute."""
-    quick: Callable[[Any], bool] | None = field(default=None, repr=False, compare=False)
-    """True for arguments ``validator`` surely accepts (``_schemas.quick_check``), so that a
-    valid call skips the JSON Schema engine; made with ``validator`` from the schema."""
+    idempotent: bool = False
+    """Calling it twice with the same arguments does what calling it once does (a read, a
+    PUT, a DELETE), so the ``retry`` interceptor may send again a call that failed on the
+    way (a transient ``ToolCallError``). False: a call is never repeated, since the first
+    may have taken effect (an order placed, a card charged) before its answer was lost."""
 
-    def __post_init__(self) -> None:
-        if self.validator is None:
-            checker = validator(self.definition.parameters)
-            object.__setattr__(self, "validator", checker)
-            object.__setattr__(self, "quick", quick_check(self.definition.parameters))
+    @classmethod
+    def of(
+        cls,
+        definition: ToolDefinition,
+        function: ToolFunction,
+        *,
+        timeout: float = 30.0,
+        on_error: Literal["report", "fail"] = "report",
+        shadow_safe: bool = False,
+        idempotent: bool = False,
+    ) -> Tool:
+        """The tool ``definition`` describes, run by ``function``; ``ValueError`` for a
+        schema pattern RE2 cannot run."""
+        check = ArgumentCheck.of(definition.parameters)
+        return cls(definition, function, check, timeout, on_error, shadow_safe, idempotent)
 
     @property
     def name(self) -> str:
@@ -52,14 +92,7 @@ class Tool:
 
     def argument_errors(self, arguments: Any) -> str | None:
         """A one-line description of what is wrong with ``arguments``, or None."""
-        if self.quick is not None and self.quick(arguments):
-            return None
-        assert self.validator is not None
-        error = jsonschema.exceptions.best_match(self.validator.iter_errors(arguments))
-        if error is None:
-            return None
-        where = ".".join(str(p) for p in error.absolute_path)
-        return f"{where}: {error.message}" if where else error.message
+        return self.check.errors(arguments)
 
     @classmethod
     def from_function(
@@ -69,8 +102,10 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout: float = 30.0,
+        idempotent: bool = False,
     ) -> Tool:
-        """Make a tool of an async function; its typed signature becomes the schema."""
+        """Make a tool of an async function; its typed signature becomes the schema.
+        ``idempotent``: the ``retry`` interceptor may repeat a call (see ``Tool.idempotent``)."""
         params = {
             p.name: (
                 p.annotation if p.annotation is not inspect.Parameter.empty else Any,
@@ -89,4 +124,4 @@ class Tool:
         definition = ToolDefinition(
             name or function.__name__, description or inspect.getdoc(function) or "", schema
         )
-        return cls(definition, call, timeout=timeout)
+        return cls.of(definition, call, timeout=timeout, idempotent=idempotent)

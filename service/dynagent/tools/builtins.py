@@ -79,7 +79,7 @@ async def _current_time(arguments: dict[str, Any]) -> str:
     return dt.datetime.now(zone).isoformat(timespec="seconds")
 
 
-CALCULATOR = Tool(
+CALCULATOR = Tool.of(
     ToolDefinition(
         "calculator",
         "Evaluate an arithmetic expression: numbers, + - * / // % ** and parentheses.",
@@ -92,9 +92,10 @@ CALCULATOR = Tool(
     ),
     _calculator,
     timeout=5,
+    idempotent=True,  # arithmetic: the same answer every time
 )
 
-CURRENT_TIME = Tool(
+CURRENT_TIME = Tool.of(
     ToolDefinition(
         "current_time",
         "The current date and time in ISO 8601, in an IANA time zone (default UTC).",
@@ -107,6 +108,7 @@ CURRENT_TIME = Tool(
     ),
     _current_time,
     timeout=5,
+    idempotent=True,  # reads the clock, changes nothing
 )
 
 BUILTIN_TOOLS = (CALCULATOR, CURRENT_TIME)

@@ -12,6 +12,7 @@ import aiohttp
 from yarl import URL
 
 from dynagent import _regex
+from dynagent.exceptions import ToolCallError
 from dynagent.models.base import ToolDefinition
 from dynagent.runtime._tracing import outgoing_headers
 from dynagent.runtime.resources import Resources, is_public_address
@@ -20,6 +21,8 @@ from dynagent.tools.base import Tool
 
 _PLACEHOLDER = _regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_RESPONSE_CHARS = 16_000
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+"""Methods whose repeat has no effect beyond the first call's (RFC 9110, 9.2.2)."""
 
 
 def host_allowed(host: str, allow_hosts: list[str]) -> bool:
@@ -148,14 +151,34 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
         else:
             options["json"] = rest
         session = resources.http_session(allow_private=spec.allow_private)
-        async with session.request(spec.method, url, **options) as response:
-            text = await _bounded_text(response)
-            if response.status >= 400:
-                raise RuntimeError(f"HTTP {response.status}: {text[:200]}")
-            return text[:MAX_RESPONSE_CHARS]
+        try:
+            async with session.request(spec.method, url, **options) as response:
+                text = await _bounded_text(response)
+                if response.status >= 400:
+                    raise ToolCallError.answered(
+                        response.status, f"HTTP {response.status}: {text[:200]}"
+                    )
+                return text[:MAX_RESPONSE_CHARS]
+        except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch) as exc:
+            raise ToolCallError(str(exc)) from None  # the same certificate next time
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, PermissionError):  # the resolver's private address
+                raise PermissionError(str(exc.os_error)) from None
+            raise ToolCallError(str(exc), transient=True) from None  # nothing was sent
+        except TimeoutError:
+            message = f"no answer from {host} within {spec.timeout} s"
+            raise ToolCallError(message, transient=True) from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            message = f"the connection to {host} broke: {str(exc) or type(exc).__name__}"
+            raise ToolCallError(message, transient=True) from None
 
     definition = ToolDefinition(spec.name, spec.description, spec.parameters)
-    return Tool(definition, call, timeout=spec.timeout, on_error=spec.on_error)
+    idempotent = spec.idempotent
+    if idempotent is None:
+        idempotent = spec.method in IDEMPOTENT_METHODS
+    return Tool.of(
+        definition, call, timeout=spec.timeout, on_error=spec.on_error, idempotent=idempotent
+    )
 
 
 async def _bounded_text(response: aiohttp.ClientResponse) -> str:
