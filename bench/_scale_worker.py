@@ -25,7 +25,7 @@ from bench._scale_docs import GROUP, agent_name, document
 from dynagent import AgentBuilder, load_spec
 from dynagent.config import NacosConfig
 from dynagent.nacos.factory import NacosAgentBuilderFactory, agent_data_id
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.support.nacos import NacosAdmin
 
 POLL_SECONDS = 2.0

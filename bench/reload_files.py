@@ -32,7 +32,7 @@ from loguru import logger
 
 from dynagent import AgentBuilder, load_spec
 from dynagent.factories import DefaultAgentBuilderFactory
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 
 BAR_MS = 200.0
 RESULTS = Path(__file__).parent / "results" / "reload_files.json"

@@ -44,7 +44,7 @@ from loguru import logger
 from dynagent import AgentBuilder, load_spec
 from dynagent.config import NacosConfig
 from dynagent.nacos.factory import NacosAgentBuilderFactory, agent_data_id
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.support.nacos import NacosAdmin, NacosServer, claimed_port
 
 BAR_P50_MS = 500.0

@@ -28,7 +28,7 @@ from loguru import logger
 from dynagent import AgentBuilder
 from dynagent.config import NacosConfig
 from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.support.nacos import NacosAdmin
 
 from .reload_nacos import nacos_server, summary

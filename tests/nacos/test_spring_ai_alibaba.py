@@ -15,7 +15,7 @@ import pytest
 from dynagent.config import NacosConfig
 from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
 from dynagent.nacos.source import content_md5
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.builder import AgentBuilder
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.first_load import NoticeDuringGroupLoad, fuzzy_watch_works, until_served

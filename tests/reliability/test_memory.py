@@ -111,7 +111,7 @@ async def test_memory_stays_flat_over_10000_runs_through_http(serve: Serve) -> N
         assert isinstance(agent.sessions, SqliteSessionStore)
         locks = len(agent.sessions._locks._locks)  # held or awaited session locks
         traces = len(app[TRACES]._traces)
-        stats = {key: len(s.recent) for key, s in app[REGISTRY]._stats.items()}
+        stats = {key: len(s.recent) for key, s in app[REGISTRY].rollouts._stats.items()}
         history = len(app[REGISTRY].history("bot"))
         running = app[DRAIN].running
         labels = {"agent": "bot", "variant": "stable", "endpoint": "invoke", "outcome": "ok"}

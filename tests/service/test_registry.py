@@ -10,7 +10,8 @@ import pytest
 from dynagent import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
 from dynagent.exceptions import NotFound
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry.table import AgentRegistry, AgentUnavailable
+from dynagent.registry.facade import AgentRegistry
+from dynagent.registry.table import AgentUnavailable
 from dynagent.sources.base import Document
 from dynagent.spec.agent import AgentSpec
 
@@ -41,7 +42,7 @@ def test_put_serves_an_agent_and_reports_its_status(
     registry: AgentRegistry, told: list[tuple[str, str]]
 ) -> None:
     bot = agent("bot")
-    assert registry.put(bot) is True
+    assert registry.table.put(bot) is True
     status = registry.entry("bot").status()
     assert isinstance(status.pop("loaded_at"), float)
     assert status == {
@@ -77,8 +78,8 @@ def test_putting_the_serving_revision_again_changes_nothing(
     registry: AgentRegistry, told: list[tuple[str, str]]
 ) -> None:
     first = agent("bot")
-    registry.put(first)
-    assert registry.put(agent("bot")) is False
+    registry.table.put(first)
+    assert registry.table.put(agent("bot")) is False
     assert registry.get("bot") is first
     assert (registry.changes, told) == (1, [("bot", "swapped")])
 
@@ -88,9 +89,9 @@ def test_the_same_revision_from_a_truer_source_updates_the_status_only(
 ) -> None:
     snapshot = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"from": "snapshot"})
     live = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"md5": "abc"})
-    registry.put(BUILDER.build(spec("bot"), source=snapshot))
+    registry.table.put(BUILDER.build(spec("bot"), source=snapshot))
     again = BUILDER.build(spec("bot"), source=live)
-    assert registry.put(again) is False  # not a swap: the content is the same
+    assert registry.table.put(again) is False  # not a swap: the content is the same
     assert registry.get("bot") is again
     assert registry.status("bot")["source"] == {
         "kind": "nacos",
@@ -102,9 +103,9 @@ def test_the_same_revision_from_a_truer_source_updates_the_status_only(
 
 
 def test_a_new_revision_replaces_the_old_one(registry: AgentRegistry) -> None:
-    registry.put(agent("bot", "Old."))
+    registry.table.put(agent("bot", "Old."))
     new = agent("bot", "New.")
-    assert registry.put(new) is True
+    assert registry.table.put(new) is True
     assert registry.get("bot") is new
 
 
@@ -112,8 +113,8 @@ def test_a_refused_definition_keeps_the_serving_one(
     registry: AgentRegistry, told: list[tuple[str, str]]
 ) -> None:
     good = agent("bot")
-    registry.put(good)
-    registry.fail("bot", ConfigError("unknown tool", source="bot.yaml", agent="bot"))
+    registry.table.put(good)
+    registry.table.fail("bot", ConfigError("unknown tool", source="bot.yaml", agent="bot"))
 
     assert registry.get("bot") is good
     error = registry.entry("bot").status()["last_error"]
@@ -125,13 +126,13 @@ def test_a_refused_definition_keeps_the_serving_one(
     }
     assert told == [("bot", "swapped"), ("bot", "refused")]
 
-    assert registry.put(agent("bot")) is False  # the same text again: the error is gone
+    assert registry.table.put(agent("bot")) is False  # the same text again: the error is gone
     assert registry.entry("bot").last_error is None
     assert registry.changes == 3
 
 
 def test_a_name_that_never_built_is_unavailable(registry: AgentRegistry) -> None:
-    registry.fail("bot", ConfigError("invalid agent definition", source="bot.yaml"))
+    registry.table.fail("bot", ConfigError("invalid agent definition", source="bot.yaml"))
     assert registry.entry("bot").status()["state"] == "refused"
     with pytest.raises(AgentUnavailable) as caught:
         registry.route("bot")
@@ -143,10 +144,10 @@ def test_a_name_that_never_built_is_unavailable(registry: AgentRegistry) -> None
 
 
 def test_removal_and_unknown_names(registry: AgentRegistry, told: list[tuple[str, str]]) -> None:
-    registry.put(agent("bot"))
-    registry.remove("bot")
-    registry.remove("bot")
-    registry.remove("never-there")
+    registry.table.put(agent("bot"))
+    registry.table.remove("bot")
+    registry.table.remove("bot")
+    registry.table.remove("never-there")
     assert ("bot" in registry, len(registry), registry.changes) == (False, 0, 2)
     assert told == [("bot", "swapped"), ("bot", "removed")]
     for lookup in (registry.get, registry.entry, registry.route):
@@ -156,7 +157,7 @@ def test_removal_and_unknown_names(registry: AgentRegistry, told: list[tuple[str
 
 def test_a_canary_pin_without_a_canary_is_not_found(registry: AgentRegistry) -> None:
     bot = agent("bot")
-    registry.put(bot)
+    registry.table.put(bot)
     with pytest.raises(NotFound) as caught:
         registry.route("bot", pin="canary")
     assert (caught.value.kind, caught.value.message) == ("not_found", "agent 'bot' has no canary")
@@ -165,7 +166,7 @@ def test_a_canary_pin_without_a_canary_is_not_found(registry: AgentRegistry) -> 
 
 def test_entries_iterate_by_name(registry: AgentRegistry) -> None:
     for name in ("zeta", "alpha", "mid"):
-        registry.put(agent(name))
+        registry.table.put(agent(name))
     assert [e.name for e in registry] == ["alpha", "mid", "zeta"]
 
 
@@ -178,15 +179,15 @@ async def test_wait_for_wakes_on_the_change_that_makes_it_true(registry: AgentRe
 
     waiter = asyncio.create_task(registry.wait_for(has_two))
     await asyncio.sleep(0)  # let the waiter check once and park
-    registry.put(agent("one"))
+    registry.table.put(agent("one"))
     await asyncio.sleep(0)
-    registry.put(agent("two"))
+    registry.table.put(agent("two"))
     await asyncio.wait_for(waiter, 1)
     assert seen == [0, 1, 2]
 
 
 async def test_wait_for_returns_at_once_when_already_true(registry: AgentRegistry) -> None:
-    registry.mark_ready()
+    registry.readiness.mark_ready()
     await registry.wait_for(lambda r: r.ready, within=0)
     assert registry.changes == 1
 

@@ -20,7 +20,8 @@ from dynagent.registry.canary import (
     picks_canary,
     routing_key,
 )
-from dynagent.registry.table import HISTORY, AgentRegistry
+from dynagent.registry.facade import AgentRegistry
+from dynagent.registry.table import HISTORY
 
 BUILDER = AgentBuilder()
 
@@ -191,8 +192,8 @@ def test_a_bad_rollout_names_its_fields(
 def test_a_canary_takes_its_weight_of_the_keys_and_pins_override() -> None:
     registry = AgentRegistry()
     stable, candidate = agent("Stable."), agent("Candidate.")
-    registry.put(stable)
-    registry.put_canary(candidate, RolloutPolicy(weight=30))
+    registry.table.put(stable)
+    registry.rollouts.put_canary(candidate, RolloutPolicy(weight=30))
     keys = [f"user-{i}" for i in range(1000)]
     routed = [registry.route("bot", key=k) for k in keys]
     assert {a.revision: v for a, v in routed} == {
@@ -204,7 +205,7 @@ def test_a_canary_takes_its_weight_of_the_keys_and_pins_override() -> None:
     assert {registry.route("bot", key=k, pin="stable") for k in keys} == {(stable, "stable")}
     assert {registry.route("bot", key=k, pin="canary") for k in keys} == {(candidate, "canary")}
 
-    registry.remove_canary("bot")
+    registry.rollouts.remove_canary("bot")
     assert {registry.route("bot", key=k) for k in keys} == {(stable, "stable")}
     with pytest.raises(NotFound, match=r"^agent 'bot' has no canary$"):
         registry.route("bot", pin="canary")
@@ -216,12 +217,12 @@ def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None
     registry.listeners.append(lambda name, what: told.append((name, what)))
     stable, failing, fixed = agent("Stable."), agent("Failing."), agent("Fixed.")
     policy = RolloutPolicy(weight=100, guard=GuardPolicy(min_requests=3))
-    registry.put(stable)
-    registry.put_canary(failing, policy)
+    registry.table.put(stable)
+    registry.rollouts.put_canary(failing, policy)
     for _ in range(2):
-        registry.observe(failing, "canary", ok=False, seconds=0.01)
+        registry.rollouts.observe(failing, "canary", ok=False, seconds=0.01)
     assert registry.route("bot", key="k") == (failing, "canary")
-    registry.observe(failing, "canary", ok=False, seconds=0.01)
+    registry.rollouts.observe(failing, "canary", ok=False, seconds=0.01)
 
     canary = registry.status("bot")["canary"]
     assert (canary["state"], canary["pulled"]["reason"]) == (
@@ -230,13 +231,14 @@ def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None
     )
     assert registry.route("bot", key="k") == (stable, "stable")
     assert registry.route("bot", key="k", pin="canary") == (failing, "canary")  # for debugging
-    registry.put_canary(failing, policy.model_copy(update={"weight": 50}))  # same revision
+    registry.rollouts.put_canary(failing, policy.model_copy(update={"weight": 50}))  # same revision
     assert registry.status("bot")["canary"]["state"] == "pulled"
 
-    registry.put_canary(fixed, policy)
+    registry.rollouts.put_canary(fixed, policy)
     assert registry.route("bot", key="k") == (fixed, "canary")
     assert registry.status("bot")["traffic"]["canary"]["requests"] == 0
-    registry.observe(failing, "canary", ok=False, seconds=0.01)  # a late run of the old one
+    # a late run of the old one:
+    registry.rollouts.observe(failing, "canary", ok=False, seconds=0.01)
     assert registry.status("bot")["traffic"]["canary"]["requests"] == 0
     assert told == [
         ("bot", "swapped"),
@@ -251,9 +253,9 @@ def test_history_is_newest_first_bounded_and_moves_a_revision_served_again() -> 
     registry = AgentRegistry()
     versions = [agent(f"Version {i}.") for i in range(HISTORY + 2)]
     for version in versions:
-        registry.put(version)
-    registry.put_canary(agent("Candidate."), RolloutPolicy(weight=1))
-    registry.put(versions[-2])  # a rollback
+        registry.table.put(version)
+    registry.rollouts.put_canary(agent("Candidate."), RolloutPolicy(weight=1))
+    registry.table.put(versions[-2])  # a rollback
     listed = [(r["revision"], r["variant"]) for r in registry.status("bot")["revisions"]]
     assert listed == [
         (versions[-2].revision, "stable"),

@@ -90,7 +90,7 @@ async def select(request: web.Request, run: RunRequest) -> tuple[Agent, Variant]
     chosen = registry.route(run.name, key=key, pin=run.pin)
     scoped = _session_key(request, run)
     if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
-        return await pinned(registry, run.name, scoped, chosen)
+        return await pinned(registry.rollouts, run.name, scoped, chosen)
     return chosen
 
 
@@ -152,7 +152,7 @@ class _Served:
             app[TRACES].record(agent, self.variant, trace_id, events, nested=self.nested)
         if error != "disconnected":
             failed = error in GUARDED_ERRORS
-            app[REGISTRY].observe(agent, self.variant, ok=not failed, seconds=seconds)
+            app[REGISTRY].rollouts.observe(agent, self.variant, ok=not failed, seconds=seconds)
         log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:

@@ -64,7 +64,7 @@ from dynagent.mcp.setup import mcp_servers
 from dynagent.nacos.factory import NacosAgentBuilderFactory
 from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
 from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
@@ -191,8 +191,8 @@ def _install_state(
     app[SECRETS] = secrets
     secrets.add(app[API_KEYS].secrets)
     app[DRAIN] = Drain()
-    app[SHADOWS] = ShadowRunner(registry, app[METRICS], app[TRACES])
-    app[DECISIONS] = RolloutDecisions(registry, app[FACTORIES])
+    app[SHADOWS] = ShadowRunner(registry.rollouts, app[METRICS], app[TRACES])
+    app[DECISIONS] = RolloutDecisions(registry.rollouts, app[FACTORIES])
     app[DECISIONS].attach()
     app[RESPONSES] = ResponseStore()
     app[MCP] = mcp_servers(config)
@@ -271,7 +271,7 @@ def _lifecycle(
             for factory in started:
                 app[FACTORIES][factory.name] = factory
             registrar = await a2a.start_registrar(app)
-            registry.mark_ready()
+            registry.readiness.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield
         finally:

@@ -17,7 +17,7 @@ from dynagent.core.tracing import RunTracer
 from dynagent.factories.base import AgentBuilderFactory
 from dynagent.masking import SecretValues
 from dynagent.mcp.tools import McpServers
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.decisions import RolloutDecisions
 
 VARIANT_HEADER = "X-Agent-Variant"

@@ -71,7 +71,7 @@ async def feedback(request: web.Request) -> web.Response:
     if trace.get("feedback") is not None:
         raise Conflict(f"run {trace_id!r} has been rated already")
     agent, revision, variant = trace["agent"], trace["revision"], trace["variant"]
-    counted = request.app[REGISTRY].rate(agent, revision, variant, body.value)
+    counted = request.app[REGISTRY].rollouts.rate(agent, revision, variant, body.value)
     request.app[TRACES].rate(trace_id, {"score": body.value, "comment": body.comment})
     if counted:
         request.app[METRICS].observe_feedback(agent, variant, body.value)
