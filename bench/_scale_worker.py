@@ -41,7 +41,7 @@ async def measure(addr: str, count: int, snapshot: Path, model_url: str) -> dict
     )
     registry = AgentRegistry()
     events: Counter[tuple[str, str]] = Counter()
-    registry.listeners.append(lambda name, what: events.update([(name, what)]))
+    registry.listeners.append(lambda event: events.update([(event.name, event.kind)]))
     factory = NacosAgentBuilderFactory(AgentBuilder(environ={}), settings)
     gc.collect()
     rss_before = rss_bytes()

@@ -70,7 +70,7 @@ async def measure(server_addr: str, base_url: str, changes: int, agents: int) ->
         settings = NacosConfig(server_addr=server_addr, snapshot_dir=Path(folder) / "snapshot")
         registry = AgentRegistry()
         swaps: list[str] = []
-        registry.listeners.append(lambda name, what: swaps.append(what))
+        registry.listeners.append(lambda event: swaps.append(event.kind))
         factory = SpringAiAlibabaAgentBuilderFactory(AgentBuilder(environ={}), settings)
         async with NacosAdmin(base_url) as admin:
             await factory.start(registry)

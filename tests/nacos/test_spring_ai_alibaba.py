@@ -123,7 +123,9 @@ async def test_spring_ai_alibaba_agents_are_served_and_pieces_published_together
 
         # A release touching the model and the prompt: one new revision, never a mix.
         swaps: list[str] = []
-        service.registry.listeners.append(lambda n, what: swaps.append(what) if n == name else None)
+        service.registry.listeners.append(
+            lambda event: swaps.append(event.kind) if event.name == name else None
+        )
         agent.model["temperature"] = "0.7"
         await agent.publish("model.json", agent.model)
         await agent.prompt("You are the SAA agent, version two.")

@@ -10,6 +10,7 @@ import pytest
 from dynagent import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
 from dynagent.exceptions import NotFound
 from dynagent.factories.base import DocumentApplier
+from dynagent.registry.events import AgentRefused, AgentRemoved, AgentSwapped, RegistryEvent
 from dynagent.registry.facade import AgentRegistry
 from dynagent.registry.table import AgentUnavailable
 from dynagent.sources.base import Document
@@ -32,14 +33,14 @@ def registry() -> AgentRegistry:
 
 
 @pytest.fixture
-def told(registry: AgentRegistry) -> list[tuple[str, str]]:
-    heard: list[tuple[str, str]] = []
-    registry.listeners.append(lambda name, what: heard.append((name, what)))
+def told(registry: AgentRegistry) -> list[RegistryEvent]:
+    heard: list[RegistryEvent] = []
+    registry.listeners.append(heard.append)
     return heard
 
 
 def test_put_serves_an_agent_and_reports_its_status(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     bot = agent("bot")
     assert registry.table.put(bot) is True
@@ -71,21 +72,21 @@ def test_put_serves_an_agent_and_reports_its_status(
         ],
     }
     assert (registry.get("bot"), registry.route("bot")) == (bot, (bot, "stable"))
-    assert (registry.changes, told) == (1, [("bot", "swapped")])
+    assert (registry.changes, told) == (1, [AgentSwapped("bot", bot.revision, None)])
 
 
 def test_putting_the_serving_revision_again_changes_nothing(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     first = agent("bot")
     registry.table.put(first)
     assert registry.table.put(agent("bot")) is False
     assert registry.get("bot") is first
-    assert (registry.changes, told) == (1, [("bot", "swapped")])
+    assert (registry.changes, told) == (1, [AgentSwapped("bot", first.revision, None)])
 
 
 def test_the_same_revision_from_a_truer_source_updates_the_status_only(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     snapshot = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"from": "snapshot"})
     live = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"md5": "abc"})
@@ -99,7 +100,7 @@ def test_the_same_revision_from_a_truer_source_updates_the_status_only(
         "md5": "abc",
     }
     assert [r["source"] for r in registry.status("bot")["revisions"]] == [snapshot.as_dict()]
-    assert told == [("bot", "swapped")]
+    assert told == [AgentSwapped("bot", again.revision, None)]
 
 
 def test_a_new_revision_replaces_the_old_one(registry: AgentRegistry) -> None:
@@ -110,7 +111,7 @@ def test_a_new_revision_replaces_the_old_one(registry: AgentRegistry) -> None:
 
 
 def test_a_refused_definition_keeps_the_serving_one(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     good = agent("bot")
     registry.table.put(good)
@@ -124,7 +125,9 @@ def test_a_refused_definition_keeps_the_serving_one(
         "path": "",
         "message": "agent 'bot' bot.yaml: unknown tool",
     }
-    assert told == [("bot", "swapped"), ("bot", "refused")]
+    refusal = registry.entry("bot").last_error
+    assert refusal is not None
+    assert told == [AgentSwapped("bot", good.revision, None), AgentRefused("bot", refusal)]
 
     assert registry.table.put(agent("bot")) is False  # the same text again: the error is gone
     assert registry.entry("bot").last_error is None
@@ -143,13 +146,14 @@ def test_a_name_that_never_built_is_unavailable(registry: AgentRegistry) -> None
     assert caught.value.kind == "unavailable"
 
 
-def test_removal_and_unknown_names(registry: AgentRegistry, told: list[tuple[str, str]]) -> None:
-    registry.table.put(agent("bot"))
+def test_removal_and_unknown_names(registry: AgentRegistry, told: list[RegistryEvent]) -> None:
+    bot = agent("bot")
+    registry.table.put(bot)
     registry.table.remove("bot")
     registry.table.remove("bot")
     registry.table.remove("never-there")
     assert ("bot" in registry, len(registry), registry.changes) == (False, 0, 2)
-    assert told == [("bot", "swapped"), ("bot", "removed")]
+    assert told == [AgentSwapped("bot", bot.revision, None), AgentRemoved("bot", "")]
     for lookup in (registry.get, registry.entry, registry.route):
         with pytest.raises(AgentNotFound):
             lookup("bot")
@@ -261,7 +265,7 @@ async def test_a_refused_document_leaves_nothing_behind_once_gone(
 
 
 async def test_canary_documents_are_served_beside_the_stable(
-    registry: AgentRegistry, applier: DocumentApplier, told: list[tuple[str, str]]
+    registry: AgentRegistry, applier: DocumentApplier, told: list[RegistryEvent]
 ) -> None:
     await applier.apply(document("bot.yaml", yaml_of("bot", "Stable.")))
     await applier.apply(document("bot.canary.yaml", yaml_of("bot", "New.")))  # no rollout
@@ -288,7 +292,7 @@ async def test_canary_documents_are_served_beside_the_stable(
         None,
         "Stable.",
     )
-    assert told == [
+    assert [(event.name, event.kind) for event in told] == [
         ("bot", "swapped"),
         ("bot", "refused"),
         ("bot", "canary"),

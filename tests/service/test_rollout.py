@@ -4,6 +4,7 @@ canary: routing, pins, observing outcomes, pulling, history."""
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from dynagent import Agent, AgentBuilder, ConfigError, load_spec
 from dynagent.exceptions import FieldIssue, NotFound
 from dynagent.registry.canary import (
     GuardPolicy,
+    Paused,
     RolloutPolicy,
     VariantStats,
     bucket,
@@ -19,6 +21,16 @@ from dynagent.registry.canary import (
     load_canary,
     picks_canary,
     routing_key,
+)
+from dynagent.registry.events import (
+    AgentSwapped,
+    CanaryPaused,
+    CanaryPulled,
+    CanaryRemoved,
+    CanaryResumed,
+    CanaryStarted,
+    CanaryWeightChanged,
+    RegistryEvent,
 )
 from dynagent.registry.facade import AgentRegistry
 from dynagent.registry.table import HISTORY
@@ -213,8 +225,8 @@ def test_a_canary_takes_its_weight_of_the_keys_and_pins_override() -> None:
 
 def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None:
     registry = AgentRegistry()
-    told: list[tuple[str, str]] = []
-    registry.listeners.append(lambda name, what: told.append((name, what)))
+    told: list[RegistryEvent] = []
+    registry.listeners.append(told.append)
     stable, failing, fixed = agent("Stable."), agent("Failing."), agent("Fixed.")
     policy = RolloutPolicy(weight=100, guard=GuardPolicy(min_requests=3))
     registry.table.put(stable)
@@ -237,15 +249,37 @@ def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None
     registry.rollouts.put_canary(fixed, policy)
     assert registry.route("bot", key="k") == (fixed, "canary")
     assert registry.status("bot")["traffic"]["canary"]["requests"] == 0
-    # a late run of the old one:
-    registry.rollouts.observe(failing, "canary", ok=False, seconds=0.01)
+    registry.rollouts.observe(
+        failing, "canary", ok=False, seconds=0.01
+    )  # a late run of the old one
     assert registry.status("bot")["traffic"]["canary"]["requests"] == 0
     assert told == [
-        ("bot", "swapped"),
-        ("bot", "canary"),
-        ("bot", "canary_pulled"),
-        ("bot", "canary_weight"),
-        ("bot", "canary"),
+        AgentSwapped("bot", stable.revision, None),
+        CanaryStarted("bot", failing.revision, 100),
+        CanaryPulled("bot", failing.revision, canary["pulled"]["reason"]),
+        CanaryWeightChanged("bot", failing.revision, 50, 100),
+        CanaryStarted("bot", fixed.revision, 100),
+    ]
+
+
+def test_a_pause_a_resume_and_the_end_of_a_canary_are_told_as_typed_events() -> None:
+    registry = AgentRegistry()
+    stable, candidate = agent("Stable."), agent("Candidate.")
+    policy = RolloutPolicy(weight=100)
+    registry.table.put(stable)
+    registry.rollouts.put_canary(candidate, policy)
+    told: list[RegistryEvent] = []
+    registry.listeners.append(told.append)
+    paused = Paused(reason="too slow", at=datetime.now(UTC), by="ops")
+    registry.rollouts.put_canary(candidate, policy.model_copy(update={"paused": paused}))
+    assert registry.route("bot", key="k") == (stable, "stable")
+    registry.rollouts.put_canary(candidate, policy)  # the pause removed from the document
+    assert registry.route("bot", key="k") == (candidate, "canary")
+    registry.rollouts.remove_canary("bot")
+    assert told == [
+        CanaryPaused("bot", candidate.revision, "too slow", "ops"),
+        CanaryResumed("bot", candidate.revision),
+        CanaryRemoved("bot", candidate.revision),
     ]
 
 

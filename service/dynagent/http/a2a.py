@@ -44,6 +44,7 @@ from dynagent.events import ErrorEvent, FinalOutput
 from dynagent.exceptions import ConfigError, DynagentError
 from dynagent.http.api.bodies import read_raw
 from dynagent.http.state import A2A_REGISTRAR, CONFIG, REGISTRY, caller
+from dynagent.registry.events import AgentRemoved, AgentSwapped, RegistryEvent
 
 routes = web.RouteTableDef()
 
@@ -63,11 +64,11 @@ async def start_registrar(app: web.Application) -> NacosA2aRegistrar | None:
     registrar = NacosA2aRegistrar(config.nacos, config.a2a.url, work_dir)
     await registrar.start([entry.stable for entry in registry if entry.stable is not None])
 
-    def tell(name: str, what: str) -> None:
-        if what == "swapped" and name in registry:
-            registrar.changed_agent(name, registry.entry(name).stable)
-        elif what == "removed":
-            registrar.changed_agent(name, None)
+    def tell(event: RegistryEvent) -> None:
+        if isinstance(event, AgentSwapped) and event.name in registry:
+            registrar.changed_agent(event.name, registry.entry(event.name).stable)
+        elif isinstance(event, AgentRemoved):
+            registrar.changed_agent(event.name, None)
 
     registry.listeners.append(tell)
     app[A2A_REGISTRAR] = registrar

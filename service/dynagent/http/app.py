@@ -64,6 +64,7 @@ from dynagent.mcp.setup import mcp_servers
 from dynagent.nacos.factory import NacosAgentBuilderFactory
 from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
 from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
+from dynagent.registry.events import AgentRemoved, RegistryEvent
 from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.builder import AgentBuilder
@@ -197,11 +198,11 @@ def _install_state(
     app[RESPONSES] = ResponseStore()
     app[MCP] = mcp_servers(config)
 
-    def count_change(name: str, what: str) -> None:
-        if what == "removed":
-            app[METRICS].forget(name)
+    def count_change(event: RegistryEvent) -> None:
+        if isinstance(event, AgentRemoved):
+            app[METRICS].forget(event.name)
         else:
-            app[METRICS].reloads.labels(name, what).inc()
+            app[METRICS].reloads.labels(event.name, event.kind).inc()
 
     registry.listeners.append(count_change)
 

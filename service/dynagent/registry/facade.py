@@ -3,7 +3,7 @@
 The service, its sources and its HTTP handlers hold one registry: ``table`` (the stable
 versions by name: put, fail, remove), ``rollouts`` (canaries, traffic figures, the
 guard) and ``readiness`` (ready, degraded sources). All three share one ``Changes``
-(the counter waiters wake on, and the listeners told of each change). The
+(the counter waiters wake on, and the listeners told each ``RegistryEvent``). The
 registry itself only answers what spans them: routing, the status, and waiting.
 """
 
@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dynagent.registry.entry import AgentEntry, RevisionRecord
-from dynagent.registry.readiness import Changes, Listener, Readiness
+from dynagent.registry.events import Listener
+from dynagent.registry.readiness import Changes, Readiness
 from dynagent.registry.rollouts import Rollouts
 from dynagent.registry.table import AgentTable
 from dynagent.runtime.agent import Agent, Variant
@@ -29,7 +30,7 @@ class AgentRegistry:
 
     @property
     def listeners(self) -> list[Listener]:
-        """Told ``(agent, what)`` of every change (``readiness.Listener``)."""
+        """Told every ``RegistryEvent`` (``registry.events``), in the order they subscribed."""
         return self.feed.listeners
 
     @property

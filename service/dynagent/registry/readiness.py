@@ -1,8 +1,7 @@
 """Whether the registry is ready, which sources are degraded, and how to hear of changes.
 
 ``Changes`` is shared by the registry's parts: each change bumps its counter (what
-pollers compare and waiters wake on) and may tell the listeners what happened to
-which agent.
+pollers compare and waiters wake on) and may tell the listeners a typed event.
 """
 
 from __future__ import annotations
@@ -11,11 +10,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-Listener = Callable[[str, str], None]
-"""Told ``(agent, what)`` on every change, what being ``swapped``, ``refused``,
-``removed``, ``canary`` (started or rebuilt), ``canary_removed``, ``canary_pulled`` (by
-this replica's guard), ``canary_paused`` (by its document), ``canary_resumed`` or
-``canary_weight`` (a new weight, e.g. a step)."""
+from dynagent.registry.events import Listener, RegistryEvent
 
 
 @dataclass
@@ -25,7 +20,7 @@ class Changes:
     count: int = 0
     """Bumped on every swap, error, addition, removal, guard action and source health change."""
     listeners: list[Listener] = field(default_factory=list)
-    """Told ``(agent, what)`` of changes, in the order they subscribed."""
+    """Called with every ``RegistryEvent``, in the order they subscribed."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def bump(self) -> None:
@@ -34,9 +29,9 @@ class Changes:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    def tell(self, name: str, what: str) -> None:
+    def tell(self, event: RegistryEvent) -> None:
         for listener in self.listeners:
-            listener(name, what)
+            listener(event)
 
     async def wait_for(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
         """Wait until ``predicate()`` holds, re-checked on every change."""

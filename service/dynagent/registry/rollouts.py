@@ -2,7 +2,7 @@
 
 Routing sends a serving canary its weight of the keys. The figures of each
 variant feed the status and the guard, which pulls a failing canary out of
-traffic in this replica at once (``canary_pulled``); the decision is written
+traffic in this replica at once (``CanaryPulled``); the decision is written
 back to the canary's document elsewhere (``rollout.decisions``).
 """
 
@@ -23,6 +23,17 @@ from dynagent.registry.canary import (
     picks_canary,
 )
 from dynagent.registry.entry import AgentEntry, Canary
+from dynagent.registry.events import (
+    AgentRemoved,
+    AgentSwapped,
+    CanaryPaused,
+    CanaryPulled,
+    CanaryRemoved,
+    CanaryResumed,
+    CanaryStarted,
+    CanaryWeightChanged,
+    RegistryEvent,
+)
 from dynagent.registry.table import AgentTable
 from dynagent.runtime.agent import Agent, Variant
 
@@ -45,13 +56,13 @@ class Rollouts:
         self._stats: dict[tuple[str, Variant], VariantStats] = {}
         self.changes.listeners.append(self._forget)
 
-    def _forget(self, name: str, what: str) -> None:
+    def _forget(self, event: RegistryEvent) -> None:
         """A new stable revision is judged afresh; a removed agent leaves no figures."""
-        if what == "swapped":
-            self._stats.pop((name, "stable"), None)
-        elif what == "removed":
+        if isinstance(event, AgentSwapped):
+            self._stats.pop((event.name, "stable"), None)
+        elif isinstance(event, AgentRemoved):
             for variant in VARIANTS:
-                self._stats.pop((name, variant), None)
+                self._stats.pop((event.name, variant), None)
 
     # -- reading -----------------------------------------------------------------
 
@@ -104,7 +115,7 @@ class Rollouts:
         self.table.store(replace(current, canary=canary, last_error=None))
         self.table.remember(agent, "canary", now)
         self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
-        self.changes.tell(agent.name, "canary")
+        self.changes.tell(CanaryStarted(agent.name, agent.revision, policy.weight))
         logger.info(
             "agent {} canary revision {} at {}% of traffic",
             agent.name,
@@ -134,14 +145,14 @@ class Rollouts:
     def _tell_update(self, name: str, old: Canary, new: Canary) -> None:
         revision, weight = old.agent.revision, new.policy.weight
         if weight != old.policy.weight:
-            self.changes.tell(name, "canary_weight")
+            self.changes.tell(CanaryWeightChanged(name, revision, weight, old.policy.weight))
             logger.info("agent {} canary now at {:g}% of traffic", name, weight)
         pulled = new.pulled
         if old.pulled is not None and pulled is None:
-            self.changes.tell(name, "canary_resumed")
+            self.changes.tell(CanaryResumed(name, revision))
             logger.info("agent {} canary {} back in traffic", name, revision)
         elif old.pulled is None and pulled is not None:
-            self.changes.tell(name, "canary_paused")
+            self.changes.tell(CanaryPaused(name, revision, pulled.reason, pulled.by))
             logger.warning(
                 "agent {} canary {} paused by {}: {}", name, revision, pulled.by, pulled.reason
             )
@@ -154,7 +165,7 @@ class Rollouts:
             return
         self.table.store(replace(entry, canary=replace(canary, pulled=None)))
         self._stats[(name, "canary")] = VariantStats(canary.policy.guard.window)
-        self.changes.tell(name, "canary_resumed")
+        self.changes.tell(CanaryResumed(name, canary.agent.revision))
 
     def remove_canary(self, name: str) -> None:
         current = self.table.find(name)
@@ -165,7 +176,7 @@ class Rollouts:
             return
         self.table.store(replace(current, canary=None))
         self._stats.pop((name, "canary"), None)
-        self.changes.tell(name, "canary_removed")
+        self.changes.tell(CanaryRemoved(name, current.canary.agent.revision))
         logger.info("agent {} canary removed", name)
 
     def observe(self, agent: Agent, variant: Variant, ok: bool, seconds: float) -> None:
@@ -209,7 +220,7 @@ class Rollouts:
         if reason is None:
             return
         self.table.store(replace(entry, canary=replace(canary, pulled=Pulled.now(reason))))
-        self.changes.tell(entry.name, "canary_pulled")
+        self.changes.tell(CanaryPulled(entry.name, canary.agent.revision, reason))
         logger.warning(
             "guard pulled canary {} of agent {} out of traffic: {}",
             canary.agent.revision,

@@ -4,7 +4,7 @@ A swap replaces one reference; a run that already holds the old ``Agent``
 finishes on it. A definition that fails to build never replaces a good one:
 its error is kept as ``last_error`` beside the version still serving. Every
 change bumps the shared change counter; swaps, refusals and removals are told
-to the listeners.
+to the listeners as typed events.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from loguru import logger
 
 from dynagent.exceptions import AgentNotFound, ConfigError, DynagentError, ErrorKind
 from dynagent.registry.entry import AgentEntry, LastError, RevisionRecord
+from dynagent.registry.events import AgentRefused, AgentRemoved, AgentSwapped
 from dynagent.registry.readiness import Changes
 from dynagent.runtime.agent import Agent, Variant
 from dynagent.spec.agent import AgentSpec
@@ -96,15 +97,16 @@ class AgentTable:
         self.store(replace(current, stable=agent, last_error=None, loaded_at=now))
         self.remember(agent, "stable", now)
         old = current.stable.revision if current.stable else None
-        self.changes.tell(agent.name, "swapped")
+        self.changes.tell(AgentSwapped(agent.name, agent.revision, old))
         logger.info("agent {} now serves revision {} (was {})", agent.name, agent.revision, old)
         return True
 
     def fail(self, name: str, error: ConfigError) -> None:
         """Record a definition that did not build; the serving version stays."""
         current = self._entries.get(name) or AgentEntry(name)
-        self.store(replace(current, last_error=LastError.of(error)))
-        self.changes.tell(name, "refused")
+        last = LastError.of(error)
+        self.store(replace(current, last_error=last))
+        self.changes.tell(AgentRefused(name, last))
         serving = current.stable.revision if current.stable else "nothing"
         logger.error("agent {}: {} — still serving {}", name, error, serving)
 
@@ -122,7 +124,7 @@ class AgentTable:
         self._history.pop(name, None)
         logger.info("agent {} removed", name)
         self.changes.bump()
-        self.changes.tell(name, "removed")
+        self.changes.tell(AgentRemoved(name, reason))
 
     def store(self, entry: AgentEntry) -> None:
         """Replace the entry of ``entry.name`` whole (the rollouts change canaries here)."""

@@ -27,6 +27,7 @@ from dynagent.exceptions import ConfigError, Conflict, DynagentError
 from dynagent.factories.base import AgentBuilderFactory, document_name
 from dynagent.registry.canary import Pulled, load_canary
 from dynagent.registry.entry import Canary
+from dynagent.registry.events import CanaryPulled, RegistryEvent
 from dynagent.registry.rollouts import Rollouts
 from dynagent.runtime.agent import Agent
 from dynagent.spec.agent import format_of, parse_document
@@ -117,12 +118,12 @@ class RolloutDecisions:
         self.writes += 1
         logger.info("agent {} canary {} promoted after its last step", name, agent.revision)
 
-    def _changed(self, name: str, what: str) -> None:
-        if what != "canary_pulled":
+    def _changed(self, event: RegistryEvent) -> None:
+        if not isinstance(event, CanaryPulled):
             return
-        canary = self._canary(name)
+        canary = self._canary(event.name)
         if canary is not None and canary.pulled is not None and not canary.pulled.recorded:
-            self._spawn(self._record_pull(name, canary, canary.pulled))
+            self._spawn(self._record_pull(event.name, canary, canary.pulled))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

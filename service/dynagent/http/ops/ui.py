@@ -20,6 +20,7 @@ from dynagent.core.series import SERIES, RecentSeries
 from dynagent.http.ops import live
 from dynagent.http.ops import traces as ops
 from dynagent.http.state import CONFIG, REGISTRY, SECRETS
+from dynagent.registry.events import AgentRemoved, RegistryEvent
 
 ASSETS = Path(__file__).with_name("ui")
 FILES = frozenset(path.name for path in ASSETS.iterdir() if path.is_file())
@@ -74,9 +75,9 @@ def install(app: web.Application, environ: Mapping[str, str]) -> None:
     app[ops.REDACTOR] = Redactor(app[SECRETS])
     app[live.STOPPING] = asyncio.Event()
 
-    def forget(name: str, what: str) -> None:
-        if what == "removed":
-            series.forget(name)
+    def forget(event: RegistryEvent) -> None:
+        if isinstance(event, AgentRemoved):
+            series.forget(event.name)
 
     app[REGISTRY].listeners.append(forget)
 
