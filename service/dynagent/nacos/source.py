@@ -26,11 +26,13 @@ import contextlib
 import hashlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import assert_never
 
 from loguru import logger
 
 from dynagent.logs import state_changed
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
+from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed
 from dynagent.nacos.client import ConfigRead, NacosClient, NacosError
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime.agent import SourceInfo
@@ -146,8 +148,7 @@ class NacosSource:
         count: they only ask for a read."""
         self._turns = Turns()
         """Per dataId: the load's read-and-deliver and a notice's read take turns."""
-        self._queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
-        """(dataId, content) pushed: ``''`` a deletion to confirm, None a dataId to read."""
+        self._queue: asyncio.Queue[Push] = asyncio.Queue()
         self._fuzzy: FuzzyWatch | None = None
         self._lock = asyncio.Lock()
         self._on_change: OnChange | None = None
@@ -197,13 +198,14 @@ class NacosSource:
         if not self.accepts(change.data_id):
             return
         if change.kind == "deleted":
-            self._listener_push(change.data_id, "")
+            self._push(Deleted(change.data_id))
         elif change.data_id not in self._listening:
-            self._queue.put_nowait((change.data_id, None))
+            self._queue.put_nowait(Announced(change.data_id))
 
-    def _listener_push(self, data_id: str, content: str | None) -> None:
-        self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
-        self._queue.put_nowait((data_id, content))
+    def _push(self, item: Pushed | Deleted) -> None:
+        """Queue a content push or a deletion; a read started before it is then dropped."""
+        self._pushes[item.data_id] = self._pushes.get(item.data_id, 0) + 1
+        self._queue.put_nowait(item)
 
     async def stop(self) -> None:
         if self._fuzzy is not None:
@@ -220,22 +222,28 @@ class NacosSource:
             await self.client.close()
 
     async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
-        # Runs inside the SDK's listen task: hand over and return at once.
-        self._listener_push(data_id, content)
+        # Runs inside the SDK's listen task: hand over and return at once. An empty push
+        # means deleted.
+        self._push(Pushed(data_id, content) if content else Deleted(data_id))
 
     async def _pump(self) -> None:
         while True:
-            data_id, content = await self._queue.get()
+            item = await self._queue.get()
             try:
-                if content:
-                    await self._deliver(data_id, await self._annotated(data_id, content))
-                elif content is None:
-                    await self._read_new(data_id)
-                else:
-                    # An empty push means deleted; confirm, since a read error looks the same.
-                    await self._deliver(data_id, await self.client.read(data_id, self.group))
+                await self._apply(item)
             except NacosError as exc:
-                logger.warning("reading {}/{} failed: {}", self.location, data_id, exc)
+                logger.warning("reading {}/{} failed: {}", self.location, item.data_id, exc)
+
+    async def _apply(self, item: Push) -> None:
+        match item:
+            case Pushed(data_id, content):
+                await self._deliver(data_id, await self._annotated(data_id, content))
+            case Announced(data_id):
+                await self._read_new(data_id)
+            case Deleted(data_id):  # confirmed: a failed read looks the same
+                await self._deliver(data_id, await self.client.read(data_id, self.group))
+            case _:
+                assert_never(item)
 
     async def _annotated(self, data_id: str, content: str) -> ConfigRead:
         """A pushed content with the md5 and gray marker Nacos reports for it."""
