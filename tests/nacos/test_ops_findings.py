@@ -15,7 +15,8 @@ from v2.nacos.utils.net_util import NetUtils
 
 from dynagent.config import NacosConfig
 from dynagent.nacos.client import NacosClient
-from dynagent.nacos.source import NacosSource, Snapshot
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
 from dynagent.sources.base import Document
 from tests.support.nacos import (
     NacosAdmin,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from dynagent.config import NacosConfig
+from dynagent.nacos.client import content_md5
 from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
-from dynagent.nacos.source import content_md5
 from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.builder import AgentBuilder
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer

@@ -1,7 +1,11 @@
-"""What the Nacos source's pump works through: one typed item per change a push brings."""
+"""What the Nacos source's pump works through: one typed item per change a push brings,
+and the turns that keep two reads of one dataId from racing."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 
@@ -30,3 +34,22 @@ class Announced:
 
 Push = Pushed | Deleted | Announced
 """An item of the source's queue, handed over by a callback that must not block."""
+
+
+class Turns:
+    """One holder at a time per key, with no lock kept for keys nobody holds."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def of(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks.pop(key)
+            if users > 1:
+                self._locks[key] = (lock, users - 1)

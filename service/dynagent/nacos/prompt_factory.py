@@ -21,8 +21,9 @@ from loguru import logger
 from dynagent.config import NacosConfig
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.factories.base import DocumentApplier, document_name, render_spec
-from dynagent.nacos.client import NacosClient
-from dynagent.nacos.source import NacosSource, Snapshot, content_md5
+from dynagent.nacos.client import NacosClient, content_md5
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
 from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder

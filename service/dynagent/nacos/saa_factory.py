@@ -28,7 +28,8 @@ from dynagent.factories.base import _unexpected
 from dynagent.nacos import _saa_layout as layout
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
 from dynagent.nacos.client import NacosClient, NacosError
-from dynagent.nacos.source import NacosSource, Snapshot
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
 from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder

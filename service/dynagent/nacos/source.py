@@ -2,7 +2,7 @@
 
 Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the
 Nacos 3 fuzzy watch of the whole group (a new or deleted dataId, pushed in tens
-of milliseconds; ``_nacos_fuzzy``), and our own reconciliation, which lists the
+of milliseconds; ``_fuzzy``), and our own reconciliation, which lists the
 group's md5s every ``poll_seconds``: a safety net that also catches up after a
 Nacos restart, and the only way to find new dataIds on a server without fuzzy
 watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import assert_never
 
 from loguru import logger
 
 from dynagent.logs import state_changed
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
-from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed
-from dynagent.nacos.client import ConfigRead, NacosClient, NacosError
+from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns
+from dynagent.nacos.client import ConfigRead, NacosClient, NacosError, content_md5
+from dynagent.nacos.snapshot import Snapshot
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime.agent import SourceInfo
 from dynagent.sources.base import Document, OnChange
@@ -50,65 +49,6 @@ READ_RETRIES = (0.05, 0.1, 0.2, 0.4)
 
 HealthCallback = Callable[[str | None], None]
 """Told the reason the source is degraded, or None when it is healthy again."""
-
-
-def content_md5(text: str) -> str:
-    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
-
-
-class Snapshot:
-    """Dynagent's own last-good copy of a group's documents, one file per dataId."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def save(self, data_id: str, text: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        temporary = self.directory / f".{data_id}.tmp"
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(self.directory / data_id)
-
-    def delete(self, data_id: str) -> None:
-        (self.directory / data_id).unlink(missing_ok=True)
-
-    def load(self) -> tuple[dict[str, str], dict[str, str]]:
-        """(the documents by dataId, the files that could not be read and why).
-
-        One unreadable file (truncated mid-character, unreadable) is skipped, never the
-        reason the others are not served: the snapshot exists for the bad day."""
-        documents: dict[str, str] = {}
-        unreadable: dict[str, str] = {}
-        if not self.directory.is_dir():
-            return documents, unreadable
-        for path in sorted(self.directory.iterdir()):
-            if path.name.startswith(".") or not path.is_file():
-                continue
-            try:
-                documents[path.name] = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                unreadable[path.name] = f"not valid UTF-8 at byte {exc.start}"
-            except OSError as exc:
-                unreadable[path.name] = exc.strerror or type(exc).__name__
-        return documents, unreadable
-
-
-class Turns:
-    """One holder at a time per key, with no lock kept for keys nobody holds."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def of(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks.pop(key)
-            if users > 1:
-                self._locks[key] = (lock, users - 1)
 
 
 class NacosSource:
@@ -421,8 +361,7 @@ class NacosSource:
         return Document(data_id, text, format_of(data_id), info)
 
     async def _serve_snapshot(self, reason: str) -> None:
-        documents, unreadable = self.snapshot.load()
-        saved = {k: v for k, v in documents.items() if self.accepts(k)}
+        saved, skipped = self.snapshot.load_accepted(self.accepts)
         logger.error(
             "Nacos source {} unavailable at start ({}); serving {} definitions from the "
             "snapshot in {}",
@@ -431,7 +370,6 @@ class NacosSource:
             len(saved),
             self.snapshot.directory,
         )
-        skipped = "; ".join(f"{name} ({why})" for name, why in unreadable.items())
         if skipped:
             logger.error(
                 "Nacos source {}: unreadable snapshot files skipped: {}", self.location, skipped
