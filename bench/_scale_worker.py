@@ -25,7 +25,7 @@ from bench._scale_docs import GROUP, agent_name, document
 from dynagent import AgentBuilder, load_spec
 from dynagent.config import NacosConfig
 from dynagent.nacos.factory import NacosAgentBuilderFactory, agent_data_id
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.support.nacos import NacosAdmin
 
 POLL_SECONDS = 2.0
@@ -41,7 +41,7 @@ async def measure(addr: str, count: int, snapshot: Path, model_url: str) -> dict
     )
     registry = AgentRegistry()
     events: Counter[tuple[str, str]] = Counter()
-    registry.listeners.append(lambda name, what: events.update([(name, what)]))
+    registry.listeners.append(lambda event: events.update([(event.name, event.kind)]))
     factory = NacosAgentBuilderFactory(AgentBuilder(environ={}), settings)
     gc.collect()
     rss_before = rss_bytes()

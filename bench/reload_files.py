@@ -32,7 +32,8 @@ from loguru import logger
 
 from dynagent import AgentBuilder, load_spec
 from dynagent.factories import DefaultAgentBuilderFactory
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.events import AgentRefused, RegistryEvent
+from dynagent.registry.facade import AgentRegistry
 
 BAR_MS = 200.0
 RESULTS = Path(__file__).parent / "results" / "reload_files.json"
@@ -73,9 +74,9 @@ async def measure(edits: int, *, atomic: bool, within: float) -> tuple[list[floa
     """Latency of each edit in ms, and how many definitions the registry refused."""
     refused = 0
 
-    def count(name: str, what: str) -> None:
+    def count(event: RegistryEvent) -> None:
         nonlocal refused
-        refused += what == "refused"
+        refused += isinstance(event, AgentRefused)
 
     with tempfile.TemporaryDirectory(prefix="dynagent-reload-") as folder:
         path = Path(folder) / "reloaded.yaml"

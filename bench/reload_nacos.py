@@ -44,7 +44,8 @@ from loguru import logger
 from dynagent import AgentBuilder, load_spec
 from dynagent.config import NacosConfig
 from dynagent.nacos.factory import NacosAgentBuilderFactory, agent_data_id
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.events import AgentRefused, AgentSwapped, RegistryEvent
+from dynagent.registry.facade import AgentRegistry
 from tests.support.nacos import NacosAdmin, NacosServer, claimed_port
 
 BAR_P50_MS = 500.0
@@ -96,9 +97,9 @@ class Watch:
         self.stale_swaps = 0
         registry.listeners.append(self)
 
-    def __call__(self, name: str, what: str) -> None:
-        self.refused += what == "refused"
-        if what != "swapped":
+    def __call__(self, event: RegistryEvent) -> None:
+        self.refused += isinstance(event, AgentRefused)
+        if not isinstance(event, AgentSwapped):
             return
         edit = self.edits.get(serving(self.registry) or "", -1)
         if edit < self.newest:

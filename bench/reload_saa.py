@@ -28,7 +28,7 @@ from loguru import logger
 from dynagent import AgentBuilder
 from dynagent.config import NacosConfig
 from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.support.nacos import NacosAdmin
 
 from .reload_nacos import nacos_server, summary
@@ -70,7 +70,7 @@ async def measure(server_addr: str, base_url: str, changes: int, agents: int) ->
         settings = NacosConfig(server_addr=server_addr, snapshot_dir=Path(folder) / "snapshot")
         registry = AgentRegistry()
         swaps: list[str] = []
-        registry.listeners.append(lambda name, what: swaps.append(what))
+        registry.listeners.append(lambda event: swaps.append(event.kind))
         factory = SpringAiAlibabaAgentBuilderFactory(AgentBuilder(environ={}), settings)
         async with NacosAdmin(base_url) as admin:
             await factory.start(registry)

@@ -41,7 +41,7 @@ from bench._service import agent_document
 from bench._stats import summary
 from dynagent import AgentBuilder, Resources, load_spec
 from dynagent.mcp.tools import McpServers
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.tools.agent import CALL_SCOPE, CallScope
 
 ROOT = Path(__file__).parents[1]
@@ -145,7 +145,7 @@ async def agent_as_tool(model_url: str, calls: int) -> dict[str, Any]:
     resources = Resources()
     builder = AgentBuilder(agents=registry, resources=resources)
     callee = builder.build(load_spec(agent_document(model_url, name="callee")))
-    registry.put(callee)
+    registry.table.put(callee)
     caller = builder.build(
         load_spec(
             {

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from dynagent import AgentBuilder, load_spec
 from dynagent.exceptions import BadRequest, ConfigError, RunError
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.sources.base import Document
 from dynagent.sources.files import FileSource

@@ -16,7 +16,7 @@ import pytest
 from dynagent import AgentBuilder, load_spec
 from dynagent.exceptions import ConfigError
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.sources.base import Document
 from dynagent.spec.agent import AgentSpec

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dynagent.http.state import SERVICE
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
 from tests.mcp.test_mcp_tools import invoke, mcp_agent, serve
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer

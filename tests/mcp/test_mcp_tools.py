@@ -13,7 +13,7 @@ from loguru import logger
 
 from dynagent import load_spec
 from dynagent.http.state import SERVICE
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.process import free_port

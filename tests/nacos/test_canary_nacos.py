@@ -13,7 +13,8 @@ import yaml
 
 from dynagent.config import NacosConfig
 from dynagent.registry.canary import picks_canary
-from dynagent.registry.table import AgentRegistry, Canary
+from dynagent.registry.entry import Canary
+from dynagent.registry.facade import AgentRegistry
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.agents import model_fields
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision

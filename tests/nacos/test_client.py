@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynagent.config import NacosConfig
-from dynagent.nacos.client import NacosClient, NacosUnavailable
-from dynagent.nacos.source import content_md5
+from dynagent.nacos.client import NacosClient, NacosUnavailable, content_md5
 from tests.support.nacos import NacosAdmin, NacosServer
 
 Call = tuple[str, str, str, str]

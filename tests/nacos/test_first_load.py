@@ -14,7 +14,8 @@ import pytest
 
 from dynagent.config import NacosConfig
 from dynagent.nacos.factory import is_agent_data_id
-from dynagent.nacos.source import NacosSource, Snapshot
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
 from tests.support.first_load import (
     Deliveries,
     NoticeDuringRead,

@@ -18,7 +18,7 @@ from dynagent.config import NacosConfig
 from dynagent.exceptions import ConfigError
 from dynagent.http.app import create_app
 from dynagent.http.state import SERVICE
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.spec.agent import AgentSpec, load_spec
 from tests.fuzz.mutations import hostile_documents
 from tests.fuzz.test_config_fuzz import ENVIRON, good_text

@@ -15,7 +15,7 @@ import pytest
 
 from dynagent.config import NacosConfig
 from dynagent.http.state import SERVICE
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.mcp.conftest import McpProcess, mcp_process
 from tests.nacos.test_cli import dynagent
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer

@@ -15,7 +15,8 @@ from v2.nacos.utils.net_util import NetUtils
 
 from dynagent.config import NacosConfig
 from dynagent.nacos.client import NacosClient
-from dynagent.nacos.source import NacosSource, Snapshot
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
 from dynagent.sources.base import Document
 from tests.support.nacos import (
     NacosAdmin,
@@ -105,7 +106,7 @@ async def test_a_deleted_agent_serves_through_the_grace_period(
         await nacos.publish("bot.agent.yaml", group, yaml_text(bot))
         await service.wait_serving("bot", revision_of(bot))
         removed: list[str] = []
-        service.registry.listeners.append(lambda name, what: removed.append(what))
+        service.registry.listeners.append(lambda event: removed.append(event.kind))
         await nacos.publish("other.agent.yaml", group, yaml_text(agent_document("other")))
         await service.registry.wait_for(lambda r: "other" in r, within=10)
         assert "removed" not in removed

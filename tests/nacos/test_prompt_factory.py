@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dynagent.config import NacosConfig
-from dynagent.nacos.source import content_md5
+from dynagent.nacos.client import content_md5
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.agents import model_fields
 from tests.support.nacos import NacosAdmin, invoke, nacos_service_config, status_of

@@ -16,7 +16,8 @@ import yaml
 
 from dynagent.config import NacosConfig
 from dynagent.http.state import SERVICE
-from dynagent.registry.table import AgentRegistry, Canary
+from dynagent.registry.entry import Canary
+from dynagent.registry.facade import AgentRegistry
 from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_revision
 from tests.support.nacos import NacosAdmin, nacos_service_config, yaml_text

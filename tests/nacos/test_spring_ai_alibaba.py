@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from dynagent.config import NacosConfig
+from dynagent.nacos.client import content_md5
 from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
-from dynagent.nacos.source import content_md5
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.builder import AgentBuilder
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.first_load import NoticeDuringGroupLoad, fuzzy_watch_works, until_served
@@ -123,7 +123,9 @@ async def test_spring_ai_alibaba_agents_are_served_and_pieces_published_together
 
         # A release touching the model and the prompt: one new revision, never a mix.
         swaps: list[str] = []
-        service.registry.listeners.append(lambda n, what: swaps.append(what) if n == name else None)
+        service.registry.listeners.append(
+            lambda event: swaps.append(event.kind) if event.name == name else None
+        )
         agent.model["temperature"] = "0.7"
         await agent.publish("model.json", agent.model)
         await agent.prompt("You are the SAA agent, version two.")

@@ -245,5 +245,5 @@ def remembered_agents(service: RunningService) -> set[str]:
     }
     source = service.app[SERVICE].factories["default"]._source  # type: ignore[attr-defined]
     names |= {path.name.split(".")[0] for path in source._seen}
-    names |= {name for name, _ in service.registry._stats}
+    names |= {name for name, _ in service.registry.rollouts._stats}
     return names

@@ -111,7 +111,7 @@ async def test_memory_stays_flat_over_10000_runs_through_http(serve: Serve) -> N
         assert isinstance(agent.sessions, SqliteSessionStore)
         locks = len(agent.sessions._locks._locks)  # held or awaited session locks
         traces = len(app[SERVICE].traces._traces)
-        stats = {key: len(s.recent) for key, s in app[SERVICE].registry._stats.items()}
+        stats = {key: len(s.recent) for key, s in app[SERVICE].registry.rollouts._stats.items()}
         history = len(app[SERVICE].registry.history("bot"))
         running = app[SERVICE].drain.running
         labels = {"agent": "bot", "variant": "stable", "endpoint": "invoke", "outcome": "ok"}

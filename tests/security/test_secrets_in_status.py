@@ -14,7 +14,7 @@ from loguru import logger
 
 from dynagent import AgentBuilder
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.sources.base import Document
 from dynagent.spec.agent import AgentSpec

@@ -16,7 +16,8 @@ from loguru import logger
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent.registry.canary import picks_canary
-from dynagent.registry.table import AgentRegistry, Canary
+from dynagent.registry.entry import Canary
+from dynagent.registry.facade import AgentRegistry
 from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer, Slow
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (

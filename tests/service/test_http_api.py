@@ -64,7 +64,7 @@ async def test_health_and_readiness(service: RunningService) -> None:
         200,
         {"status": "ready", "agents": 1, "degraded": {}},
     )
-    service.registry.ready = False  # as before the sources have loaded
+    service.registry.readiness.ready = False  # as before the sources have loaded
     loading = await service.client.get("/readyz")
     assert (loading.status, (await loading.json())["status"]) == (503, "loading")
 

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent.exceptions import ConfigError
 from dynagent.registry.canary import load_canary
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from tests.support import Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (

@@ -10,7 +10,9 @@ import pytest
 from dynagent import Agent, AgentBuilder, AgentNotFound, ConfigError, SourceInfo, load_spec
 from dynagent.exceptions import NotFound
 from dynagent.factories.base import DocumentApplier
-from dynagent.registry.table import AgentRegistry, AgentUnavailable
+from dynagent.registry.events import AgentRefused, AgentRemoved, AgentSwapped, RegistryEvent
+from dynagent.registry.facade import AgentRegistry
+from dynagent.registry.table import AgentUnavailable
 from dynagent.sources.base import Document
 from dynagent.spec.agent import AgentSpec
 
@@ -31,17 +33,17 @@ def registry() -> AgentRegistry:
 
 
 @pytest.fixture
-def told(registry: AgentRegistry) -> list[tuple[str, str]]:
-    heard: list[tuple[str, str]] = []
-    registry.listeners.append(lambda name, what: heard.append((name, what)))
+def told(registry: AgentRegistry) -> list[RegistryEvent]:
+    heard: list[RegistryEvent] = []
+    registry.listeners.append(heard.append)
     return heard
 
 
 def test_put_serves_an_agent_and_reports_its_status(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     bot = agent("bot")
-    assert registry.put(bot) is True
+    assert registry.table.put(bot) is True
     status = registry.entry("bot").status()
     assert isinstance(status.pop("loaded_at"), float)
     assert status == {
@@ -70,27 +72,27 @@ def test_put_serves_an_agent_and_reports_its_status(
         ],
     }
     assert (registry.get("bot"), registry.route("bot")) == (bot, (bot, "stable"))
-    assert (registry.changes, told) == (1, [("bot", "swapped")])
+    assert (registry.changes, told) == (1, [AgentSwapped("bot", bot.revision, None)])
 
 
 def test_putting_the_serving_revision_again_changes_nothing(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     first = agent("bot")
-    registry.put(first)
-    assert registry.put(agent("bot")) is False
+    registry.table.put(first)
+    assert registry.table.put(agent("bot")) is False
     assert registry.get("bot") is first
-    assert (registry.changes, told) == (1, [("bot", "swapped")])
+    assert (registry.changes, told) == (1, [AgentSwapped("bot", first.revision, None)])
 
 
 def test_the_same_revision_from_a_truer_source_updates_the_status_only(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     snapshot = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"from": "snapshot"})
     live = SourceInfo("nacos", "public/AGENTS/bot.agent.yaml", {"md5": "abc"})
-    registry.put(BUILDER.build(spec("bot"), source=snapshot))
+    registry.table.put(BUILDER.build(spec("bot"), source=snapshot))
     again = BUILDER.build(spec("bot"), source=live)
-    assert registry.put(again) is False  # not a swap: the content is the same
+    assert registry.table.put(again) is False  # not a swap: the content is the same
     assert registry.get("bot") is again
     assert registry.status("bot")["source"] == {
         "kind": "nacos",
@@ -98,22 +100,22 @@ def test_the_same_revision_from_a_truer_source_updates_the_status_only(
         "md5": "abc",
     }
     assert [r["source"] for r in registry.status("bot")["revisions"]] == [snapshot.as_dict()]
-    assert told == [("bot", "swapped")]
+    assert told == [AgentSwapped("bot", again.revision, None)]
 
 
 def test_a_new_revision_replaces_the_old_one(registry: AgentRegistry) -> None:
-    registry.put(agent("bot", "Old."))
+    registry.table.put(agent("bot", "Old."))
     new = agent("bot", "New.")
-    assert registry.put(new) is True
+    assert registry.table.put(new) is True
     assert registry.get("bot") is new
 
 
 def test_a_refused_definition_keeps_the_serving_one(
-    registry: AgentRegistry, told: list[tuple[str, str]]
+    registry: AgentRegistry, told: list[RegistryEvent]
 ) -> None:
     good = agent("bot")
-    registry.put(good)
-    registry.fail("bot", ConfigError("unknown tool", source="bot.yaml", agent="bot"))
+    registry.table.put(good)
+    registry.table.fail("bot", ConfigError("unknown tool", source="bot.yaml", agent="bot"))
 
     assert registry.get("bot") is good
     error = registry.entry("bot").status()["last_error"]
@@ -123,15 +125,17 @@ def test_a_refused_definition_keeps_the_serving_one(
         "path": "",
         "message": "agent 'bot' bot.yaml: unknown tool",
     }
-    assert told == [("bot", "swapped"), ("bot", "refused")]
+    refusal = registry.entry("bot").last_error
+    assert refusal is not None
+    assert told == [AgentSwapped("bot", good.revision, None), AgentRefused("bot", refusal)]
 
-    assert registry.put(agent("bot")) is False  # the same text again: the error is gone
+    assert registry.table.put(agent("bot")) is False  # the same text again: the error is gone
     assert registry.entry("bot").last_error is None
     assert registry.changes == 3
 
 
 def test_a_name_that_never_built_is_unavailable(registry: AgentRegistry) -> None:
-    registry.fail("bot", ConfigError("invalid agent definition", source="bot.yaml"))
+    registry.table.fail("bot", ConfigError("invalid agent definition", source="bot.yaml"))
     assert registry.entry("bot").status()["state"] == "refused"
     with pytest.raises(AgentUnavailable) as caught:
         registry.route("bot")
@@ -142,13 +146,14 @@ def test_a_name_that_never_built_is_unavailable(registry: AgentRegistry) -> None
     assert caught.value.kind == "unavailable"
 
 
-def test_removal_and_unknown_names(registry: AgentRegistry, told: list[tuple[str, str]]) -> None:
-    registry.put(agent("bot"))
-    registry.remove("bot")
-    registry.remove("bot")
-    registry.remove("never-there")
+def test_removal_and_unknown_names(registry: AgentRegistry, told: list[RegistryEvent]) -> None:
+    bot = agent("bot")
+    registry.table.put(bot)
+    registry.table.remove("bot")
+    registry.table.remove("bot")
+    registry.table.remove("never-there")
     assert ("bot" in registry, len(registry), registry.changes) == (False, 0, 2)
-    assert told == [("bot", "swapped"), ("bot", "removed")]
+    assert told == [AgentSwapped("bot", bot.revision, None), AgentRemoved("bot", "")]
     for lookup in (registry.get, registry.entry, registry.route):
         with pytest.raises(AgentNotFound):
             lookup("bot")
@@ -156,7 +161,7 @@ def test_removal_and_unknown_names(registry: AgentRegistry, told: list[tuple[str
 
 def test_a_canary_pin_without_a_canary_is_not_found(registry: AgentRegistry) -> None:
     bot = agent("bot")
-    registry.put(bot)
+    registry.table.put(bot)
     with pytest.raises(NotFound) as caught:
         registry.route("bot", pin="canary")
     assert (caught.value.kind, caught.value.message) == ("not_found", "agent 'bot' has no canary")
@@ -165,7 +170,7 @@ def test_a_canary_pin_without_a_canary_is_not_found(registry: AgentRegistry) -> 
 
 def test_entries_iterate_by_name(registry: AgentRegistry) -> None:
     for name in ("zeta", "alpha", "mid"):
-        registry.put(agent(name))
+        registry.table.put(agent(name))
     assert [e.name for e in registry] == ["alpha", "mid", "zeta"]
 
 
@@ -178,15 +183,15 @@ async def test_wait_for_wakes_on_the_change_that_makes_it_true(registry: AgentRe
 
     waiter = asyncio.create_task(registry.wait_for(has_two))
     await asyncio.sleep(0)  # let the waiter check once and park
-    registry.put(agent("one"))
+    registry.table.put(agent("one"))
     await asyncio.sleep(0)
-    registry.put(agent("two"))
+    registry.table.put(agent("two"))
     await asyncio.wait_for(waiter, 1)
     assert seen == [0, 1, 2]
 
 
 async def test_wait_for_returns_at_once_when_already_true(registry: AgentRegistry) -> None:
-    registry.mark_ready()
+    registry.readiness.mark_ready()
     await registry.wait_for(lambda r: r.ready, within=0)
     assert registry.changes == 1
 
@@ -260,7 +265,7 @@ async def test_a_refused_document_leaves_nothing_behind_once_gone(
 
 
 async def test_canary_documents_are_served_beside_the_stable(
-    registry: AgentRegistry, applier: DocumentApplier, told: list[tuple[str, str]]
+    registry: AgentRegistry, applier: DocumentApplier, told: list[RegistryEvent]
 ) -> None:
     await applier.apply(document("bot.yaml", yaml_of("bot", "Stable.")))
     await applier.apply(document("bot.canary.yaml", yaml_of("bot", "New.")))  # no rollout
@@ -287,7 +292,7 @@ async def test_canary_documents_are_served_beside_the_stable(
         None,
         "Stable.",
     )
-    assert told == [
+    assert [(event.name, event.kind) for event in told] == [
         ("bot", "swapped"),
         ("bot", "refused"),
         ("bot", "canary"),

@@ -4,6 +4,7 @@ canary: routing, pins, observing outcomes, pulling, history."""
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from dynagent import Agent, AgentBuilder, ConfigError, load_spec
 from dynagent.exceptions import FieldIssue, NotFound
 from dynagent.registry.canary import (
     GuardPolicy,
+    Paused,
     RolloutPolicy,
     VariantStats,
     bucket,
@@ -20,7 +22,18 @@ from dynagent.registry.canary import (
     picks_canary,
     routing_key,
 )
-from dynagent.registry.table import HISTORY, AgentRegistry
+from dynagent.registry.events import (
+    AgentSwapped,
+    CanaryPaused,
+    CanaryPulled,
+    CanaryRemoved,
+    CanaryResumed,
+    CanaryStarted,
+    CanaryWeightChanged,
+    RegistryEvent,
+)
+from dynagent.registry.facade import AgentRegistry
+from dynagent.registry.table import HISTORY
 
 BUILDER = AgentBuilder()
 
@@ -191,8 +204,8 @@ def test_a_bad_rollout_names_its_fields(
 def test_a_canary_takes_its_weight_of_the_keys_and_pins_override() -> None:
     registry = AgentRegistry()
     stable, candidate = agent("Stable."), agent("Candidate.")
-    registry.put(stable)
-    registry.put_canary(candidate, RolloutPolicy(weight=30))
+    registry.table.put(stable)
+    registry.rollouts.put_canary(candidate, RolloutPolicy(weight=30))
     keys = [f"user-{i}" for i in range(1000)]
     routed = [registry.route("bot", key=k) for k in keys]
     assert {a.revision: v for a, v in routed} == {
@@ -204,7 +217,7 @@ def test_a_canary_takes_its_weight_of_the_keys_and_pins_override() -> None:
     assert {registry.route("bot", key=k, pin="stable") for k in keys} == {(stable, "stable")}
     assert {registry.route("bot", key=k, pin="canary") for k in keys} == {(candidate, "canary")}
 
-    registry.remove_canary("bot")
+    registry.rollouts.remove_canary("bot")
     assert {registry.route("bot", key=k) for k in keys} == {(stable, "stable")}
     with pytest.raises(NotFound, match=r"^agent 'bot' has no canary$"):
         registry.route("bot", pin="canary")
@@ -212,16 +225,16 @@ def test_a_canary_takes_its_weight_of_the_keys_and_pins_override() -> None:
 
 def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None:
     registry = AgentRegistry()
-    told: list[tuple[str, str]] = []
-    registry.listeners.append(lambda name, what: told.append((name, what)))
+    told: list[RegistryEvent] = []
+    registry.listeners.append(told.append)
     stable, failing, fixed = agent("Stable."), agent("Failing."), agent("Fixed.")
     policy = RolloutPolicy(weight=100, guard=GuardPolicy(min_requests=3))
-    registry.put(stable)
-    registry.put_canary(failing, policy)
+    registry.table.put(stable)
+    registry.rollouts.put_canary(failing, policy)
     for _ in range(2):
-        registry.observe(failing, "canary", ok=False, seconds=0.01)
+        registry.rollouts.observe(failing, "canary", ok=False, seconds=0.01)
     assert registry.route("bot", key="k") == (failing, "canary")
-    registry.observe(failing, "canary", ok=False, seconds=0.01)
+    registry.rollouts.observe(failing, "canary", ok=False, seconds=0.01)
 
     canary = registry.status("bot")["canary"]
     assert (canary["state"], canary["pulled"]["reason"]) == (
@@ -230,20 +243,43 @@ def test_the_guard_pulls_a_failing_canary_until_a_new_revision_arrives() -> None
     )
     assert registry.route("bot", key="k") == (stable, "stable")
     assert registry.route("bot", key="k", pin="canary") == (failing, "canary")  # for debugging
-    registry.put_canary(failing, policy.model_copy(update={"weight": 50}))  # same revision
+    registry.rollouts.put_canary(failing, policy.model_copy(update={"weight": 50}))  # same revision
     assert registry.status("bot")["canary"]["state"] == "pulled"
 
-    registry.put_canary(fixed, policy)
+    registry.rollouts.put_canary(fixed, policy)
     assert registry.route("bot", key="k") == (fixed, "canary")
     assert registry.status("bot")["traffic"]["canary"]["requests"] == 0
-    registry.observe(failing, "canary", ok=False, seconds=0.01)  # a late run of the old one
+    registry.rollouts.observe(
+        failing, "canary", ok=False, seconds=0.01
+    )  # a late run of the old one
     assert registry.status("bot")["traffic"]["canary"]["requests"] == 0
     assert told == [
-        ("bot", "swapped"),
-        ("bot", "canary"),
-        ("bot", "canary_pulled"),
-        ("bot", "canary_weight"),
-        ("bot", "canary"),
+        AgentSwapped("bot", stable.revision, None),
+        CanaryStarted("bot", failing.revision, 100),
+        CanaryPulled("bot", failing.revision, canary["pulled"]["reason"]),
+        CanaryWeightChanged("bot", failing.revision, 50, 100),
+        CanaryStarted("bot", fixed.revision, 100),
+    ]
+
+
+def test_a_pause_a_resume_and_the_end_of_a_canary_are_told_as_typed_events() -> None:
+    registry = AgentRegistry()
+    stable, candidate = agent("Stable."), agent("Candidate.")
+    policy = RolloutPolicy(weight=100)
+    registry.table.put(stable)
+    registry.rollouts.put_canary(candidate, policy)
+    told: list[RegistryEvent] = []
+    registry.listeners.append(told.append)
+    paused = Paused(reason="too slow", at=datetime.now(UTC), by="ops")
+    registry.rollouts.put_canary(candidate, policy.model_copy(update={"paused": paused}))
+    assert registry.route("bot", key="k") == (stable, "stable")
+    registry.rollouts.put_canary(candidate, policy)  # the pause removed from the document
+    assert registry.route("bot", key="k") == (candidate, "canary")
+    registry.rollouts.remove_canary("bot")
+    assert told == [
+        CanaryPaused("bot", candidate.revision, "too slow", "ops"),
+        CanaryResumed("bot", candidate.revision),
+        CanaryRemoved("bot", candidate.revision),
     ]
 
 
@@ -251,9 +287,9 @@ def test_history_is_newest_first_bounded_and_moves_a_revision_served_again() -> 
     registry = AgentRegistry()
     versions = [agent(f"Version {i}.") for i in range(HISTORY + 2)]
     for version in versions:
-        registry.put(version)
-    registry.put_canary(agent("Candidate."), RolloutPolicy(weight=1))
-    registry.put(versions[-2])  # a rollback
+        registry.table.put(version)
+    registry.rollouts.put_canary(agent("Candidate."), RolloutPolicy(weight=1))
+    registry.table.put(versions[-2])  # a rollback
     listed = [(r["revision"], r["variant"]) for r in registry.status("bot")["revisions"]]
     assert listed == [
         (versions[-2].revision, "stable"),

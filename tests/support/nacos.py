@@ -34,7 +34,7 @@ import aiohttp
 import yaml
 
 from dynagent.config import NacosConfig, ServiceConfig
-from dynagent.nacos.source import content_md5
+from dynagent.nacos.client import content_md5
 
 from .service import Document, RunningService, service_config
 

@@ -26,7 +26,7 @@ from dynagent.config import ServiceConfig
 from dynagent.http.app import create_app
 from dynagent.http.state import SERVICE
 from dynagent.models import ToolDefinition
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 
 from .agents import model_fields
 from .scripted_model import ScriptedModelServer

@@ -96,7 +96,9 @@ async def test_every_metric_they_name_is_in_metrics(
             "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Agent-Variant": "canary"}
         )
         assert (ok.status, failed.status) == (200, 502)
-        service.registry.set_degraded("nacos public/AGENTS", "unreachable, serving the snapshot")
+        service.registry.readiness.set_degraded(
+            "nacos public/AGENTS", "unreachable, serving the snapshot"
+        )
         text = await (await service.client.get("/metrics")).text()
     named = {
         m for expr in [*dashboard_expressions(), *alert_expressions()] for m in METRIC.findall(expr)

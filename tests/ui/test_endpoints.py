@@ -241,7 +241,7 @@ async def test_the_watch_feed_sends_a_snapshot_then_only_changes(service: Runnin
         [(_, traffic)] = await read_events(response, 1)
         assert traffic["agents"][0]["traffic"]["stable"]["requests"] == 1
         assert traffic["series"]["bot"]["variants"]["stable"]["requests"][-1] == 1
-        service.registry.set_degraded("nacos public/AGENTS", "unreachable")
+        service.registry.readiness.set_degraded("nacos public/AGENTS", "unreachable")
         [(_, degraded)] = await read_events(response, 1)
         assert degraded["degraded"] == {"nacos public/AGENTS": "unreachable"}
         assert [a["name"] for a in degraded["agents"]] == ["bot"]  # sent again: source.state

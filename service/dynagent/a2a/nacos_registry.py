@@ -36,7 +36,8 @@ from dynagent.a2a.card import agent_card
 from dynagent.config import NacosConfig, ServiceConfig
 from dynagent.exceptions import ConfigError
 from dynagent.nacos.client import CONNECT_TIMEOUT, NacosUnavailable
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.events import AgentRemoved, AgentSwapped, RegistryEvent
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent
 
 WITHDRAW_SECONDS = 5.0
@@ -248,11 +249,11 @@ async def start_registrar(
     registrar = NacosA2aRegistrar(config.nacos, config.a2a.public_url, work_dir)
     await registrar.start([entry.stable for entry in registry if entry.stable is not None])
 
-    def tell(name: str, what: str) -> None:
-        if what == "swapped" and name in registry:
-            registrar.changed_agent(name, registry.entry(name).stable)
-        elif what == "removed":
-            registrar.changed_agent(name, None)
+    def tell(event: RegistryEvent) -> None:
+        if isinstance(event, AgentSwapped) and event.name in registry:
+            registrar.changed_agent(event.name, registry.entry(event.name).stable)
+        elif isinstance(event, AgentRemoved):
+            registrar.changed_agent(event.name, None)
 
     registry.listeners.append(tell)
     return registrar

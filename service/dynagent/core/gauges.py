@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 from dynagent.models.breaker import BreakerPolicy, CircuitBreaker
 from dynagent.models.fallback import FallbackModel
 from dynagent.models.openai import OpenAIModel
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent
 
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}

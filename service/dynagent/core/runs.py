@@ -68,7 +68,7 @@ async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent,
     chosen = registry.route(run.name, key=key, pin=run.pin)
     scoped = _session_key(who, run)
     if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
-        return await pinned(registry, run.name, scoped, chosen)
+        return await pinned(registry.rollouts, run.name, scoped, chosen)
     return chosen
 
 
@@ -131,7 +131,7 @@ class _Served:
             service.traces.record(agent, self.variant, trace_id, events, nested=self.nested)
         if error != "disconnected":
             failed = error in GUARDED_ERRORS
-            service.registry.observe(agent, self.variant, ok=not failed, seconds=seconds)
+            service.registry.rollouts.observe(agent, self.variant, ok=not failed, seconds=seconds)
         log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:

@@ -42,7 +42,8 @@ from dynagent.mcp.tools import McpServers
 from dynagent.nacos.factory import NacosAgentBuilderFactory
 from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
 from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.events import AgentRemoved, RegistryEvent
+from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
@@ -137,8 +138,8 @@ class Service:
             api_keys=api_keys,
             secrets=secrets,
             drain=Drain(),
-            shadows=ShadowRunner(registry, metrics, traces, tracer=tracer),
-            decisions=RolloutDecisions(registry, running),
+            shadows=ShadowRunner(registry.rollouts, metrics, traces, tracer=tracer),
+            decisions=RolloutDecisions(registry.rollouts, running),
             responses=ResponseStore(history_bytes=config.sessions.max_history_bytes),
             mcp=mcp_servers(config),
             series=RecentSeries(),
@@ -154,13 +155,13 @@ class Service:
         registry.listeners.append(service._count_change)
         return service
 
-    def _count_change(self, name: str, what: str) -> None:
+    def _count_change(self, event: RegistryEvent) -> None:
         """The registry's changes feed the metrics and the page's series."""
-        if what == "removed":
-            self.metrics.forget(name)
-            self.series.forget(name)
+        if isinstance(event, AgentRemoved):
+            self.metrics.forget(event.name)
+            self.series.forget(event.name)
         else:
-            self.metrics.reloads.labels(name, what).inc()
+            self.metrics.reloads.labels(event.name, event.kind).inc()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Service]:
@@ -199,7 +200,7 @@ class Service:
             for factory in started:
                 self.factories[factory.name] = factory
             self.a2a_registrar = await start_registrar(config, registry)
-            registry.mark_ready()
+            registry.readiness.mark_ready()
             logger.info("serving {} agents", len(registry))
             yield
         finally:

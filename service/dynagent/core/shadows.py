@@ -22,7 +22,7 @@ from dynagent.events import Event, RunFinished, Usage
 from dynagent.exceptions import DynagentError, RunError
 from dynagent.models.base import Message
 from dynagent.registry.canary import GUARDED_ERRORS
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.rollouts import Rollouts
 from dynagent.rollout.shadow import shadow_agent
 from dynagent.runtime.agent import Agent, AgentInput
 
@@ -46,13 +46,13 @@ class ShadowCopy:
 class ShadowRunner:
     def __init__(
         self,
-        registry: AgentRegistry,
+        rollouts: Rollouts,
         metrics: Metrics,
         traces: TraceStore,
         limit: int = LIMIT,
         tracer: RunTracer | None = None,
     ) -> None:
-        self.registry = registry
+        self.rollouts = rollouts
         self.metrics = metrics
         self.traces = traces
         self.tracer = tracer
@@ -65,7 +65,7 @@ class ShadowRunner:
 
     def wanted(self, name: str) -> Agent | None:
         """The canary to copy this stable request to, or None (no shadow, not sampled)."""
-        entry = self.registry.entry(name) if name in self.registry else None
+        entry = self.rollouts.table.find(name)
         canary = entry.canary if entry else None
         if canary is None or not canary.serving or canary.policy.shadow <= 0:
             return None
@@ -117,10 +117,10 @@ class ShadowRunner:
             tracer.finish(span, canary, "canary", events, error)
         seconds = time.perf_counter() - started
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
-        if canary.name in self.registry:
+        if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
             failed = error in GUARDED_ERRORS
-            self.registry.observe(canary, "canary", ok=not failed, seconds=seconds)
+            self.rollouts.observe(canary, "canary", ok=not failed, seconds=seconds)
         if events:
             self.traces.record(canary, "canary", trace_id, events)
         logger.bind(trace_id=trace_id).info(

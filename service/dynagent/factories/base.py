@@ -19,7 +19,7 @@ from loguru import logger
 
 from dynagent.exceptions import ConfigError
 from dynagent.registry.canary import load_canary
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document, is_canary_key
@@ -140,7 +140,7 @@ class DocumentApplier:
             self._fail(document.key, ConfigError(document.error, source=where, agent=blame))
         elif document.text is None:
             if self._names.pop(document.key, None) is not None and known is not None:
-                self.registry.remove(known, removal_reason(document.info))
+                self.registry.table.remove(known, removal_reason(document.info))
             self._forget_failure(document.key)
         else:
             await self._define(document, blame, where)
@@ -173,9 +173,9 @@ class DocumentApplier:
         previous = self._names.get(document.key)
         self._names[document.key] = spec.name
         if previous is not None and previous != spec.name:
-            self.registry.remove(previous, f"renamed to {spec.name!r} in {where}")
+            self.registry.table.remove(previous, f"renamed to {spec.name!r} in {where}")
         self._forget_failure(document.key, keep=spec.name)
-        self.registry.put(agent)
+        self.registry.table.put(agent)
         canary = self._canaries.get(spec.name)
         if canary is not None and self.registry.entry(spec.name).canary is None:
             await self._apply_canary(canary)
@@ -187,7 +187,7 @@ class DocumentApplier:
         if document.text is None:
             self._canaries.pop(name, None)
             self._forget_failure(document.key)
-            self.registry.remove_canary(name)
+            self.registry.rollouts.remove_canary(name)
             return
         self._canaries[name] = document
         try:
@@ -205,7 +205,7 @@ class DocumentApplier:
             self._fail(document.key, _unexpected(exc, where, name))
             return
         self._forget_failure(document.key, keep=name)
-        self.registry.put_canary(agent, policy)
+        self.registry.rollouts.put_canary(agent, policy)
 
     async def _built(self, spec: AgentSpec, document: Document) -> Agent:
         agent = self.build(spec, document)
@@ -214,7 +214,7 @@ class DocumentApplier:
     def _fail(self, key: str, error: ConfigError) -> None:
         self._forget_failure(key, keep=error.agent)
         self._failed[key] = (error.agent, error.source)
-        self.registry.fail(error.agent, error)
+        self.registry.table.fail(error.agent, error)
 
     def _forget_failure(self, key: str, keep: str | None = None) -> None:
         """Withdraw a refusal of ``key`` that no longer holds: the document is gone,
@@ -225,9 +225,9 @@ class DocumentApplier:
             return
         entry = self.registry.entry(name)
         if entry.stable is None:
-            self.registry.remove(name)
+            self.registry.table.remove(name)
         elif entry.last_error is not None and entry.last_error.source == where:
-            self.registry.put(entry.stable)  # the same revision: only clears last_error
+            self.registry.table.put(entry.stable)  # the same revision: only clears last_error
 
     def _owner(self, name: str) -> str | None:
         return next((key for key, owned in self._names.items() if owned == name), None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dynagent.exceptions import ConfigError, Conflict
 from dynagent.factories.base import DocumentApplier, document_name, render_spec
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document
@@ -53,11 +53,11 @@ class DefaultAgentBuilderFactory:
         builder = self.builder()
         try:
             await builder.prepare(spec)
-            registry.put(builder.build(spec, source=SourceInfo("code")))
+            registry.table.put(builder.build(spec, source=SourceInfo("code")))
         except ConfigError as exc:
             if not any(isinstance(entry, McpToolSpec) for entry in spec.tools):
                 raise  # a mistake in code, not a server that is down: fail the start
-            registry.fail(spec.name, exc)
+            registry.table.fail(spec.name, exc)
 
     def _rebuild_code(self, names: frozenset[str], registry: AgentRegistry) -> None:
         for spec in self.specs:

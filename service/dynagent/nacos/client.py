@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import shutil
 import tempfile
@@ -67,6 +68,11 @@ class ConfigRead:
     """As Nacos reports it (of the gray version when one was served)."""
     gray: str = ""
     """``beta`` or ``tag:{rule}`` when Nacos served a gray version, else empty."""
+
+
+def content_md5(text: str) -> str:
+    """The md5 Nacos reports for a config's ``text``."""
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 class NacosError(DynagentError):

@@ -12,9 +12,10 @@ from dataclasses import replace
 
 from dynagent.config import NacosConfig
 from dynagent.factories.base import DocumentApplier, document_name, render_spec
-from dynagent.nacos.client import NacosClient
-from dynagent.nacos.source import NacosSource, Snapshot, content_md5
-from dynagent.registry.table import AgentRegistry
+from dynagent.nacos.client import NacosClient, content_md5
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document
@@ -55,7 +56,7 @@ class NacosAgentBuilderFactory:
             accepts=is_agent_data_id,
             snapshot=snapshot,
             poll_seconds=settings.poll_seconds,
-            on_health=lambda reason: registry.set_degraded(source_name, reason),
+            on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
             delete_grace_seconds=settings.delete_grace_seconds,
         )
         applier = DocumentApplier(registry, self._build, rebuilds=self._template.rebuilds)

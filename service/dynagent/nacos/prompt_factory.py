@@ -21,9 +21,10 @@ from loguru import logger
 from dynagent.config import NacosConfig
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.factories.base import DocumentApplier, document_name, render_spec
-from dynagent.nacos.client import NacosClient
-from dynagent.nacos.source import NacosSource, Snapshot, content_md5
-from dynagent.registry.table import AgentRegistry
+from dynagent.nacos.client import NacosClient, content_md5
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document
@@ -85,7 +86,7 @@ class NacosPromptAgentBuilderFactory:
             accepts=lambda data_id: True,
             snapshot=Snapshot(settings.snapshot_dir / namespace / settings.prompt_group),
             poll_seconds=settings.poll_seconds,
-            on_health=lambda reason: registry.set_degraded(source_name, reason),
+            on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
         )
         await self._nacos.start(self._prompt_changed)
         self._applier = DocumentApplier(

@@ -28,8 +28,9 @@ from dynagent.factories.base import _unexpected
 from dynagent.nacos import _saa_layout as layout
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
 from dynagent.nacos.client import NacosClient, NacosError
-from dynagent.nacos.source import NacosSource, Snapshot
-from dynagent.registry.table import AgentRegistry
+from dynagent.nacos.snapshot import Snapshot
+from dynagent.nacos.source import NacosSource
+from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document
@@ -148,7 +149,7 @@ class SpringAiAlibabaAgentBuilderFactory:
             else (lambda d: d in layout.PIECES),
             snapshot=Snapshot(settings.snapshot_dir / namespace / group),
             poll_seconds=settings.poll_seconds,
-            on_health=lambda reason: registry.set_degraded(source_name, reason),
+            on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
             watch=watch,
             owns_client=False,
         )
@@ -270,7 +271,7 @@ class SpringAiAlibabaAgentBuilderFactory:
         where = f"{self.settings.namespace or 'public'}/{group}"
         if layout.AGENT_BASE not in pieces:
             if name in registry:
-                registry.remove(name, f"deleted in Nacos ({group}/{layout.AGENT_BASE})")
+                registry.table.remove(name, f"deleted in Nacos ({group}/{layout.AGENT_BASE})")
             return
         prompt: layout.Piece | None = None
         try:
@@ -284,14 +285,14 @@ class SpringAiAlibabaAgentBuilderFactory:
             info = replace(info, health=source.health) if source is not None else info
             agent = self.builder().build(spec, source=info)
         except ConfigError as exc:
-            registry.fail(
+            registry.table.fail(
                 name, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
             )
             return
         except Exception as exc:  # as in DocumentApplier: a bug must not end the watch
-            registry.fail(name, _unexpected(exc, where, name))
+            registry.table.fail(name, _unexpected(exc, where, name))
             return
-        registry.put(agent)
+        registry.table.put(agent)
 
     def _prompt_of(self, pieces: Mapping[str, layout.Piece]) -> layout.Piece | None:
         base = pieces.get(layout.AGENT_BASE)

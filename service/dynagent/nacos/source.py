@@ -2,7 +2,7 @@
 
 Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the
 Nacos 3 fuzzy watch of the whole group (a new or deleted dataId, pushed in tens
-of milliseconds; ``_nacos_fuzzy``), and our own reconciliation, which lists the
+of milliseconds; ``_fuzzy``), and our own reconciliation, which lists the
 group's md5s every ``poll_seconds``: a safety net that also catches up after a
 Nacos restart, and the only way to find new dataIds on a server without fuzzy
 watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
+from typing import assert_never
 
 from loguru import logger
 
 from dynagent.logs import state_changed
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
-from dynagent.nacos.client import ConfigRead, NacosClient, NacosError
+from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns
+from dynagent.nacos.client import ConfigRead, NacosClient, NacosError, content_md5
+from dynagent.nacos.snapshot import Snapshot
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime.agent import SourceInfo
 from dynagent.sources.base import Document, OnChange
@@ -48,65 +49,6 @@ READ_RETRIES = (0.05, 0.1, 0.2, 0.4)
 
 HealthCallback = Callable[[str | None], None]
 """Told the reason the source is degraded, or None when it is healthy again."""
-
-
-def content_md5(text: str) -> str:
-    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
-
-
-class Snapshot:
-    """Dynagent's own last-good copy of a group's documents, one file per dataId."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def save(self, data_id: str, text: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        temporary = self.directory / f".{data_id}.tmp"
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(self.directory / data_id)
-
-    def delete(self, data_id: str) -> None:
-        (self.directory / data_id).unlink(missing_ok=True)
-
-    def load(self) -> tuple[dict[str, str], dict[str, str]]:
-        """(the documents by dataId, the files that could not be read and why).
-
-        One unreadable file (truncated mid-character, unreadable) is skipped, never the
-        reason the others are not served: the snapshot exists for the bad day."""
-        documents: dict[str, str] = {}
-        unreadable: dict[str, str] = {}
-        if not self.directory.is_dir():
-            return documents, unreadable
-        for path in sorted(self.directory.iterdir()):
-            if path.name.startswith(".") or not path.is_file():
-                continue
-            try:
-                documents[path.name] = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                unreadable[path.name] = f"not valid UTF-8 at byte {exc.start}"
-            except OSError as exc:
-                unreadable[path.name] = exc.strerror or type(exc).__name__
-        return documents, unreadable
-
-
-class Turns:
-    """One holder at a time per key, with no lock kept for keys nobody holds."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def of(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks.pop(key)
-            if users > 1:
-                self._locks[key] = (lock, users - 1)
 
 
 class NacosSource:
@@ -146,8 +88,7 @@ class NacosSource:
         count: they only ask for a read."""
         self._turns = Turns()
         """Per dataId: the load's read-and-deliver and a notice's read take turns."""
-        self._queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
-        """(dataId, content) pushed: ``''`` a deletion to confirm, None a dataId to read."""
+        self._queue: asyncio.Queue[Push] = asyncio.Queue()
         self._fuzzy: FuzzyWatch | None = None
         self._lock = asyncio.Lock()
         self._on_change: OnChange | None = None
@@ -197,13 +138,14 @@ class NacosSource:
         if not self.accepts(change.data_id):
             return
         if change.kind == "deleted":
-            self._listener_push(change.data_id, "")
+            self._push(Deleted(change.data_id))
         elif change.data_id not in self._listening:
-            self._queue.put_nowait((change.data_id, None))
+            self._queue.put_nowait(Announced(change.data_id))
 
-    def _listener_push(self, data_id: str, content: str | None) -> None:
-        self._pushes[data_id] = self._pushes.get(data_id, 0) + 1
-        self._queue.put_nowait((data_id, content))
+    def _push(self, item: Pushed | Deleted) -> None:
+        """Queue a content push or a deletion; a read started before it is then dropped."""
+        self._pushes[item.data_id] = self._pushes.get(item.data_id, 0) + 1
+        self._queue.put_nowait(item)
 
     async def stop(self) -> None:
         if self._fuzzy is not None:
@@ -220,22 +162,28 @@ class NacosSource:
             await self.client.close()
 
     async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
-        # Runs inside the SDK's listen task: hand over and return at once.
-        self._listener_push(data_id, content)
+        # Runs inside the SDK's listen task: hand over and return at once. An empty push
+        # means deleted.
+        self._push(Pushed(data_id, content) if content else Deleted(data_id))
 
     async def _pump(self) -> None:
         while True:
-            data_id, content = await self._queue.get()
+            item = await self._queue.get()
             try:
-                if content:
-                    await self._deliver(data_id, await self._annotated(data_id, content))
-                elif content is None:
-                    await self._read_new(data_id)
-                else:
-                    # An empty push means deleted; confirm, since a read error looks the same.
-                    await self._deliver(data_id, await self.client.read(data_id, self.group))
+                await self._apply(item)
             except NacosError as exc:
-                logger.warning("reading {}/{} failed: {}", self.location, data_id, exc)
+                logger.warning("reading {}/{} failed: {}", self.location, item.data_id, exc)
+
+    async def _apply(self, item: Push) -> None:
+        match item:
+            case Pushed(data_id, content):
+                await self._deliver(data_id, await self._annotated(data_id, content))
+            case Announced(data_id):
+                await self._read_new(data_id)
+            case Deleted(data_id):  # confirmed: a failed read looks the same
+                await self._deliver(data_id, await self.client.read(data_id, self.group))
+            case _:
+                assert_never(item)
 
     async def _annotated(self, data_id: str, content: str) -> ConfigRead:
         """A pushed content with the md5 and gray marker Nacos reports for it."""
@@ -413,8 +361,7 @@ class NacosSource:
         return Document(data_id, text, format_of(data_id), info)
 
     async def _serve_snapshot(self, reason: str) -> None:
-        documents, unreadable = self.snapshot.load()
-        saved = {k: v for k, v in documents.items() if self.accepts(k)}
+        saved, skipped = self.snapshot.load_accepted(self.accepts)
         logger.error(
             "Nacos source {} unavailable at start ({}); serving {} definitions from the "
             "snapshot in {}",
@@ -423,7 +370,6 @@ class NacosSource:
             len(saved),
             self.snapshot.directory,
         )
-        skipped = "; ".join(f"{name} ({why})" for name, why in unreadable.items())
         if skipped:
             logger.error(
                 "Nacos source {}: unreadable snapshot files skipped: {}", self.location, skipped

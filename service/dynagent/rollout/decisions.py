@@ -1,6 +1,6 @@
 """Rollout decisions written where the canary is defined, so that the fleet agrees.
 
-A guard's pull takes effect in this replica at once (``AgentRegistry``), then is
+A guard's pull takes effect in this replica at once (``Rollouts``), then is
 recorded as ``rollout.paused: {reason, at, by}`` in the canary's document — its file,
 or its Nacos dataId — by a compare-and-set on the text that was read. Replicas that
 pull at the same moment make one write: the others' compare fails, they read again and
@@ -26,7 +26,9 @@ from loguru import logger
 from dynagent.exceptions import ConfigError, Conflict, DynagentError
 from dynagent.factories.base import AgentBuilderFactory, document_name
 from dynagent.registry.canary import Pulled, load_canary
-from dynagent.registry.table import AgentRegistry, Canary
+from dynagent.registry.entry import Canary
+from dynagent.registry.events import CanaryPulled, RegistryEvent
+from dynagent.registry.rollouts import Rollouts
 from dynagent.runtime.agent import Agent
 from dynagent.spec.agent import format_of, parse_document
 
@@ -46,8 +48,8 @@ RolloutEdit = Callable[[dict[str, Any]], bool]
 class RolloutDecisions:
     """Writes the registry's rollout decisions back into the canaries' documents."""
 
-    def __init__(self, registry: AgentRegistry, factories: dict[str, AgentBuilderFactory]) -> None:
-        self.registry = registry
+    def __init__(self, rollouts: Rollouts, factories: dict[str, AgentBuilderFactory]) -> None:
+        self.rollouts = rollouts
         self.factories = factories
         self.writes = 0
         """Documents this replica changed (what tests and benchmarks count)."""
@@ -58,7 +60,7 @@ class RolloutDecisions:
 
     def attach(self) -> None:
         """Record every pull of this replica's guard from now on."""
-        self.registry.listeners.append(self._changed)
+        self.rollouts.changes.listeners.append(self._changed)
 
     def start(self) -> None:
         """Take the steps of progressive rollouts from now on (in the running loop)."""
@@ -69,11 +71,11 @@ class RolloutDecisions:
         while True:
             await asyncio.sleep(STEP_TICK)
             now = time.time()
-            for entry in list(self.registry):
+            for entry in list(self.rollouts.table):
                 canary = entry.canary
                 if canary is None or not canary.serving or entry.name in self._busy:
                     continue
-                healthy = canary.healthy(self.registry.canary_stats(entry.name))
+                healthy = canary.healthy(self.rollouts.canary_stats(entry.name))
                 if canary.policy.step_done(canary.step_since, healthy, now):
                     self._busy.add(entry.name)
                     self._spawn(self._step(entry.name, canary))
@@ -108,7 +110,7 @@ class RolloutDecisions:
         still = _edited(text, name, agent.spec.revision, _target(name, agent), lambda _: True)
         if still is None:
             return  # the canary changed or ended meanwhile (another replica promoted it)
-        entry = self.registry.entry(name)
+        entry = self.rollouts.table.entry(name)
         await factory.write(
             name, "stable", agent.spec, entry.stable.source if entry.stable else None
         )
@@ -116,12 +118,12 @@ class RolloutDecisions:
         self.writes += 1
         logger.info("agent {} canary {} promoted after its last step", name, agent.revision)
 
-    def _changed(self, name: str, what: str) -> None:
-        if what != "canary_pulled" or name not in self.registry:
+    def _changed(self, event: RegistryEvent) -> None:
+        if not isinstance(event, CanaryPulled):
             return
-        canary = self.registry.entry(name).canary
+        canary = self._canary(event.name)
         if canary is not None and canary.pulled is not None and not canary.pulled.recorded:
-            self._spawn(self._record_pull(name, canary, canary.pulled))
+            self._spawn(self._record_pull(event.name, canary, canary.pulled))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -183,7 +185,7 @@ class RolloutDecisions:
 
         wrote = await self.edit(name, canary.agent.spec.revision, unpause)
         if canary.pulled is not None and not canary.pulled.recorded:
-            self.registry.resume_canary(name)  # a pull never written back: lift it here
+            self.rollouts.resume_canary(name)  # a pull never written back: lift it here
         return wrote
 
     async def edit(self, name: str, revision: str, change: RolloutEdit) -> bool:
@@ -206,7 +208,8 @@ class RolloutDecisions:
         raise Conflict(f"the canary definition of {name!r} kept changing; the edit was not written")
 
     def _canary(self, name: str) -> Canary | None:
-        return self.registry.entry(name).canary if name in self.registry else None
+        entry = self.rollouts.table.find(name)
+        return entry.canary if entry is not None else None
 
     async def aclose(self, within: float = 5.0) -> None:
         """Let pending writes finish (for up to ``within`` seconds), then cancel them."""

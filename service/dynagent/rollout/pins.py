@@ -5,19 +5,19 @@ session, so every replica keeps it there."""
 
 from __future__ import annotations
 
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.rollouts import Rollouts
 from dynagent.runtime.agent import Agent, Variant
 
 
 async def pinned(
-    registry: AgentRegistry, name: str, session_id: str, chosen: tuple[Agent, Variant]
+    rollouts: Rollouts, name: str, session_id: str, chosen: tuple[Agent, Variant]
 ) -> tuple[Agent, Variant]:
     """``chosen`` for a session's first run on this canary; its first variant afterwards."""
-    canary = registry.entry(name).canary
+    canary = rollouts.table.entry(name).canary
     agent, variant = chosen
     if canary is None or not canary.serving or agent.sessions is None:
         return chosen  # a paused canary serves no session, pinned or not
     first = await agent.sessions.pin(f"{name}\x00{canary.agent.revision}\x00{session_id}", variant)
     if first == variant or first not in ("stable", "canary"):
         return chosen
-    return registry.route(name, pin="canary" if first == "canary" else "stable")
+    return rollouts.route(name, pin="canary" if first == "canary" else "stable")

@@ -71,7 +71,7 @@ async def feedback(request: web.Request) -> web.Response:
     if trace.get("feedback") is not None:
         raise Conflict(f"run {trace_id!r} has been rated already")
     agent, revision, variant = trace["agent"], trace["revision"], trace["variant"]
-    counted = service(request).registry.rate(agent, revision, variant, body.value)
+    counted = service(request).registry.rollouts.rate(agent, revision, variant, body.value)
     service(request).traces.rate(trace_id, {"score": body.value, "comment": body.comment})
     if counted:
         service(request).metrics.observe_feedback(agent, variant, body.value)

@@ -11,7 +11,7 @@ from aiohttp import web
 from dynagent.core.runs import split_model_name
 from dynagent.exceptions import NotFound
 from dynagent.http.state import caller, service
-from dynagent.registry.table import AgentEntry
+from dynagent.registry.entry import AgentEntry
 
 routes = web.RouteTableDef()
 

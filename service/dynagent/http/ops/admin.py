@@ -16,7 +16,7 @@ from dynagent.exceptions import Conflict, Forbidden, NotFound
 from dynagent.http.api.bodies import read_body
 from dynagent.http.api.schemas import PauseRequest, RollbackRequest
 from dynagent.http.state import caller, service
-from dynagent.registry.table import AgentRegistry
+from dynagent.registry.facade import AgentRegistry
 
 routes = web.RouteTableDef()
 APPLY_TIMEOUT = 15.0

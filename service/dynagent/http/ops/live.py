@@ -22,7 +22,8 @@ from dynagent.core.series import RecentSeries
 from dynagent.exceptions import BadRequest
 from dynagent.http.state import SERVICE, caller
 from dynagent.masking import SecretValues
-from dynagent.registry.table import AgentEntry, AgentRegistry
+from dynagent.registry.entry import AgentEntry
+from dynagent.registry.facade import AgentRegistry
 
 _DIGITS = _regex.compile(r"[0-9]{1,4}")
 

@@ -1,0 +1,50 @@
+"""Dynagent's own last-good copy of a Nacos group: what a restart serves while Nacos is
+down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+
+class Snapshot:
+    """Dynagent's own last-good copy of a group's documents, one file per dataId."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def save(self, data_id: str, text: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        temporary = self.directory / f".{data_id}.tmp"
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(self.directory / data_id)
+
+    def delete(self, data_id: str) -> None:
+        (self.directory / data_id).unlink(missing_ok=True)
+
+    def load(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(the documents by dataId, the files that could not be read and why).
+
+        One unreadable file (truncated mid-character, unreadable) is skipped, never the
+        reason the others are not served: the snapshot exists for the bad day."""
+        documents: dict[str, str] = {}
+        unreadable: dict[str, str] = {}
+        if not self.directory.is_dir():
+            return documents, unreadable
+        for path in sorted(self.directory.iterdir()):
+            if path.name.startswith(".") or not path.is_file():
+                continue
+            try:
+                documents[path.name] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                unreadable[path.name] = f"not valid UTF-8 at byte {exc.start}"
+            except OSError as exc:
+                unreadable[path.name] = exc.strerror or type(exc).__name__
+        return documents, unreadable
+
+    def load_accepted(self, accepts: Callable[[str], bool]) -> tuple[dict[str, str], str]:
+        """(the documents by dataId that ``accepts`` takes, the unreadable files skipped as
+        ``name (why); ...``, empty when there were none)."""
+        documents, unreadable = self.load()
+        skipped = "; ".join(f"{name} ({why})" for name, why in unreadable.items())
+        return {k: v for k, v in documents.items() if accepts(k)}, skipped

@@ -1,0 +1,229 @@
+"""Rollouts: each agent's canary, the traffic figures of both variants, and the guard.
+
+Routing sends a serving canary its weight of the keys. The figures of each
+variant feed the status and the guard, which pulls a failing canary out of
+traffic in this replica at once (``CanaryPulled``); the decision is written
+back to the canary's document elsewhere (``rollout.decisions``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import UTC
+
+from loguru import logger
+
+from dynagent.exceptions import NotFound
+from dynagent.registry.canary import (
+    Pulled,
+    RolloutPolicy,
+    VariantStats,
+    guard_verdict,
+    picks_canary,
+)
+from dynagent.registry.entry import AgentEntry, Canary
+from dynagent.registry.events import (
+    AgentRemoved,
+    AgentSwapped,
+    CanaryPaused,
+    CanaryPulled,
+    CanaryRemoved,
+    CanaryResumed,
+    CanaryStarted,
+    CanaryWeightChanged,
+    RegistryEvent,
+)
+from dynagent.registry.table import AgentTable
+from dynagent.runtime.agent import Agent, Variant
+
+VARIANTS: tuple[Variant, ...] = ("stable", "canary")
+
+
+def _step_start(policy: RolloutPolicy, now: float) -> float:
+    at = policy.step_at
+    if at is None:
+        return now
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+
+
+class Rollouts:
+    """The canaries of the agents in ``table``, and the figures that judge them."""
+
+    def __init__(self, table: AgentTable) -> None:
+        self.table = table
+        self.changes = table.changes
+        self._stats: dict[tuple[str, Variant], VariantStats] = {}
+        self.changes.listeners.append(self._forget)
+
+    def _forget(self, event: RegistryEvent) -> None:
+        """A new stable revision is judged afresh; a removed agent leaves no figures."""
+        if isinstance(event, AgentSwapped):
+            self._stats.pop((event.name, "stable"), None)
+        elif isinstance(event, AgentRemoved):
+            for variant in VARIANTS:
+                self._stats.pop((event.name, variant), None)
+
+    # -- reading -----------------------------------------------------------------
+
+    def route(
+        self, name: str, *, key: str | None = None, pin: Variant | None = None
+    ) -> tuple[Agent, Variant]:
+        """The agent and variant that serve this request.
+
+        ``pin`` forces a variant (a pulled canary still answers a pin, for
+        debugging); otherwise a serving canary takes its weight of the keys.
+        """
+        entry = self.table.entry(name)
+        canary = entry.canary
+        if pin == "canary":
+            if canary is None:
+                raise NotFound(f"agent {name!r} has no canary")
+            return canary.agent, "canary"
+        if (
+            pin is None
+            and canary is not None
+            and canary.serving
+            and (entry.stable is None or picks_canary(name, key, canary.policy.weight))
+        ):
+            return canary.agent, "canary"
+        return self.table.get(name), "stable"
+
+    def stats_of(self, name: str) -> dict[Variant, VariantStats]:
+        """The figures of ``name``'s variants that have any."""
+        # Looked up, not searched: a list of 1,000 agents must not scan every agent's stats.
+        found = ((v, self._stats.get((name, v))) for v in VARIANTS)
+        return {v: s for v, s in found if s is not None}
+
+    def canary_stats(self, name: str) -> VariantStats | None:
+        return self._stats.get((name, "canary"))
+
+    # -- changes -----------------------------------------------------------------
+
+    def put_canary(self, agent: Agent, policy: RolloutPolicy) -> None:
+        """Start (or rebuild) the canary of ``agent.name``. Its ``rollout.paused`` decides
+        whether it serves: a new revision clears this replica's own pull, and so does an
+        edit that removes a recorded pause (a resume)."""
+        current = self.table.find(agent.name) or AgentEntry(agent.name)
+        old = current.canary
+        pulled = Pulled.of(policy.paused, agent.revision)
+        if old is not None and old.agent.revision == agent.revision:
+            self._update_canary(current, old, policy, pulled)
+            return
+        now = time.time()
+        canary = Canary(agent, policy, now, pulled, _step_start(policy, now))
+        self.table.store(replace(current, canary=canary, last_error=None))
+        self.table.remember(agent, "canary", now)
+        self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
+        self.changes.tell(CanaryStarted(agent.name, agent.revision, policy.weight))
+        logger.info(
+            "agent {} canary revision {} at {}% of traffic",
+            agent.name,
+            agent.revision,
+            policy.weight,
+        )
+
+    def _update_canary(
+        self, entry: AgentEntry, old: Canary, policy: RolloutPolicy, pulled: Pulled | None
+    ) -> None:
+        """The same canary revision with a new rollout block (a pause, a resume, a weight)."""
+        if pulled is None and old.pulled is not None and not old.pulled.recorded:
+            pulled = old.pulled  # this replica's own pull, still being written back
+        elif pulled is not None and old.pulled is not None and old.pulled.reason == pulled.reason:
+            pulled = replace(old.pulled, recorded=True)  # its write-back: keep the exact time
+        resumed = old.pulled is not None and pulled is None
+        if resumed:  # judged afresh: the failures that paused it are history
+            self._stats[(entry.name, "canary")] = VariantStats(policy.guard.window)
+        canary = replace(old, policy=policy, pulled=pulled)
+        if resumed or (policy.weight, policy.step_at) != (old.policy.weight, old.policy.step_at):
+            stats = self._stats.get((entry.name, "canary"))
+            ok = stats.requests - stats.errors if stats else 0
+            canary = replace(canary, step_since=_step_start(policy, time.time()), step_ok=ok)
+        self.table.store(replace(entry, canary=canary, last_error=None))
+        self._tell_update(entry.name, old, canary)
+
+    def _tell_update(self, name: str, old: Canary, new: Canary) -> None:
+        revision, weight = old.agent.revision, new.policy.weight
+        if weight != old.policy.weight:
+            self.changes.tell(CanaryWeightChanged(name, revision, weight, old.policy.weight))
+            logger.info("agent {} canary now at {:g}% of traffic", name, weight)
+        pulled = new.pulled
+        if old.pulled is not None and pulled is None:
+            self.changes.tell(CanaryResumed(name, revision))
+            logger.info("agent {} canary {} back in traffic", name, revision)
+        elif old.pulled is None and pulled is not None:
+            self.changes.tell(CanaryPaused(name, revision, pulled.reason, pulled.by))
+            logger.warning(
+                "agent {} canary {} paused by {}: {}", name, revision, pulled.by, pulled.reason
+            )
+
+    def resume_canary(self, name: str) -> None:
+        """Lift a pull that lives only in this replica (one never recorded in the document)."""
+        entry = self.table.find(name)
+        canary = entry.canary if entry else None
+        if entry is None or canary is None or canary.pulled is None or canary.pulled.recorded:
+            return
+        self.table.store(replace(entry, canary=replace(canary, pulled=None)))
+        self._stats[(name, "canary")] = VariantStats(canary.policy.guard.window)
+        self.changes.tell(CanaryResumed(name, canary.agent.revision))
+
+    def remove_canary(self, name: str) -> None:
+        current = self.table.find(name)
+        if current is None or current.canary is None:
+            return
+        if current.stable is None:
+            self.table.remove(name)
+            return
+        self.table.store(replace(current, canary=None))
+        self._stats.pop((name, "canary"), None)
+        self.changes.tell(CanaryRemoved(name, current.canary.agent.revision))
+        logger.info("agent {} canary removed", name)
+
+    def observe(self, agent: Agent, variant: Variant, ok: bool, seconds: float) -> None:
+        """Count one finished request; may pull the canary (the guard)."""
+        entry = self.table.find(agent.name)
+        if entry is None:
+            return
+        serving = entry.canary.agent if variant == "canary" and entry.canary else entry.stable
+        if serving is not agent:
+            return  # a run of a version that has since been replaced
+        self._figures(entry, variant).record(ok, seconds)
+        if variant == "canary" and entry.canary is not None and entry.canary.serving:
+            self._guard(entry, entry.canary)
+
+    def rate(self, name: str, revision: str, variant: Variant, score: float) -> bool:
+        """Count a feedback score for a run of ``revision``; False when that revision no
+        longer serves as ``variant`` (the figures are of the versions serving now)."""
+        entry = self.table.find(name)
+        if entry is None:
+            return False
+        canary = entry.canary
+        serving = canary.agent if variant == "canary" and canary else entry.stable
+        if serving is None or serving.revision != revision:
+            return False
+        self._figures(entry, variant).rate(score)
+        if variant == "canary" and canary is not None and canary.serving:
+            self._guard(entry, canary)
+        return True
+
+    def _figures(self, entry: AgentEntry, variant: Variant) -> VariantStats:
+        key = (entry.name, variant)
+        stats = self._stats.get(key)
+        if stats is None:
+            window = entry.canary.policy.guard.window if entry.canary else 200
+            stats = self._stats[key] = VariantStats(window)
+        return stats
+
+    def _guard(self, entry: AgentEntry, canary: Canary) -> None:
+        stable = self._stats.get((entry.name, "stable")) or VariantStats()
+        reason = guard_verdict(canary.policy.guard, stable, self._stats[(entry.name, "canary")])
+        if reason is None:
+            return
+        self.table.store(replace(entry, canary=replace(canary, pulled=Pulled.now(reason))))
+        self.changes.tell(CanaryPulled(entry.name, canary.agent.revision, reason))
+        logger.warning(
+            "guard pulled canary {} of agent {} out of traffic: {}",
+            canary.agent.revision,
+            entry.name,
+            reason,
+        )
