@@ -16,6 +16,7 @@ from typing import Any
 
 from a2a.types import (
     A2ARequest,
+    AgentCard,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -27,8 +28,10 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    SendMessageResponse,
     SendMessageSuccessResponse,
     SendStreamingMessageRequest,
+    SendStreamingMessageResponse,
     SendStreamingMessageSuccessResponse,
     TextPart,
 )
@@ -39,11 +42,12 @@ from dynagent.a2a.card import agent_card
 from dynagent.core.runs import RunRequest
 from dynagent.events import ErrorEvent, FinalOutput
 from dynagent.exceptions import DynagentError
+from dynagent.http._routes import AGENT_ERRORS, SSE, Route, Routes
 from dynagent.http.api.bodies import read_raw
 from dynagent.http.runs import agent_headers, run_agent, stream_agent
 from dynagent.http.state import caller, service
 
-routes = web.RouteTableDef()
+routes = Routes("a2a")
 
 
 KNOWN_METHODS = frozenset({"message/send", "message/stream"})
@@ -53,7 +57,15 @@ def endpoint_url(request: web.Request, name: str) -> str:
     return str(request.url.with_path(f"/a2a/{name}").with_query(None))
 
 
-@routes.get("/a2a/{name}/.well-known/agent-card.json")
+@routes.add(
+    Route(
+        "GET",
+        "/a2a/{name}/.well-known/agent-card.json",
+        "The agent's A2A card: version = revision, streaming, bearer security",
+        response=AgentCard,
+        errors=AGENT_ERRORS,
+    )
+)
 async def get_agent_card(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
@@ -62,7 +74,23 @@ async def get_agent_card(request: web.Request) -> web.Response:
     return web.json_response(_wire(card))
 
 
-@routes.post("/a2a/{name}")
+# JSON-RPC answers a bad request in-band: HTTP 200 with a JSON-RPC error (-32700 not
+# JSON, -32600 not a request, -32601 another method, -32602 bad params, -32603 the run
+# failed with ``data.type`` our error type).
+@routes.add(
+    Route(
+        "POST",
+        "/a2a/{name}",
+        "A2A JSON-RPC message/send and message/stream (the same run path as invoke)",
+        request=(SendMessageRequest, SendStreamingMessageRequest),
+        response=SendMessageResponse,
+        description="message/send: a JSON-RPC response (the reply Message, or an error); "
+        "message/stream: server-sent events, each a JSON-RPC response",
+        streams=(SSE,),
+        stream_item=SendStreamingMessageResponse,
+        errors=(*AGENT_ERRORS, 400, 408, 413),
+    )
+)
 async def a2a_rpc(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     caller(request).check_agent(name)

@@ -9,17 +9,26 @@ from aiohttp import web
 from dynagent.core.runs import RunRequest
 from dynagent.events import Event
 from dynagent.exceptions import Forbidden, NotFound
+from dynagent.http._routes import AGENT_ERRORS, ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import InvokeRequest
+from dynagent.http.api.schemas import AgentList, AgentStatus, InvokeRequest, InvokeResponse, Trace
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
 from dynagent.http.sse import SSE_HEADERS, open_stream
 from dynagent.http.sse import event as sse_event
 from dynagent.http.state import caller, service
 
-routes = web.RouteTableDef()
+routes = Routes("agents")
 
 
-@routes.get("/v1/agents")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents",
+        "The status of every agent the key may use",
+        response=AgentList,
+        errors=(401,),
+    )
+)
 async def list_agents(request: web.Request) -> web.Response:
     who = caller(request)
     registry = service(request).registry
@@ -27,14 +36,31 @@ async def list_agents(request: web.Request) -> web.Response:
     return web.json_response({"agents": statuses})
 
 
-@routes.get("/v1/agents/{name}")
+@routes.add(
+    Route(
+        "GET", "/v1/agents/{name}", "An agent's status", response=AgentStatus, errors=AGENT_ERRORS
+    )
+)
 async def get_agent(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
     return web.json_response(service(request).registry.status(name))
 
 
-@routes.post("/v1/agents/{name}/invoke")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/invoke",
+        "Run an agent",
+        parameters=ROUTING,
+        request=InvokeRequest,
+        response=InvokeResponse,
+        description="The run's result, or its events with stream: true",
+        streams=(SSE,),
+        headers=SERVED_BY,
+        errors=RUN_ERRORS,
+    )
+)
 async def invoke(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, InvokeRequest)
     run = RunRequest(
@@ -74,7 +100,16 @@ async def write_sse(
     return response
 
 
-@routes.get("/v1/traces/{trace_id}")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/traces/{trace_id}",
+        "The events of a recent run",
+        tags=("traces",),
+        response=Trace,
+        errors=AGENT_ERRORS,
+    )
+)
 async def get_trace(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     trace = service(request).traces.get(trace_id)

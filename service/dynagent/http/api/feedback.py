@@ -11,10 +11,9 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dynagent.exceptions import Conflict, Forbidden, NotFound
+from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
 from dynagent.http.state import caller, service
-
-routes = web.RouteTableDef()
 
 
 def _one_of(schema: dict[str, Any]) -> None:
@@ -59,7 +58,19 @@ class FeedbackResponse(BaseModel):
     """False when that revision no longer serves as that variant (kept on the trace only)."""
 
 
-@routes.post("/v1/traces/{trace_id}/feedback")
+routes = Routes("traces")
+
+
+@routes.add(
+    Route(
+        "POST",
+        "/v1/traces/{trace_id}/feedback",
+        "Rate a recent run (score 0-1 or thumbs up/down)",
+        request=FeedbackRequest,
+        response=FeedbackResponse,
+        errors=(*AGENT_ERRORS, 409, *BODY_ERRORS),
+    )
+)
 async def feedback(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     body = await read_body(request, FeedbackRequest)

@@ -10,10 +10,14 @@ from aiohttp import web
 
 from dynagent.core.runs import split_model_name
 from dynagent.exceptions import NotFound
+from dynagent.http._routes import Route, Routes
+from dynagent.http.openai.schemas import ModelList, ModelObject, OpenAIError
 from dynagent.http.state import caller, service
 from dynagent.registry.table import AgentEntry
 
-routes = web.RouteTableDef()
+routes = Routes("openai", error_body=OpenAIError)
+MODEL_ID = "^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(@(stable|canary))?$"
+"""An agent name, perhaps with the variant: ``name@canary``."""
 
 
 def _model(model_id: str, created: float) -> dict[str, Any]:
@@ -29,14 +33,31 @@ def _models(entry: AgentEntry) -> list[dict[str, Any]]:
     return models
 
 
-@routes.get("/v1/models")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/models",
+        "The agents the key may use, as models",
+        response=ModelList,
+        errors=(401,),
+    )
+)
 async def list_models(request: web.Request) -> web.Response:
     who = caller(request)
     data = [m for e in service(request).registry if who.may_see(e.name) for m in _models(e)]
     return web.json_response({"object": "list", "data": data})
 
 
-@routes.get("/v1/models/{model_id}")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/models/{model_id}",
+        "One agent as a model",
+        path_patterns={"model_id": MODEL_ID},
+        response=ModelObject,
+        errors=(400, 401, 403, 404),
+    )
+)
 async def get_model(request: web.Request) -> web.Response:
     model_id = request.match_info["model_id"]
     name, _ = split_model_name(model_id)

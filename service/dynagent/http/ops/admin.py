@@ -13,12 +13,14 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 
 from dynagent.exceptions import Conflict, Forbidden, NotFound
+from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import PauseRequest, RollbackRequest
+from dynagent.http.api.schemas import AgentStatus, PauseRequest, RevisionHistory, RollbackRequest
 from dynagent.http.state import caller, service
 from dynagent.registry.table import AgentRegistry
 
-routes = web.RouteTableDef()
+routes = Routes("rollout")
+ADMIN_ERRORS = (*AGENT_ERRORS, 409)
 APPLY_TIMEOUT = 15.0
 """Seconds to wait for the written definition to come back through the watcher."""
 PAUSE_REASON = "paused by hand"
@@ -32,7 +34,15 @@ def _admin(request: web.Request, name: str) -> None:
         raise Forbidden("promote, rollback, pause and resume need an admin API key")
 
 
-@routes.get("/v1/agents/{name}/revisions")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents/{name}/revisions",
+        "The revisions an agent served",
+        response=RevisionHistory,
+        errors=AGENT_ERRORS,
+    )
+)
 async def revisions(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
@@ -46,7 +56,15 @@ async def revisions(request: web.Request) -> web.Response:
     return web.json_response({"name": name, "current": current, "revisions": history})
 
 
-@routes.post("/v1/agents/{name}/promote")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/promote",
+        "Make the canary the stable version (admin key)",
+        response=AgentStatus,
+        errors=ADMIN_ERRORS,
+    )
+)
 async def promote(request: web.Request) -> web.Response:
     """Make the canary the stable definition and end the canary."""
     name = request.match_info["name"]
@@ -65,7 +83,17 @@ async def promote(request: web.Request) -> web.Response:
     return web.json_response(registry.status(name))
 
 
-@routes.post("/v1/agents/{name}/rollback")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/rollback",
+        "Restore an earlier revision as the stable version (admin key)",
+        request=RollbackRequest,
+        request_required=False,
+        response=AgentStatus,
+        errors=(*ADMIN_ERRORS, *BODY_ERRORS),
+    )
+)
 async def rollback(request: web.Request) -> web.Response:
     """Restore an earlier revision as the stable definition."""
     name = request.match_info["name"]
@@ -92,7 +120,17 @@ async def rollback(request: web.Request) -> web.Response:
     return web.json_response(registry.status(name))
 
 
-@routes.post("/v1/agents/{name}/rollout/pause")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/rollout/pause",
+        "Take a serving canary out of traffic on every replica (admin key)",
+        request=PauseRequest,
+        request_required=False,
+        response=AgentStatus,
+        errors=(*ADMIN_ERRORS, *BODY_ERRORS),
+    )
+)
 async def pause(request: web.Request) -> web.Response:
     """Take a serving canary out of traffic: writes ``rollout.paused`` into its document,
     named after the admin key (``operator`` with auth off), as the guard's pulls are."""
@@ -123,7 +161,15 @@ async def pause(request: web.Request) -> web.Response:
     return web.json_response(registry.status(name))
 
 
-@routes.post("/v1/agents/{name}/rollout/resume")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/rollout/resume",
+        "Put a paused canary back into traffic (admin key)",
+        response=AgentStatus,
+        errors=ADMIN_ERRORS,
+    )
+)
 async def resume(request: web.Request) -> web.Response:
     """Put a paused canary back into traffic: removes ``rollout.paused`` from its document."""
     name = request.match_info["name"]

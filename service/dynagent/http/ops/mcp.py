@@ -5,12 +5,22 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from dynagent.http._routes import Route, Routes
+from dynagent.http.api.schemas import McpServerList
 from dynagent.http.state import caller, service
 
-routes = web.RouteTableDef()
+routes = Routes("mcp")
 
 
-@routes.get("/v1/mcp/servers")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/mcp/servers",
+        "The MCP servers agents use, and their state",
+        response=McpServerList,
+        errors=(401,),
+    )
+)
 async def list_servers(request: web.Request) -> web.Response:
     who = caller(request)
     servers = []
