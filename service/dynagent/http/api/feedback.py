@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from dynagent.exceptions import Conflict, Forbidden, NotFound
 from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
+from dynagent.http.api.schemas import Answer
+from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 
 
@@ -47,7 +49,7 @@ class FeedbackRequest(BaseModel):
         return 1.0 if self.thumbs == "up" else 0.0
 
 
-class FeedbackResponse(BaseModel):
+class FeedbackResponse(Answer):
     trace_id: str
     agent: str
     revision: str
@@ -95,4 +97,4 @@ async def feedback(request: web.Request) -> web.Response:
         comment=body.comment,
         counted=counted,
     )
-    return web.json_response(answer.model_dump())
+    return json(answer)

@@ -15,7 +15,15 @@ from aiohttp import web
 from dynagent.exceptions import Conflict, Forbidden, NotFound
 from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import AgentStatus, PauseRequest, RevisionHistory, RollbackRequest
+from dynagent.http.api.schemas import (
+    AgentStatus,
+    CurrentRevisions,
+    PauseRequest,
+    RevisionBody,
+    RevisionHistory,
+    RollbackRequest,
+)
+from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 from dynagent.registry.table import AgentRegistry
 
@@ -48,12 +56,12 @@ async def revisions(request: web.Request) -> web.Response:
     caller(request).check_agent(name)
     registry = service(request).registry
     entry = registry.entry(name)
-    history = [r.as_dict() for r in reversed(registry.history(name))]
-    current = {
-        "stable": entry.stable.revision if entry.stable else None,
-        "canary": entry.canary.agent.revision if entry.canary else None,
-    }
-    return web.json_response({"name": name, "current": current, "revisions": history})
+    current = CurrentRevisions(
+        stable=entry.stable.revision if entry.stable else None,
+        canary=entry.canary.agent.revision if entry.canary else None,
+    )
+    history = [RevisionBody.model_validate(r.as_dict()) for r in reversed(registry.history(name))]
+    return json(RevisionHistory(name=name, current=current, revisions=history))
 
 
 @routes.add(
@@ -80,7 +88,7 @@ async def promote(request: web.Request) -> web.Response:
         await factory.write(name, "stable", candidate.spec, current)
         await factory.write(name, "canary", None, candidate.source)
     await _until(registry, name, candidate.spec.revision, canary_gone=True)
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
 @routes.add(
@@ -117,7 +125,7 @@ async def rollback(request: web.Request) -> web.Response:
     async with _refused_as("rollback"):
         await factory.write(name, "stable", target.agent.spec, entry.stable.source)
     await _until(registry, name, target.agent.spec.revision)
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
 @routes.add(
@@ -158,7 +166,7 @@ async def pause(request: web.Request) -> web.Response:
         raise Conflict(
             f"the pause of {name!r}'s canary was written but is not served yet"
         ) from None
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
 @routes.add(
@@ -192,7 +200,7 @@ async def resume(request: web.Request) -> web.Response:
         raise Conflict(
             f"the resume of {name!r}'s canary was written but is not served yet"
         ) from None
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
 @asynccontextmanager

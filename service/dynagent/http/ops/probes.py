@@ -6,6 +6,7 @@ from aiohttp import web
 
 from dynagent.http._routes import DOCUMENT, Route, Routes
 from dynagent.http.api.schemas import Health, Readiness
+from dynagent.http.sse import json
 from dynagent.http.state import CALLER, service
 
 routes = Routes("service")
@@ -13,7 +14,7 @@ routes = Routes("service")
 
 @routes.add(Route("GET", "/healthz", "Liveness", response=Health, public=True))
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return json(Health(status="ok"))
 
 
 @routes.add(
@@ -28,12 +29,12 @@ async def healthz(request: web.Request) -> web.Response:
 )
 async def readyz(request: web.Request) -> web.Response:
     registry = service(request).registry
-    body = {
-        "status": "ready" if registry.ready else "loading",
-        "agents": len(registry),
-        "degraded": registry.degraded,
-    }
-    return web.json_response(body, status=200 if registry.ready else 503)
+    body = Readiness(
+        status="ready" if registry.ready else "loading",
+        agents=len(registry),
+        degraded=registry.degraded,
+    )
+    return json(body, status=200 if registry.ready else 503)
 
 
 @routes.add(

@@ -4,15 +4,20 @@ and scoping as the rest of the API: a limited key sees only its agents."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from aiohttp import web
 
 from dynagent import _regex
 from dynagent.exceptions import BadRequest, NotFound
 from dynagent.http._routes import AGENT_ERRORS, Param, Route, Routes
-from dynagent.http.ops.ui_schemas import AgentSeries, RevisionDefinition, TraceList, WhoAmI
+from dynagent.http.ops.ui_schemas import (
+    AgentSeries,
+    RevisionDefinition,
+    TraceList,
+    TraceSummary,
+    WhoAmI,
+)
+from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 
 _DIGITS = _regex.compile(r"[0-9]{1,4}")
@@ -31,13 +36,13 @@ _VARIANT = {"type": "string", "enum": list(VARIANTS)}
 async def whoami(request: web.Request) -> web.Response:
     """What the caller's key may do; the page hides what it may not."""
     who = caller(request)
-    return web.json_response(
-        {
-            "name": who.name,
-            "admin": who.admin,
-            "agents": None if who.agents is None else sorted(who.agents),
-            "auth": service(request).api_keys.enabled,
-        }
+    return json(
+        WhoAmI(
+            name=who.name,
+            admin=who.admin,
+            agents=None if who.agents is None else sorted(who.agents),
+            auth=service(request).api_keys.enabled,
+        )
     )
 
 
@@ -76,15 +81,15 @@ async def list_traces(request: web.Request) -> web.Response:
             raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
     limit = _limit(request.query.get("limit"))
     redactor = service(request).redactor
-    found: list[dict[str, Any]] = []
+    found: list[TraceSummary] = []
     for summary in service(request).traces.summaries():
         if len(found) >= limit:
             break
         if not who.may_see(summary["agent"]):
             continue
         if all(str(summary.get(key)) == value for key, value in wanted.items()):
-            found.append(redactor.value(summary))
-    return web.json_response({"traces": found})
+            found.append(TraceSummary.model_validate(redactor.value(summary)))
+    return json(TraceList(traces=found))
 
 
 def _limit(raw: str | None) -> int:
@@ -109,7 +114,7 @@ async def agent_series(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
     service(request).registry.entry(name)  # 404 for an unknown agent
-    return web.json_response({"name": name, **service(request).series.of(name)})
+    return json(AgentSeries.model_validate({"name": name, **service(request).series.of(name)}))
 
 
 @routes.add(
@@ -138,11 +143,6 @@ async def revision_definition(request: web.Request) -> web.Response:
         raise NotFound(f"revision {revision!r} is not in the history of agent {name!r}")
     spec = record.agent.spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     definition = service(request).redactor.definition(spec)
-    return web.json_response(
-        {
-            **record.as_dict(),
-            "name": name,
-            "definition": definition,
-            "text": yaml.safe_dump(definition, sort_keys=False, allow_unicode=True),
-        }
-    )
+    text = yaml.safe_dump(definition, sort_keys=False, allow_unicode=True)
+    answer = {**record.as_dict(), "name": name, "definition": definition, "text": text}
+    return json(RevisionDefinition.model_validate(answer))
