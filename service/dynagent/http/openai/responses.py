@@ -32,7 +32,7 @@ from dynagent.http.openai.responses_items import (
 )
 from dynagent.http.openai.schemas import OpenAIError, ResponseObject, ResponsesRequest
 from dynagent.http.runs import pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, dumps, event, open_stream
+from dynagent.http.sse import SSE_HEADERS, dumps, event, json, open_stream
 from dynagent.http.state import caller, service
 from dynagent.models.base import Message
 
@@ -97,7 +97,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     )
     _keep(request, body, run, lead, (text, calls, response))
     headers = headers_of(agent, result.variant, result.trace_id, body, run)
-    return web.json_response(response, headers=headers, dumps=dumps)
+    return json(ResponseObject.model_validate(response), headers=headers, dumps=dumps)
 
 
 @routes.add(
@@ -112,7 +112,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 async def get_response(request: web.Request) -> web.Response:
     owner = caller(request).principal
     stored = service(request).responses.get(request.match_info["response_id"], owner)
-    return web.json_response(stored.body, dumps=dumps)
+    return json(ResponseObject.model_validate(stored.body), dumps=dumps)
 
 
 async def _streamed(
