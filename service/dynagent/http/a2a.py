@@ -42,6 +42,7 @@ from dynagent.a2a.card import agent_card
 from dynagent.core.runs import RunRequest
 from dynagent.events import ErrorEvent, FinalOutput
 from dynagent.exceptions import DynagentError
+from dynagent.http import sse
 from dynagent.http._routes import AGENT_ERRORS, SSE, Route, Routes
 from dynagent.http.api.bodies import read_raw
 from dynagent.http.runs import agent_headers, run_agent, stream_agent
@@ -71,7 +72,7 @@ async def get_agent_card(request: web.Request) -> web.Response:
     caller(request).check_agent(name)
     agent = service(request).registry.get(name)
     card = agent_card(agent, endpoint_url(request, name))
-    return web.json_response(_wire(card))
+    return sse.json(card, omit="none")
 
 
 # JSON-RPC answers a bad request in-band: HTTP 200 with a JSON-RPC error (-32700 not
@@ -96,7 +97,7 @@ async def a2a_rpc(request: web.Request) -> web.StreamResponse:
     caller(request).check_agent(name)
     parsed = _parse(await read_raw(request))
     if isinstance(parsed, JSONRPCErrorResponse):
-        return web.json_response(_wire(parsed))
+        return sse.json(parsed, omit="none")
     run = RunRequest(
         name=name,
         input=_text_of(parsed.params.message),
@@ -110,12 +111,11 @@ async def a2a_rpc(request: web.Request) -> web.StreamResponse:
     try:
         agent, result = await run_agent(request, run)
     except DynagentError as exc:
-        return web.json_response(_wire(_error(parsed.id, _run_error(exc))))
+        return sse.json(_error(parsed.id, _run_error(exc)), omit="none")
     reply = _reply(result.output, parsed.params.message, result.trace_id)
     answer = SendMessageSuccessResponse(id=parsed.id, result=reply)
-    return web.json_response(
-        _wire(answer), headers=agent_headers(agent, result.variant, result.trace_id)
-    )
+    headers = agent_headers(agent, result.variant, result.trace_id)
+    return sse.json(answer, headers=headers, omit="none")
 
 
 async def _stream(
@@ -124,7 +124,7 @@ async def _stream(
     try:
         agent, variant, trace_id, events = await stream_agent(request, run)
     except DynagentError as exc:
-        return web.json_response(_wire(_error(parsed.id, _run_error(exc))))
+        return sse.json(_error(parsed.id, _run_error(exc)), omit="none")
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
