@@ -99,8 +99,8 @@ class Route:
     """A 200 answer that no model describes (text, a page …): content type → schema."""
     headers: Mapping[str, Schema] = field(default_factory=dict)
     """Headers of the 200 answer."""
-    responses: Mapping[int, type[BaseModel]] = field(default_factory=dict)
-    """Other statuses that answer in a shape of their own (not the error body)."""
+    responses: Mapping[int, tuple[str, type[BaseModel]]] = field(default_factory=dict)
+    """Other statuses that answer in a shape of their own: status → (meaning, model)."""
     errors: tuple[int, ...] = ()
     """Statuses answered with ``error_body``; ``ERRORS`` says what each means."""
     error_body: type[BaseModel] | None = None
@@ -111,7 +111,7 @@ class Route:
         requests = self.request if isinstance(self.request, tuple) else (self.request,)
         yield from (m for m in requests if m is not None)
         yield from (m for m in (self.response, self.stream_item) if m is not None)
-        yield from self.responses.values()
+        yield from (model for _, model in self.responses.values())
         if self.errors and self.error_body is not None:
             yield self.error_body
 

@@ -109,7 +109,7 @@ def _operation(route: Route) -> Schema:
         operation["security"] = []
     operation["responses"] = {
         "200": _ok(route),
-        **{str(code): _answer(ERRORS[code], model) for code, model in route.responses.items()},
+        **{str(code): _answer(*answer) for code, answer in route.responses.items()},
         **{str(code): _answer(ERRORS[code], route.error_body) for code in route.errors},
     }
     return operation

@@ -23,7 +23,7 @@ async def healthz(request: web.Request) -> web.Response:
         "/readyz",
         "Readiness",
         response=Readiness,
-        errors=(503,),
+        responses={503: ("Not ready: the agents are still loading", Readiness)},
         public=True,
     )
 )
