@@ -16,6 +16,7 @@ from typing import Any
 
 from a2a.types import (
     A2ARequest,
+    AgentCard,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -27,8 +28,10 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    SendMessageResponse,
     SendMessageSuccessResponse,
     SendStreamingMessageRequest,
+    SendStreamingMessageResponse,
     SendStreamingMessageSuccessResponse,
     TextPart,
 )
@@ -39,11 +42,13 @@ from dynagent.a2a.card import agent_card
 from dynagent.core.runs import RunRequest
 from dynagent.events import ErrorEvent, FinalOutput
 from dynagent.exceptions import DynagentError
+from dynagent.http import sse
+from dynagent.http._routes import AGENT_ERRORS, SSE, Route, Routes
 from dynagent.http.api.bodies import read_raw
 from dynagent.http.runs import agent_headers, run_agent, stream_agent
 from dynagent.http.state import caller, service
 
-routes = web.RouteTableDef()
+routes = Routes("a2a")
 
 
 KNOWN_METHODS = frozenset({"message/send", "message/stream"})
@@ -65,22 +70,46 @@ def endpoint_url(request: web.Request, name: str) -> str:
     return f"{scheme}://{host}:{port}/a2a/{name}"
 
 
-@routes.get("/a2a/{name}/.well-known/agent-card.json")
+@routes.add(
+    Route(
+        "GET",
+        "/a2a/{name}/.well-known/agent-card.json",
+        "The agent's A2A card: version = revision, streaming, bearer security",
+        response=AgentCard,
+        errors=AGENT_ERRORS,
+    )
+)
 async def get_agent_card(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
     agent = service(request).registry.get(name)
     card = agent_card(agent, endpoint_url(request, name))
-    return web.json_response(_wire(card))
+    return sse.json(card, omit="none")
 
 
-@routes.post("/a2a/{name}")
+# JSON-RPC answers a bad request in-band: HTTP 200 with a JSON-RPC error (-32700 not
+# JSON, -32600 not a request, -32601 another method, -32602 bad params, -32603 the run
+# failed with ``data.type`` our error type).
+@routes.add(
+    Route(
+        "POST",
+        "/a2a/{name}",
+        "A2A JSON-RPC message/send and message/stream (the same run path as invoke)",
+        request=(SendMessageRequest, SendStreamingMessageRequest),
+        response=SendMessageResponse,
+        description="message/send: a JSON-RPC response (the reply Message, or an error); "
+        "message/stream: server-sent events, each a JSON-RPC response",
+        streams=(SSE,),
+        stream_item=SendStreamingMessageResponse,
+        errors=(*AGENT_ERRORS, 400, 408, 413),
+    )
+)
 async def a2a_rpc(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     caller(request).check_agent(name)
     parsed = _parse(await read_raw(request))
     if isinstance(parsed, JSONRPCErrorResponse):
-        return web.json_response(_wire(parsed))
+        return sse.json(parsed, omit="none")
     run = RunRequest(
         name=name,
         input=_text_of(parsed.params.message),
@@ -94,12 +123,11 @@ async def a2a_rpc(request: web.Request) -> web.StreamResponse:
     try:
         agent, result = await run_agent(request, run)
     except DynagentError as exc:
-        return web.json_response(_wire(_error(parsed.id, _run_error(exc))))
+        return sse.json(_error(parsed.id, _run_error(exc)), omit="none")
     reply = _reply(result.output, parsed.params.message, result.trace_id)
     answer = SendMessageSuccessResponse(id=parsed.id, result=reply)
-    return web.json_response(
-        _wire(answer), headers=agent_headers(agent, result.variant, result.trace_id)
-    )
+    headers = agent_headers(agent, result.variant, result.trace_id)
+    return sse.json(answer, headers=headers, omit="none")
 
 
 async def _stream(
@@ -108,7 +136,7 @@ async def _stream(
     try:
         agent, variant, trace_id, events = await stream_agent(request, run)
     except DynagentError as exc:
-        return web.json_response(_wire(_error(parsed.id, _run_error(exc))))
+        return sse.json(_error(parsed.id, _run_error(exc)), omit="none")
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",

@@ -15,14 +15,13 @@ from aiohttp import web
 from dynagent.config import ServiceConfig
 from dynagent.core.service import FactoryMaker, Service
 from dynagent.core.tracing import RunTracer
-from dynagent.http import a2a
-from dynagent.http.api import agents, feedback
+from dynagent.http import routing
+from dynagent.http._routes import DOCUMENT
 from dynagent.http.middleware.cors import add_cors_headers, cors_middleware
 from dynagent.http.middleware.errors import error_middleware
 from dynagent.http.middleware.masking import mask_middleware
-from dynagent.http.openai import chat, models, responses
 from dynagent.http.openapi import openapi_json
-from dynagent.http.ops import admin, mcp, probes, ui
+from dynagent.http.ops import ui
 from dynagent.http.state import CALLER, SERVICE
 from dynagent.interceptors.registry import InterceptorRegistry
 from dynagent.masking import SecretValues
@@ -78,20 +77,10 @@ def app_for(service: Service) -> web.Application:
     app.on_response_prepare.append(add_cors_headers)
     app.cleanup_ctx.append(_running)
     app.on_shutdown.append(_stopping)
-    openapi_json()  # built at start, not while the first request to it holds the loop
-    for table in (
-        probes.routes,
-        agents.routes,
-        admin.routes,
-        feedback.routes,
-        chat.routes,
-        models.routes,
-        responses.routes,
-        a2a.routes,
-        mcp.routes,
-    ):
-        app.add_routes(table)
-    ui.install(app)
+    routing.install(app)
+    # Written now, from the routes served (raises for one that has no Route), and not
+    # while the first request to it holds the loop.
+    app[DOCUMENT] = openapi_json(app)
     return app
 
 

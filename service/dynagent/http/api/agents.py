@@ -9,32 +9,58 @@ from aiohttp import web
 from dynagent.core.runs import RunRequest
 from dynagent.events import Event
 from dynagent.exceptions import Forbidden, NotFound
+from dynagent.http._routes import AGENT_ERRORS, ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import InvokeRequest
+from dynagent.http.api.schemas import AgentList, AgentStatus, InvokeRequest, InvokeResponse, Trace
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, open_stream
+from dynagent.http.sse import SSE_HEADERS, json, open_stream
 from dynagent.http.sse import event as sse_event
 from dynagent.http.state import caller, service
 
-routes = web.RouteTableDef()
+routes = Routes("agents")
 
 
-@routes.get("/v1/agents")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents",
+        "The status of every agent the key may use",
+        response=AgentList,
+        errors=(401,),
+    )
+)
 async def list_agents(request: web.Request) -> web.Response:
     who = caller(request)
     registry = service(request).registry
     statuses = [registry.status(e.name) for e in registry if who.may_see(e.name)]
-    return web.json_response({"agents": statuses})
+    return json(AgentList.model_validate({"agents": statuses}))
 
 
-@routes.get("/v1/agents/{name}")
+@routes.add(
+    Route(
+        "GET", "/v1/agents/{name}", "An agent's status", response=AgentStatus, errors=AGENT_ERRORS
+    )
+)
 async def get_agent(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
-    return web.json_response(service(request).registry.status(name))
+    return json(AgentStatus.model_validate(service(request).registry.status(name)))
 
 
-@routes.post("/v1/agents/{name}/invoke")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/invoke",
+        "Run an agent",
+        parameters=ROUTING,
+        request=InvokeRequest,
+        response=InvokeResponse,
+        description="The run's result, or its events with stream: true",
+        streams=(SSE,),
+        headers=SERVED_BY,
+        errors=RUN_ERRORS,
+    )
+)
 async def invoke(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, InvokeRequest)
     run = RunRequest(
@@ -49,19 +75,17 @@ async def invoke(request: web.Request) -> web.StreamResponse:
         agent, variant, trace_id, events = await stream_agent(request, run)
         return await write_sse(request, agent_headers(agent, variant, trace_id), events)
     agent, result = await run_agent(request, run)
-    return web.json_response(
-        {
-            "output": result.output,
-            "agent": result.agent,
-            "revision": result.revision,
-            "variant": result.variant,
-            "trace_id": result.trace_id,
-            "session_id": result.session_id,
-            "usage": result.usage.as_dict(),
-            "steps": result.steps,
-        },
-        headers=agent_headers(agent, result.variant, result.trace_id),
+    answer = InvokeResponse(
+        output=result.output,
+        agent=result.agent,
+        revision=result.revision,
+        variant=result.variant,
+        trace_id=result.trace_id,
+        session_id=result.session_id,
+        usage=result.usage.as_dict(),
+        steps=result.steps,
     )
+    return json(answer, headers=agent_headers(agent, result.variant, result.trace_id))
 
 
 async def write_sse(
@@ -74,7 +98,16 @@ async def write_sse(
     return response
 
 
-@routes.get("/v1/traces/{trace_id}")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/traces/{trace_id}",
+        "The events of a recent run",
+        tags=("traces",),
+        response=Trace,
+        errors=AGENT_ERRORS,
+    )
+)
 async def get_trace(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     trace = service(request).traces.get(trace_id)
@@ -82,4 +115,4 @@ async def get_trace(request: web.Request) -> web.Response:
         raise NotFound(f"no recent trace {trace_id!r}; only the last runs are kept")
     if not caller(request).may_see(trace["agent"]):
         raise Forbidden("this API key may not read traces of that agent")
-    return web.json_response(trace)
+    return json(Trace.model_validate(trace))

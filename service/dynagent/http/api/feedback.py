@@ -11,10 +11,11 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dynagent.exceptions import Conflict, Forbidden, NotFound
+from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
+from dynagent.http.api.schemas import Answer
+from dynagent.http.sse import json
 from dynagent.http.state import caller, service
-
-routes = web.RouteTableDef()
 
 
 def _one_of(schema: dict[str, Any]) -> None:
@@ -48,7 +49,7 @@ class FeedbackRequest(BaseModel):
         return 1.0 if self.thumbs == "up" else 0.0
 
 
-class FeedbackResponse(BaseModel):
+class FeedbackResponse(Answer):
     trace_id: str
     agent: str
     revision: str
@@ -59,7 +60,19 @@ class FeedbackResponse(BaseModel):
     """False when that revision no longer serves as that variant (kept on the trace only)."""
 
 
-@routes.post("/v1/traces/{trace_id}/feedback")
+routes = Routes("traces")
+
+
+@routes.add(
+    Route(
+        "POST",
+        "/v1/traces/{trace_id}/feedback",
+        "Rate a recent run (score 0-1 or thumbs up/down)",
+        request=FeedbackRequest,
+        response=FeedbackResponse,
+        errors=(*AGENT_ERRORS, 409, *BODY_ERRORS),
+    )
+)
 async def feedback(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     body = await read_body(request, FeedbackRequest)
@@ -84,4 +97,4 @@ async def feedback(request: web.Request) -> web.Response:
         comment=body.comment,
         counted=counted,
     )
-    return web.json_response(answer.model_dump())
+    return json(answer)

@@ -1,4 +1,5 @@
-"""Request bodies, validated at the edge (pydantic), and their JSON Schemas for OpenAPI."""
+"""Request bodies, validated at the edge (pydantic), the answers the handlers write, and
+their JSON Schemas for OpenAPI."""
 
 from __future__ import annotations
 
@@ -53,7 +54,15 @@ class PauseRequest(BaseModel):
     status; default: ``paused by hand``."""
 
 
-class InvokeResponse(BaseModel):
+class Answer(BaseModel):
+    """An answer's shape: the keys it has at least. A body the core builds (an agent's
+    status, a trace …) is validated into its model at the HTTP edge and written whole:
+    keys beyond the model's (a source's details, a canary's guard) pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class InvokeResponse(Answer):
     output: Any
     agent: str
     revision: str
@@ -68,23 +77,19 @@ class ErrorResponse(BaseModel):
     error: dict[str, str]
 
 
-# Response shapes: only documented (the OpenAPI document and schemathesis check answers
-# against them); handlers build these dicts from the registry. Extra keys are allowed.
-
-
-class SourceBody(BaseModel):
+class SourceBody(Answer):
     kind: Literal["file", "nacos", "code"]
     location: str
 
 
-class LastErrorBody(BaseModel):
+class LastErrorBody(Answer):
     source: str
     path: str
     message: str
     at: float
 
 
-class RevisionBody(BaseModel):
+class RevisionBody(Answer):
     revision: str
     variant: Literal["stable", "canary"]
     loaded_at: float
@@ -92,7 +97,7 @@ class RevisionBody(BaseModel):
     source: SourceBody
 
 
-class TrafficBody(BaseModel):
+class TrafficBody(Answer):
     requests: int
     errors: int
     recent_error_rate: float
@@ -100,7 +105,7 @@ class TrafficBody(BaseModel):
     p95_ms: float | None
 
 
-class CanaryBody(BaseModel):
+class CanaryBody(Answer):
     revision: str
     weight: float
     state: Literal["serving", "pulled"]
@@ -108,7 +113,7 @@ class CanaryBody(BaseModel):
     loaded_at: float
 
 
-class AgentStatus(BaseModel):
+class AgentStatus(Answer):
     name: str
     state: Literal["serving", "refused"]
     revision: str | None
@@ -122,22 +127,22 @@ class AgentStatus(BaseModel):
     revisions: list[RevisionBody]
 
 
-class AgentList(BaseModel):
+class AgentList(Answer):
     agents: list[AgentStatus]
 
 
-class CurrentRevisions(BaseModel):
+class CurrentRevisions(Answer):
     stable: str | None
     canary: str | None
 
 
-class RevisionHistory(BaseModel):
+class RevisionHistory(Answer):
     name: str
     current: CurrentRevisions
     revisions: list[RevisionBody]
 
 
-class Trace(BaseModel):
+class Trace(Answer):
     trace_id: str
     agent: str
     revision: str
@@ -150,7 +155,7 @@ class Trace(BaseModel):
     events); absent when it called none."""
 
 
-class McpServerBody(BaseModel):
+class McpServerBody(Answer):
     server: str
     """The URL without query or credentials, ``stdio:NAME`` or ``nacos:NAME@VERSION``."""
     transport: Literal["streamable_http", "sse", "stdio", "nacos"]
@@ -160,15 +165,15 @@ class McpServerBody(BaseModel):
     agents: list[str]
 
 
-class McpServerList(BaseModel):
+class McpServerList(Answer):
     servers: list[McpServerBody]
 
 
-class Health(BaseModel):
+class Health(Answer):
     status: Literal["ok"]
 
 
-class Readiness(BaseModel):
+class Readiness(Answer):
     status: Literal["ready", "loading"]
     agents: int
     degraded: dict[str, str]

@@ -16,16 +16,31 @@ from aiohttp import web
 from dynagent.core.runs import RunRequest, split_model_name
 from dynagent.events import ErrorEvent, Event, RunFinished, Usage
 from dynagent.exceptions import ErrorKind
+from dynagent.http._routes import ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
 from dynagent.http.middleware.errors import STATUS, openai_error_body
 from dynagent.http.openai.answer import AnswerText
 from dynagent.http.openai.options import IGNORED_HEADER, chat_run, ignored_fields
-from dynagent.http.openai.schemas import ChatCompletionRequest
+from dynagent.http.openai.schemas import (
+    ChatChoice,
+    ChatCompletion,
+    ChatCompletionRequest,
+    OpenAIError,
+)
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, dumps, open_stream
+from dynagent.http.sse import SSE_HEADERS, dumps, json, open_stream
 from dynagent.runtime.agent import Agent, RunResult
 
-routes = web.RouteTableDef()
+routes = Routes("openai", error_body=OpenAIError)
+"""OpenAI's routes answer errors in OpenAI's shape (``message, type, param, code``)."""
+IGNORED = {
+    IGNORED_HEADER: {
+        "description": "Request fields that were ignored (unknown, or settings the "
+        "agent's model.caller_settings does not allow)",
+        "schema": {"type": "string"},
+    }
+}
+"""The header of an answer that names what the request asked for in vain."""
 
 
 def usage_body(usage: Usage) -> dict[str, int]:
@@ -61,32 +76,44 @@ def headers_of(
     return headers
 
 
-def _completion(model: str, result: RunResult, answer: AnswerText) -> dict[str, Any]:
+def _completion(model: str, result: RunResult, answer: AnswerText) -> ChatCompletion:
     content = answer.text(result.events)
     calls = answer.client_calls()
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
     if calls:
         message["tool_calls"] = [tool_call_body(call) for call in calls]
-    return {
-        "id": f"chatcmpl-{result.trace_id}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
-        ],
-        "usage": usage_body(result.usage),
-    }
+    choice = ChatChoice(index=0, message=message, finish_reason="tool_calls" if calls else "stop")
+    return ChatCompletion(
+        id=f"chatcmpl-{result.trace_id}",
+        object="chat.completion",
+        created=int(time.time()),
+        model=model,
+        choices=[choice],
+        usage=usage_body(result.usage),
+    )
 
 
-@routes.post("/v1/chat/completions")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/chat/completions",
+        "OpenAI-compatible chat completion",
+        parameters=ROUTING,
+        request=ChatCompletionRequest,
+        response=ChatCompletion,
+        description="The answer, or its stream of events with stream: true",
+        streams=(SSE,),
+        headers={**SERVED_BY, **IGNORED},
+        errors=RUN_ERRORS,
+    )
+)
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, ChatCompletionRequest)
     name, variant_in_name = split_model_name(body.model)
     run = chat_run(body, name, pinned_variant(request, variant_in_name))
     if not body.stream:
         agent, result = await run_agent(request, run)
-        return web.json_response(
+        return json(
             _completion(body.model, result, answer_of(agent, run)),
             headers=headers_of(agent, result.variant, result.trace_id, body, run),
             dumps=dumps,

@@ -16,10 +16,11 @@ from dynagent.core.response_store import StoredResponse
 from dynagent.core.runs import RunRequest, split_model_name
 from dynagent.events import ErrorEvent, Event, RunFinished, Usage
 from dynagent.exceptions import ErrorKind
+from dynagent.http._routes import ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
 from dynagent.http.middleware.errors import STATUS, openai_error_body
 from dynagent.http.openai.answer import AnswerText
-from dynagent.http.openai.chat import answer_of, headers_of
+from dynagent.http.openai.chat import IGNORED, answer_of, headers_of
 from dynagent.http.openai.options import responses_run
 from dynagent.http.openai.responses_items import (
     assistant_message,
@@ -29,13 +30,13 @@ from dynagent.http.openai.responses_items import (
     output_items,
     response_body,
 )
-from dynagent.http.openai.schemas import ResponsesRequest
+from dynagent.http.openai.schemas import OpenAIError, ResponseObject, ResponsesRequest
 from dynagent.http.runs import pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, dumps, event, open_stream
+from dynagent.http.sse import SSE_HEADERS, dumps, event, json, open_stream
 from dynagent.http.state import caller, service
 from dynagent.models.base import Message
 
-routes = web.RouteTableDef()
+routes = Routes("openai", error_body=OpenAIError)
 
 _Final = tuple[str, list[dict[str, str]], dict[str, Any]]
 """A finished response: its text, its client tool calls and the response object."""
@@ -64,7 +65,20 @@ def _keep(
     service(request).responses.put(StoredResponse(response, messages, owner))
 
 
-@routes.post("/v1/responses")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/responses",
+        "OpenAI Responses API",
+        parameters=ROUTING,
+        request=ResponsesRequest,
+        response=ResponseObject,
+        description="The answer, or its stream of events with stream: true",
+        streams=(SSE,),
+        headers={**SERVED_BY, **IGNORED},
+        errors=RUN_ERRORS,
+    )
+)
 async def create_response(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, ResponsesRequest)
     name, variant_in_name = split_model_name(body.model)
@@ -83,14 +97,22 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     )
     _keep(request, body, run, lead, (text, calls, response))
     headers = headers_of(agent, result.variant, result.trace_id, body, run)
-    return web.json_response(response, headers=headers, dumps=dumps)
+    return json(ResponseObject.model_validate(response), headers=headers, dumps=dumps)
 
 
-@routes.get("/v1/responses/{response_id}")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/responses/{response_id}",
+        "A stored response (created with store: true by the same key)",
+        response=ResponseObject,
+        errors=(401, 404),
+    )
+)
 async def get_response(request: web.Request) -> web.Response:
     owner = caller(request).principal
     stored = service(request).responses.get(request.match_info["response_id"], owner)
-    return web.json_response(stored.body, dumps=dumps)
+    return json(ResponseObject.model_validate(stored.body), dumps=dumps)
 
 
 async def _streamed(

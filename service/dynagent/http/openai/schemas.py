@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dynagent.http.api.schemas import ChatMessage
+from dynagent.http.api.schemas import Answer, ChatMessage
 from dynagent.spec.agent import TOOL_NAME_PATTERN
 
 MODEL_FIELD = Field(
@@ -191,13 +191,13 @@ class OpenAIError(BaseModel):
     error: OpenAIErrorDetail
 
 
-class ChatChoice(BaseModel):
+class ChatChoice(Answer):
     index: int
     message: dict[str, Any]
     finish_reason: Literal["stop", "tool_calls"]
 
 
-class ChatCompletion(BaseModel):
+class ChatCompletion(Answer):
     id: str
     object: Literal["chat.completion"]
     created: int
@@ -206,19 +206,19 @@ class ChatCompletion(BaseModel):
     usage: dict[str, int]
 
 
-class ModelObject(BaseModel):
+class ModelObject(Answer):
     id: str
     object: Literal["model"]
     created: int
     owned_by: str
 
 
-class ModelList(BaseModel):
+class ModelList(Answer):
     object: Literal["list"]
     data: list[ModelObject]
 
 
-class ResponseObject(BaseModel):
+class ResponseObject(Answer):
     id: str
     object: Literal["response"]
     created_at: int

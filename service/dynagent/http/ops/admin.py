@@ -13,12 +13,22 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 
 from dynagent.exceptions import Conflict, Forbidden, NotFound
+from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import PauseRequest, RollbackRequest
+from dynagent.http.api.schemas import (
+    AgentStatus,
+    CurrentRevisions,
+    PauseRequest,
+    RevisionBody,
+    RevisionHistory,
+    RollbackRequest,
+)
+from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 from dynagent.registry.facade import AgentRegistry
 
-routes = web.RouteTableDef()
+routes = Routes("rollout")
+ADMIN_ERRORS = (*AGENT_ERRORS, 409)
 APPLY_TIMEOUT = 15.0
 """Seconds to wait for the written definition to come back through the watcher."""
 PAUSE_REASON = "paused by hand"
@@ -32,21 +42,37 @@ def _admin(request: web.Request, name: str) -> None:
         raise Forbidden("promote, rollback, pause and resume need an admin API key")
 
 
-@routes.get("/v1/agents/{name}/revisions")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents/{name}/revisions",
+        "The revisions an agent served",
+        response=RevisionHistory,
+        errors=AGENT_ERRORS,
+    )
+)
 async def revisions(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     caller(request).check_agent(name)
     registry = service(request).registry
     entry = registry.entry(name)
-    history = [r.as_dict() for r in reversed(registry.history(name))]
-    current = {
-        "stable": entry.stable.revision if entry.stable else None,
-        "canary": entry.canary.agent.revision if entry.canary else None,
-    }
-    return web.json_response({"name": name, "current": current, "revisions": history})
+    current = CurrentRevisions(
+        stable=entry.stable.revision if entry.stable else None,
+        canary=entry.canary.agent.revision if entry.canary else None,
+    )
+    history = [RevisionBody.model_validate(r.as_dict()) for r in reversed(registry.history(name))]
+    return json(RevisionHistory(name=name, current=current, revisions=history))
 
 
-@routes.post("/v1/agents/{name}/promote")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/promote",
+        "Make the canary the stable version (admin key)",
+        response=AgentStatus,
+        errors=ADMIN_ERRORS,
+    )
+)
 async def promote(request: web.Request) -> web.Response:
     """Make the canary the stable definition and end the canary."""
     name = request.match_info["name"]
@@ -62,10 +88,20 @@ async def promote(request: web.Request) -> web.Response:
         await factory.write(name, "stable", candidate.spec, current)
         await factory.write(name, "canary", None, candidate.source)
     await _until(registry, name, candidate.spec.revision, canary_gone=True)
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
-@routes.post("/v1/agents/{name}/rollback")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/rollback",
+        "Restore an earlier revision as the stable version (admin key)",
+        request=RollbackRequest,
+        request_required=False,
+        response=AgentStatus,
+        errors=(*ADMIN_ERRORS, *BODY_ERRORS),
+    )
+)
 async def rollback(request: web.Request) -> web.Response:
     """Restore an earlier revision as the stable definition."""
     name = request.match_info["name"]
@@ -89,10 +125,20 @@ async def rollback(request: web.Request) -> web.Response:
     async with _refused_as("rollback"):
         await factory.write(name, "stable", target.agent.spec, entry.stable.source)
     await _until(registry, name, target.agent.spec.revision)
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
-@routes.post("/v1/agents/{name}/rollout/pause")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/rollout/pause",
+        "Take a serving canary out of traffic on every replica (admin key)",
+        request=PauseRequest,
+        request_required=False,
+        response=AgentStatus,
+        errors=(*ADMIN_ERRORS, *BODY_ERRORS),
+    )
+)
 async def pause(request: web.Request) -> web.Response:
     """Take a serving canary out of traffic: writes ``rollout.paused`` into its document,
     named after the admin key (``operator`` with auth off), as the guard's pulls are."""
@@ -120,10 +166,18 @@ async def pause(request: web.Request) -> web.Response:
         raise Conflict(
             f"the pause of {name!r}'s canary was written but is not served yet"
         ) from None
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
-@routes.post("/v1/agents/{name}/rollout/resume")
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/rollout/resume",
+        "Put a paused canary back into traffic (admin key)",
+        response=AgentStatus,
+        errors=ADMIN_ERRORS,
+    )
+)
 async def resume(request: web.Request) -> web.Response:
     """Put a paused canary back into traffic: removes ``rollout.paused`` from its document."""
     name = request.match_info["name"]
@@ -146,7 +200,7 @@ async def resume(request: web.Request) -> web.Response:
         raise Conflict(
             f"the resume of {name!r}'s canary was written but is not served yet"
         ) from None
-    return web.json_response(registry.status(name))
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
 @asynccontextmanager

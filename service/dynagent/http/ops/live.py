@@ -20,6 +20,7 @@ from dynagent import _regex
 from dynagent.core.auth import Caller
 from dynagent.core.series import RecentSeries
 from dynagent.exceptions import BadRequest
+from dynagent.http._routes import SSE, Param, Route, Routes
 from dynagent.http.state import SERVICE, caller
 from dynagent.masking import SecretValues
 from dynagent.registry.entry import AgentEntry
@@ -27,8 +28,7 @@ from dynagent.registry.facade import AgentRegistry
 
 _DIGITS = _regex.compile(r"[0-9]{1,4}")
 
-routes = web.RouteTableDef()
-"""Set when the service stops: every open stream ends within its next tick."""
+routes = Routes("operations page")
 TICK = 1.0
 """Seconds between traffic updates."""
 KEEPALIVE = 15.0
@@ -105,7 +105,24 @@ async def _next_change(registry: AgentRegistry, seen: int, stopping: asyncio.Eve
         await asyncio.gather(changed, stopped, return_exceptions=True)
 
 
-@routes.get("/v1/watch/agents")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/watch/agents",
+        "The agents' status as server-sent events: snapshot, then updates",
+        parameters=(
+            Param(
+                "max_seconds",
+                "query",
+                "End the stream after this long (default 300)",
+                {"type": "integer", "minimum": 1, "maximum": MAX_SECONDS},
+            ),
+        ),
+        description="snapshot and update events",
+        streams=(SSE,),
+        errors=(400, 401),
+    )
+)
 async def watch_agents(request: web.Request) -> web.StreamResponse:
     """The agents' status as it changes; the stream ends after ``max_seconds``."""
     who = caller(request)

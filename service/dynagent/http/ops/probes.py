@@ -4,29 +4,48 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynagent.http.openapi import openapi_json
+from dynagent.http._routes import DOCUMENT, Route, Routes
+from dynagent.http.api.schemas import Health, Readiness
+from dynagent.http.sse import json
 from dynagent.http.state import CALLER, service
 
-routes = web.RouteTableDef()
+routes = Routes("service")
 
 
-@routes.get("/healthz")
+@routes.add(Route("GET", "/healthz", "Liveness", response=Health, public=True))
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return json(Health(status="ok"))
 
 
-@routes.get("/readyz")
+@routes.add(
+    Route(
+        "GET",
+        "/readyz",
+        "Readiness",
+        response=Readiness,
+        responses={503: ("Not ready: the agents are still loading", Readiness)},
+        public=True,
+    )
+)
 async def readyz(request: web.Request) -> web.Response:
     registry = service(request).registry
-    body = {
-        "status": "ready" if registry.ready else "loading",
-        "agents": len(registry),
-        "degraded": registry.degraded,
-    }
-    return web.json_response(body, status=200 if registry.ready else 503)
+    body = Readiness(
+        status="ready" if registry.ready else "loading",
+        agents=len(registry),
+        degraded=registry.degraded,
+    )
+    return json(body, status=200 if registry.ready else 503)
 
 
-@routes.get("/metrics")
+@routes.add(
+    Route(
+        "GET",
+        "/metrics",
+        "Prometheus metrics (admin or metrics key)",
+        content={"text/plain": {"type": "string"}},
+        errors=(401, 403),
+    )
+)
 async def metrics(request: web.Request) -> web.Response:
     """Every series for an admin or metrics key (or ``metrics.public``); a key limited to
     some agents sees theirs only, without the totals."""
@@ -43,6 +62,14 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="text/plain")
 
 
-@routes.get("/openapi.json")
+@routes.add(
+    Route(
+        "GET",
+        "/openapi.json",
+        "This document",
+        content={"application/json": {"type": "object"}},
+        public=True,
+    )
+)
 async def openapi(request: web.Request) -> web.Response:
-    return web.Response(body=openapi_json(), content_type="application/json")
+    return web.Response(body=request.app[DOCUMENT], content_type="application/json")

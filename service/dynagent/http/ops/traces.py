@@ -4,40 +4,74 @@ and scoping as the rest of the API: a limited key sees only its agents."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from aiohttp import web
 
 from dynagent import _regex
 from dynagent.exceptions import BadRequest, NotFound
+from dynagent.http._routes import AGENT_ERRORS, Param, Route, Routes
+from dynagent.http.ops.ui_schemas import (
+    AgentSeries,
+    RevisionDefinition,
+    TraceList,
+    TraceSummary,
+    WhoAmI,
+)
+from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 
 _DIGITS = _regex.compile(r"[0-9]{1,4}")
 
-routes = web.RouteTableDef()
-"""Masks secrets in what the page shows, as the log mask does."""
+routes = Routes("operations page")
 TRACE_FILTERS = ("agent", "variant", "status", "session_id")
 VARIANTS = ("stable", "canary")
 STATUSES = ("ok", "error", "unfinished")
 MAX_LIMIT = 500
+_VARIANT = {"type": "string", "enum": list(VARIANTS)}
 
 
-@routes.get("/v1/whoami")
+@routes.add(
+    Route("GET", "/v1/whoami", "What the caller's key may do", response=WhoAmI, errors=(401,))
+)
 async def whoami(request: web.Request) -> web.Response:
     """What the caller's key may do; the page hides what it may not."""
     who = caller(request)
-    return web.json_response(
-        {
-            "name": who.name,
-            "admin": who.admin,
-            "agents": None if who.agents is None else sorted(who.agents),
-            "auth": service(request).api_keys.enabled,
-        }
+    return json(
+        WhoAmI(
+            name=who.name,
+            admin=who.admin,
+            agents=None if who.agents is None else sorted(who.agents),
+            auth=service(request).api_keys.enabled,
+        )
     )
 
 
-@routes.get("/v1/traces")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/traces",
+        "Recent runs, newest first",
+        parameters=(
+            Param("agent", "query", "Only runs of this agent"),
+            Param("variant", "query", "Only runs of this variant", _VARIANT),
+            Param(
+                "status",
+                "query",
+                "Only runs that ended so",
+                {"type": "string", "enum": list(STATUSES)},
+            ),
+            Param("session_id", "query", "Only runs of this session"),
+            Param(
+                "limit",
+                "query",
+                "At most this many (default 100)",
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+            ),
+        ),
+        response=TraceList,
+        errors=(400, 401),
+    )
+)
 async def list_traces(request: web.Request) -> web.Response:
     """Recent runs, newest first, filtered by agent, variant, status and session."""
     who = caller(request)
@@ -47,15 +81,15 @@ async def list_traces(request: web.Request) -> web.Response:
             raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
     limit = _limit(request.query.get("limit"))
     redactor = service(request).redactor
-    found: list[dict[str, Any]] = []
+    found: list[TraceSummary] = []
     for summary in service(request).traces.summaries():
         if len(found) >= limit:
             break
         if not who.may_see(summary["agent"]):
             continue
         if all(str(summary.get(key)) == value for key, value in wanted.items()):
-            found.append(redactor.value(summary))
-    return web.json_response({"traces": found})
+            found.append(TraceSummary.model_validate(redactor.value(summary)))
+    return json(TraceList(traces=found))
 
 
 def _limit(raw: str | None) -> int:
@@ -66,16 +100,33 @@ def _limit(raw: str | None) -> int:
     return int(raw)
 
 
-@routes.get("/v1/agents/{name}/series")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents/{name}/series",
+        "Requests, errors, mean latency per 30 s, last 15 min",
+        response=AgentSeries,
+        errors=AGENT_ERRORS,
+    )
+)
 async def agent_series(request: web.Request) -> web.Response:
     """The agent's requests, errors and mean latency per 30 s over the last 15 minutes."""
     name = request.match_info["name"]
     caller(request).check_agent(name)
     service(request).registry.entry(name)  # 404 for an unknown agent
-    return web.json_response({"name": name, **service(request).series.of(name)})
+    return json(AgentSeries.model_validate({"name": name, **service(request).series.of(name)}))
 
 
-@routes.get("/v1/agents/{name}/revisions/{revision}")
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents/{name}/revisions/{revision}",
+        "One revision's definition, credentials masked",
+        parameters=(Param("variant", "query", "Of this variant", _VARIANT),),
+        response=RevisionDefinition,
+        errors=(400, *AGENT_ERRORS),
+    )
+)
 async def revision_definition(request: web.Request) -> web.Response:
     """One revision's definition (credentials masked), for the page's diff."""
     name, revision = request.match_info["name"], request.match_info["revision"]
@@ -92,11 +143,6 @@ async def revision_definition(request: web.Request) -> web.Response:
         raise NotFound(f"revision {revision!r} is not in the history of agent {name!r}")
     spec = record.agent.spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     definition = service(request).redactor.definition(spec)
-    return web.json_response(
-        {
-            **record.as_dict(),
-            "name": name,
-            "definition": definition,
-            "text": yaml.safe_dump(definition, sort_keys=False, allow_unicode=True),
-        }
-    )
+    text = yaml.safe_dump(definition, sort_keys=False, allow_unicode=True)
+    answer = {**record.as_dict(), "name": name, "definition": definition, "text": text}
+    return json(RevisionDefinition.model_validate(answer))

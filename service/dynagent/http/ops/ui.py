@@ -1,5 +1,6 @@
 """``/ui/``: the operations page, served from files shipped in the package (``ui/``
-beside this module: no CDN, no build step), and the wiring of the endpoints it reads.
+beside this module: no CDN, no build step); the endpoints it reads are ``traces.py``
+and ``live.py``.
 
 The page's files hold no data and need no key; the page asks for one, keeps it in
 ``sessionStorage`` and sends it as a bearer header on every API call. The Content
@@ -13,8 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from dynagent.http.ops import live
-from dynagent.http.ops import traces as ops
+from dynagent.http._routes import Route, Routes
 
 ASSETS = Path(__file__).with_name("ui")
 FILES = frozenset(path.name for path in ASSETS.iterdir() if path.is_file())
@@ -32,20 +32,30 @@ HEADERS = {
 }
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".png": "image/png"}
 
-routes = web.RouteTableDef()
+routes = Routes("operations page")
 
 
-@routes.get("/ui", name="ui-root")
+@routes.undocumented("GET", "/ui", name="ui-root")
 async def root(request: web.Request) -> web.StreamResponse:
     raise web.HTTPMovedPermanently("/ui/")
 
 
-@routes.get("/ui/", name="ui-index")
+@routes.add(
+    Route(
+        "GET",
+        "/ui/",
+        "The operations page (no key: it asks for one)",
+        name="ui-index",
+        public=True,
+        description="The page",
+        content={"text/html": {"type": "string"}},
+    )
+)
 async def index(request: web.Request) -> web.StreamResponse:
     return _file("index.html")
 
 
-@routes.get("/ui/{file}", name="ui-file")
+@routes.undocumented("GET", "/ui/{file}", name="ui-file")
 async def asset(request: web.Request) -> web.StreamResponse:
     name = request.match_info["file"]
     if name not in FILES:
@@ -58,10 +68,3 @@ def _file(name: str) -> web.Response:
     kind = _TYPES.get(path.suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
     charset = "utf-8" if kind.startswith("text/") else None
     return web.Response(body=path.read_bytes(), content_type=kind, charset=charset, headers=HEADERS)
-
-
-def install(app: web.Application) -> None:
-    """The page's routes: its files, the trace and definition views, the live feed."""
-    app.add_routes(routes)
-    app.add_routes(ops.routes)
-    app.add_routes(live.routes)

@@ -1,23 +1,20 @@
-"""Response shapes of the operations page's endpoints, for the OpenAPI document only
-(the handlers build plain dicts; schemathesis checks the answers against these)."""
+"""The answers of the operations page's endpoints (``traces.py``)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
-from dynagent.http.api.schemas import RevisionBody
+from dynagent.http.api.schemas import Answer, RevisionBody
 
 
-class WhoAmI(BaseModel):
+class WhoAmI(Answer):
     name: str
     admin: bool
     agents: list[str] | None
     auth: bool
 
 
-class TraceSummary(BaseModel):
+class TraceSummary(Answer):
     trace_id: str
     agent: str
     revision: str
@@ -33,17 +30,17 @@ class TraceSummary(BaseModel):
     input: str
 
 
-class TraceList(BaseModel):
+class TraceList(Answer):
     traces: list[TraceSummary]
 
 
-class VariantSeries(BaseModel):
+class VariantSeries(Answer):
     requests: list[int]
     errors: list[int]
     mean_ms: list[float | None]
 
 
-class AgentSeries(BaseModel):
+class AgentSeries(Answer):
     name: str
     step: int
     end: int
