@@ -106,6 +106,16 @@ def check_patterns(schema: Any) -> None:
         check_patterns(value)
 
 
+def check_json_schema(value: Any) -> None:
+    """Raise ``ValueError`` for a JSON Schema a definition may not hold: not valid
+    Draft 2020-12, or a pattern RE2 refuses (``check_patterns``)."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(value)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    check_patterns(value)
+
+
 def _reason(exc: Exception) -> str:
     reason = exc.args[0] if exc.args else exc
     return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
