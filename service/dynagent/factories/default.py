@@ -15,7 +15,6 @@ from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document
 from dynagent.sources.files import FileSource
 from dynagent.spec.agent import AgentSpec
-from dynagent.spec.tools import McpToolSpec
 
 
 class DefaultAgentBuilderFactory:
@@ -55,7 +54,7 @@ class DefaultAgentBuilderFactory:
             await builder.prepare(spec)
             registry.table.put(builder.build(spec, source=SourceInfo("code")))
         except ConfigError as exc:
-            if not any(isinstance(entry, McpToolSpec) for entry in spec.tools):
+            if not builder.uses_servers(spec):
                 raise  # a mistake in code, not a server that is down: fail the start
             registry.table.fail(spec.name, exc)
 

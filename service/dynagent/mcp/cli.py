@@ -12,11 +12,11 @@ from typing import Any
 
 from dynagent.config import NacosConfig
 from dynagent.exceptions import ConfigError
+from dynagent.mcp.entry import McpToolSpec
 from dynagent.nacos.cli import nacos_config, nacos_options
 from dynagent.nacos.client import NacosClient, NacosUnavailable
 from dynagent.sources.files import is_agent_file, load_agent_file
 from dynagent.spec.agent import AgentSpec, load_spec
-from dynagent.spec.tools import McpToolSpec
 
 
 def add_commands(commands: Any) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from mcp import types
@@ -28,9 +28,9 @@ from dynagent.mcp._pool import (
     connect_timeout,
 )
 from dynagent.mcp._registry import McpDirectory, RegisteredServer, endpoint_target, registry_key
+from dynagent.mcp.entry import McpToolSpec
 from dynagent.models.base import ToolDefinition
 from dynagent.spec._schemas import check_schema
-from dynagent.spec.tools import McpToolSpec
 from dynagent.tools.base import Tool
 
 _UNSAFE = _regex.compile(r"[^a-zA-Z0-9_-]")
@@ -247,17 +247,3 @@ def _size(data: str) -> int:
         return len(base64.b64decode(data, validate=False))
     except (binascii.Error, ValueError):
         return len(data)
-
-
-def fingerprint(tools: Sequence[Tool]) -> str:
-    """What of the servers' tools the model sees, and whether a call may be repeated,
-    for the agent's revision (a tool never repeated adds nothing: revisions made before
-    tools could be repeated stay as they were)."""
-    return json.dumps(
-        [
-            [t.name, t.definition.description, t.definition.parameters]
-            + (["idempotent"] if t.idempotent else [])
-            for t in tools
-        ],
-        sort_keys=True,
-    )

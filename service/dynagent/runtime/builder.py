@@ -1,7 +1,9 @@
 """AgentBuilder: turns a validated ``AgentSpec`` into an immutable ``Agent``.
 
-Resolves tool and interceptor names against registries (a definition never
-names code), ``${VAR}`` from the environment, and the model endpoint.
+Resolves interceptor names against their registry (a definition never names
+code), each ``tools`` entry through the tool kind of its ``type`` (``ToolKinds``:
+named tools, HTTP, MCP, agents, plugins), ``${VAR}`` from the environment, and the
+model endpoint.
 """
 
 from __future__ import annotations
@@ -9,16 +11,14 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
-from dynagent.a2a.client import remote_agent_tool
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.interceptors.base import Interceptor, InterceptorChain
 from dynagent.interceptors.registry import InterceptorRegistry
 from dynagent.masking import SecretValues
-from dynagent.mcp._pool import McpTarget
-from dynagent.mcp.tools import McpServers, fingerprint, mcp_tools
 from dynagent.models.base import Model
 from dynagent.models.breaker import BreakerPolicy
 from dynagent.models.fallback import FallbackModel
@@ -28,18 +28,20 @@ from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.runtime.environment import EnvironmentPolicy, expand
 from dynagent.runtime.resources import Resources
 from dynagent.sessions.base import SessionStore
-from dynagent.spec.agent import (
-    AgentSpec,
-    FallbackModelSpec,
-    HttpToolSpec,
-    ToolSpec,
-    tool_entry_name,
-)
-from dynagent.spec.tools import A2aRef, AgentToolSpec, McpToolSpec
-from dynagent.tools.agent import AgentDirectory, agent_tool
+from dynagent.spec.agent import AgentSpec, FallbackModelSpec
+from dynagent.spec.tools import ToolSpec, entry_type, tool_entry_name
+from dynagent.tools.agent import AgentDirectory
 from dynagent.tools.base import Tool
-from dynagent.tools.http import http_tool
+from dynagent.tools.kinds import KindContext, ToolKinds, fingerprint
 from dynagent.tools.registry import ToolRegistry
+
+
+class Servers(Protocol):
+    """A feature whose servers decide what tools agents are offered (the MCP servers):
+    it tells its listeners which agents to build again when those change."""
+
+    @property
+    def listeners(self) -> list[Callable[[frozenset[str]], None]]: ...
 
 
 @dataclass
@@ -56,16 +58,21 @@ class AgentBuilder:
     """Which ``${VAR}`` definitions may read (the service config's ``environment``)."""
     secrets: SecretValues = field(default_factory=SecretValues)
     """Credentials taken from the environment join these; built agents mask them."""
-    mcp: McpServers | None = None
-    """MCP servers for ``type: mcp`` entries (the service always has them)."""
+    mcp: Servers | None = None
+    """MCP servers for ``type: mcp`` entries (the service always has them); the ``mcp``
+    kind finds them as a feature, so this layer never names their type."""
     agents: AgentDirectory | None = None
     """Where ``type: agent`` entries find their agent at call time (the registry)."""
     a2a: Callable[[str], Awaitable[str]] | None = None
     """Where ``type: agent`` entries with ``a2a: {nacos: NAME}`` find the agent's address
     at call time (the Nacos A2A registry)."""
     offline: bool = False
-    """Check MCP and agent tool entries by their shape only, reaching no server
-    (``dynagent validate`` / ``publish``): their tools are left out of the agent."""
+    """Check MCP and agent tool entries (``online`` kinds) by their shape only, reaching
+    no server (``dynagent validate`` / ``publish``): their tools are left out of the agent."""
+    kinds: ToolKinds = field(default_factory=ToolKinds.default)
+    """What builds each ``tools`` entry, by its ``type`` (``tools/kinds.py``)."""
+    features: tuple[object, ...] = ()
+    """Service objects third-party kinds find with ``KindContext.feature``."""
 
     @property
     def rebuilds(self) -> list[Callable[[frozenset[str]], None]] | None:
@@ -73,15 +80,33 @@ class AgentBuilder:
         return self.mcp.listeners if self.mcp is not None else None
 
     async def prepare(self, spec: AgentSpec) -> None:
-        """Open the MCP sessions ``spec`` needs before ``build`` (which cannot wait)."""
-        if self.mcp is None:
-            return
-        targets = [
-            self._mcp_target(entry, _entry_path(entry))
-            for entry in spec.tools
-            if isinstance(entry, McpToolSpec)
-        ]
-        await self.mcp.prepare(spec.name, targets)
+        """Await what ``spec``'s tool kinds need before ``build`` (which cannot wait):
+        the MCP sessions it uses."""
+        context = self.context()
+        for entry in spec.tools:
+            path = _entry_path(entry)
+            kind = self.kinds.of(entry, path)
+            if not (self.offline and kind.online):
+                await kind.prepare(context, spec, entry, path)
+
+    def uses_servers(self, spec: AgentSpec) -> bool:
+        """Whether tools of ``spec`` are offered by servers (``remote`` kinds): a build
+        refused may then be one waiting for a server."""
+        kinds = (self.kinds.get(entry_type(entry)) for entry in spec.tools)
+        return any(kind is not None and kind.remote for kind in kinds)
+
+    def context(self) -> KindContext:
+        """What tool kinds get of this builder."""
+        features = (self.mcp, *self.features) if self.mcp is not None else self.features
+        return KindContext(
+            expand_env=self.expand_env,
+            resources=self.resources,
+            tools=self.tools,
+            secrets=self.secrets,
+            agents=self.agents,
+            a2a=self.a2a,
+            features=features,
+        )
 
     def build(
         self,
@@ -182,112 +207,22 @@ class AgentBuilder:
     def _tools(
         self, spec: AgentSpec, interceptors: tuple[Interceptor, ...]
     ) -> tuple[dict[str, Tool], list[Tool]]:
-        """The agent's tools by name, and those of them its MCP servers offer."""
+        """The agent's tools by name, and those of them servers offer (``remote``)."""
         tools: dict[str, Tool] = {}
         remote: list[Tool] = []
         for interceptor in interceptors:
             tools.update((tool.name, tool) for tool in interceptor.tools)
+        context = self.context()
         for entry in spec.tools:
             path = _entry_path(entry)
-            if self.offline and isinstance(entry, McpToolSpec | AgentToolSpec):
+            kind = self.kinds.of(entry, path)
+            if self.offline and kind.online:
                 continue
-            if isinstance(entry, McpToolSpec):
-                offered = self._mcp_tools(spec, entry, path)
+            offered = kind.build(context, spec, entry, path)
+            if kind.remote:
                 remote.extend(offered)
-            elif isinstance(entry, AgentToolSpec):
-                offered = [self._agent_tool(spec, entry, path)]
-            else:
-                offered = [self._tool(entry, path)]
             _add_tools(tools, offered, path)
         return tools, remote
-
-    def _mcp_target(self, entry: McpToolSpec, path: str) -> McpTarget:
-        if self.mcp is None:
-            raise ConfigError(
-                "MCP tools are not available here",
-                issues=[FieldIssue(path, "this builder has no MCP servers (McpServers)")],
-            )
-        # The URL may carry a key in its query: expanded as a credential (masked).
-        url = "" if entry.url is None else self.expand_env(entry.url, f"{path}.url", secret=True)
-        headers = {
-            name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
-            for name, value in entry.headers.items()
-        }
-        return self.mcp.target(entry, url, headers, path)
-
-    def _mcp_tools(self, spec: AgentSpec, entry: McpToolSpec, path: str) -> list[Tool]:
-        target = self._mcp_target(entry, path)
-        assert self.mcp is not None
-        self.mcp.pool.use(spec.name, [target])  # a refused build is retried when it connects
-        return mcp_tools(self.mcp, entry, target, path)
-
-    def _agent_tool(self, spec: AgentSpec, entry: AgentToolSpec, path: str) -> Tool:
-        if entry.a2a is not None:
-            return self._remote_agent_tool(entry, entry.a2a, path)
-        if self.agents is None:
-            raise ConfigError(
-                "agent tools are not available here",
-                issues=[FieldIssue(path, "this builder has no agent registry to call through")],
-            )
-        return agent_tool(entry, spec, self.agents, path)
-
-    def _remote_agent_tool(self, entry: AgentToolSpec, target: A2aRef, path: str) -> Tool:
-        """A remote A2A agent, its address resolved on every call (``tools/a2a.py``)."""
-        lookup, url, name = self.a2a, self.expand_env(target.url or "", f"{path}.a2a.url"), ""
-        if target.nacos is not None:
-            if lookup is None:
-                raise ConfigError(
-                    "remote agents by Nacos name are not available here",
-                    issues=[FieldIssue(f"{path}.a2a.nacos", "no Nacos A2A registry to ask")],
-                )
-            name = target.nacos
-
-        async def resolve() -> str:
-            return await lookup(name) if name and lookup is not None else url
-
-        # Like an MCP server's url, the address is the definition's own: private allowed.
-        session = self.resources.http_session(allow_private=True)
-        headers = {  # credentials of the remote agent: masked from now on
-            name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
-            for name, value in entry.headers.items()
-        }
-        tool = remote_agent_tool(
-            entry.name,
-            entry.description,
-            resolve,
-            session,
-            headers=headers,
-            timeout=entry.timeout or 60.0,
-        )
-        return tool.with_options(timeout=None, on_error=entry.on_error)
-
-    def _tool(self, entry: ToolSpec, path: str) -> Tool:
-        if isinstance(entry, HttpToolSpec):
-            headers = {
-                name: self.expand_env(value, f"{path}.headers.{name}", secret=True)
-                for name, value in entry.headers.items()
-            }
-            try:
-                made = http_tool(entry, headers, self.resources)
-            except ValueError as exc:
-                raise ConfigError(
-                    "invalid HTTP tool URL", issues=[FieldIssue(f"{path}.url", str(exc))]
-                ) from None
-            return replace(made, shadow_safe=entry.shadow_safe)
-        name = entry if isinstance(entry, str) else entry.name
-        tool = self.tools.get(name)
-        if tool is None:
-            known = ", ".join(self.tools.names()) or "none"
-            raise ConfigError(
-                "unknown tool",
-                issues=[FieldIssue(path, f"no tool named {name!r} is registered; known: {known}")],
-            )
-        if not isinstance(entry, str):
-            tool = tool.with_options(timeout=entry.timeout, on_error=entry.on_error)
-            shadow_safe = getattr(entry, "shadow_safe", None)
-            if shadow_safe is not None:
-                tool = replace(tool, shadow_safe=shadow_safe)
-        return tool
 
 
 def _entry_path(entry: ToolSpec) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -20,17 +20,11 @@ from dynagent import _regex
 from dynagent.exceptions import FieldIssue
 
 
-def describe(
-    error: ValidationError,
-    model: type[BaseModel] | None,
-    data: Any,
-    skip: Callable[[object], bool] = lambda part: False,
-) -> list[FieldIssue]:
-    """One issue per pydantic error; ``skip`` drops location parts that are not the
-    document's (a discriminated union's tags)."""
+def describe(error: ValidationError, model: type[BaseModel] | None, data: Any) -> list[FieldIssue]:
+    """One issue per pydantic error."""
     found = []
     for item in error.errors(include_url=False):
-        loc = tuple(part for part in item["loc"] if not skip(part))
+        loc = tuple(item["loc"])
         path = document_path(loc, data)
         message = item["msg"]
         if item["type"] == "extra_forbidden" and loc:
@@ -113,10 +107,13 @@ def _by_alias(model: type[BaseModel], alias: str) -> Any:
 
 
 def _unwrap(annotation: Any) -> list[Any]:
-    """The plain types inside ``Annotated[...]``, unions and optionals."""
+    """The plain types inside ``Annotated[...]``, unions and optionals; an annotation
+    that validates with models of its own choosing (``ToolEntries``) says which."""
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
-        return _unwrap(typing.get_args(annotation)[0])
+        inner, *metadata = typing.get_args(annotation)
+        chosen = [m.models() for m in metadata if callable(getattr(m, "models", None))]
+        return _unwrap(inner) + [model for models in chosen for model in models]
     if origin is typing.Union or origin is types.UnionType:
         return [t for arg in typing.get_args(annotation) for t in _unwrap(arg)]
     return [annotation]

@@ -109,6 +109,11 @@ def check_patterns(schema: Any) -> None:
         check_patterns(value)
 
 
+def check_json_schema(value: Any) -> None:
+    """Raise ``ValueError`` for a JSON Schema a definition may not hold (``check_schema``)."""
+    check_schema(value)
+
+
 def _reason(exc: Exception) -> str:
     reason = exc.args[0] if exc.args else exc
     return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)

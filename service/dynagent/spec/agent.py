@@ -16,9 +16,7 @@ import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Discriminator,
     Field,
-    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -36,12 +34,10 @@ from dynagent.spec._documents import (
 )
 from dynagent.spec._issues import describe
 from dynagent.spec._schemas import check_schema
-from dynagent.spec.tools import AgentToolSpec, McpToolSpec
+from dynagent.spec.tools import TOOL_NAME_PATTERN, ToolEntry, tool_entry_name
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 """Agent and tool names: lowercase letters, digits and dashes (tools may use ``_``)."""
-
-TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 
 Format = Literal["yaml", "json"]
 
@@ -140,77 +136,6 @@ class PromptSpec(_Strict):
         return self
 
 
-ErrorPolicy = Literal["report", "fail"]
-
-
-class ToolRef(_Strict):
-    """A registered tool, with execution options."""
-
-    type: Literal["ref"] = "ref"
-    name: str = Field(pattern=TOOL_NAME_PATTERN)
-    timeout: float | None = Field(default=None, gt=0, le=600)
-    on_error: ErrorPolicy | None = None
-    """``report`` hands ``TOOL_ERROR: …`` to the model; ``fail`` ends the run."""
-    shadow_safe: bool | None = None
-    """Override whether the tool runs in shadow traffic (default: as registered)."""
-
-
-class HttpToolSpec(_Strict):
-    """A declarative HTTP tool. Only hosts in ``allow_hosts`` are ever called."""
-
-    type: Literal["http"]
-    name: str = Field(pattern=TOOL_NAME_PATTERN)
-    description: str = ""
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
-    url: str = Field(pattern=r"^https?://")
-    """URL template: ``{arg}`` is filled (URL-quoted) from the arguments."""
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
-    """JSON Schema of the arguments; those not in the URL go to the query (GET) or JSON body."""
-    headers: dict[str, str] = {}
-    """Header values may use ``${VAR}``; they are never logged."""
-    allow_hosts: list[str] = Field(min_length=1)
-    """Exact host names, or ``*.example.com``."""
-    allow_private: bool = False
-    """Allow loopback and private addresses (off: protects against SSRF)."""
-    timeout: float = Field(default=10, gt=0, le=120)
-    on_error: ErrorPolicy = "report"
-    shadow_safe: bool = False
-    """Call it in shadow traffic too (only for calls without side effects, e.g. a GET)."""
-    idempotent: bool | None = None
-    """Whether sending the same call twice does what sending it once does, so that the
-    ``retry`` interceptor may send again a call that failed on the way (connection
-    refused or broken, timeout, HTTP 408, 429 or 5xx; never another 4xx). Default: by
-    the method — GET, PUT and DELETE are idempotent (HTTP semantics), POST and PATCH are
-    not, and are never repeated unless this says ``true`` (e.g. the endpoint dedupes on
-    a request id in the arguments)."""
-
-    @field_validator("parameters")
-    @classmethod
-    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_json_schema(value)
-        return value
-
-
-_TOOL_KINDS = {"http": "tool-http", "mcp": "tool-mcp", "agent": "tool-agent"}
-
-
-def _tool_kind(value: Any) -> str:
-    if isinstance(value, str):
-        return "tool-name"
-    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return _TOOL_KINDS.get(kind, "tool-ref") if isinstance(kind, str) else "tool-ref"
-
-
-ToolEntry = Annotated[
-    Annotated[str, Tag("tool-name"), Field(pattern=TOOL_NAME_PATTERN)]
-    | Annotated[ToolRef, Tag("tool-ref")]
-    | Annotated[HttpToolSpec, Tag("tool-http")]
-    | Annotated[McpToolSpec, Tag("tool-mcp")]
-    | Annotated[AgentToolSpec, Tag("tool-agent")],
-    Discriminator(_tool_kind),
-]
-
-
 class InterceptorRef(_Strict):
     """A registered interceptor and its settings (checked when the agent is built)."""
 
@@ -246,7 +171,7 @@ class OutputSpec(_Strict):
     @field_validator("schema_")
     @classmethod
     def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_json_schema(value)
+        check_schema(value)
         return value
 
 
@@ -295,14 +220,6 @@ class AgentSpec(_Strict):
         return spec_revision(self.model_dump(mode="json", by_alias=True))
 
 
-ToolSpec = str | ToolRef | HttpToolSpec | McpToolSpec | AgentToolSpec
-"""One entry of ``tools``, as parsed."""
-
-
-def tool_entry_name(entry: ToolSpec) -> str:
-    return entry if isinstance(entry, str) else entry.name
-
-
 def spec_revision(document: Mapping[str, Any]) -> str:
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
@@ -312,13 +229,8 @@ def _check_json_schema(value: dict[str, Any]) -> None:
     check_schema(value)
 
 
-_UNION_TAGS = {"tool-name", "tool-ref", "tool-http", "tool-mcp", "tool-agent"}
-
-
 def _path(loc: tuple[int | str, ...]) -> str:
-    # pydantic puts the union tag in the location; a reader wants the document's own path.
-    parts = [str(p) for p in loc if p not in _UNION_TAGS]
-    return ".".join(parts).replace("schema_", "schema")
+    return ".".join(str(part) for part in loc).replace("schema_", "schema")
 
 
 def issues_from(
@@ -328,7 +240,7 @@ def issues_from(
     and its ``data`` given), in the author's terms (``_issues``): list entries by name
     or position from 1, unknown fields with the field likely meant."""
     if model is not None:
-        return describe(error, model, data, skip=lambda part: part in _UNION_TAGS)
+        return describe(error, model, data)
     return [
         FieldIssue(_path(tuple(item["loc"])), item["msg"])
         for item in error.errors(include_url=False)

@@ -1,107 +1,119 @@
-"""The tool entries of an AgentSpec that reach outside the process: MCP servers and
-other agents. Kept beside ``spec.py`` so the union there stays one small edit."""
+"""The ``tools`` entries of an AgentSpec.
+
+An entry is a registered tool's name (``- calculator``), a reference to one with
+options (``{name, timeout, on_error}``, ``type: ref`` or no ``type``), or an entry
+of a tool kind (``type: http``, ``mcp``, ``agent``, or a plugin's): those are
+validated with the model of the kind their ``type`` names (``kinds``), so that a
+kind's entry lives with the kind and the spec knows none of them by name.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
-MCP_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,47}$"
-AGENT_NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
+from dynagent.spec.kinds import registered, unknown_type
+
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+
+ErrorPolicy = Literal["report", "fail"]
 
 
-class _Strict(BaseModel):
+class ToolRef(BaseModel):
+    """A registered tool, with execution options."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    type: Literal["ref"] = "ref"
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    timeout: float | None = Field(default=None, gt=0, le=600)
+    on_error: ErrorPolicy | None = None
+    """``report`` hands ``TOOL_ERROR: …`` to the model; ``fail`` ends the run."""
+    shadow_safe: bool | None = None
+    """Override whether the tool runs in shadow traffic (default: as registered)."""
 
-class NacosMcpRef(_Strict):
-    """An MCP server in the Nacos MCP registry."""
 
-    server: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    """Its name in the registry."""
-    version: str | None = Field(default=None, max_length=64)
-    """A published version; absent: the latest."""
-
-
-class McpToolSpec(_Strict):
-    """An MCP server whose tools the agent may call, found by exactly one of ``url``,
-    ``nacos`` or ``server`` (a stdio server declared under ``mcp_servers:`` in the
-    service config: a definition never makes the service start a program)."""
-
-    type: Literal["mcp"]
-    name: str = Field(pattern=MCP_NAME_PATTERN)
-    """Names this server in the agent; its tools are offered as ``{prefix}_{tool}``."""
-    prefix: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_-]{0,32}$")
-    """Replaces ``name`` in the offered tool names; ``""`` offers the server's own names."""
-    url: str | None = Field(default=None, pattern=r"^https?://")
-    """A remote server's endpoint (``${VAR}`` allowed)."""
-    transport: Literal["streamable_http", "sse"] = "streamable_http"
-    """How ``url`` speaks MCP."""
-    headers: dict[str, str] = {}
-    """Sent with every request to ``url``; values may use ``${VAR}``; never logged."""
-    nacos: NacosMcpRef | None = None
-    server: str | None = Field(default=None, pattern=MCP_NAME_PATTERN)
-    allow: list[str] | None = None
-    """Tool names (the server's own) the agent may call; absent: every tool listed."""
-    timeout: float = Field(default=30, gt=0, le=600)
-    """Seconds per call."""
-    on_error: Literal["report", "fail"] = "report"
-    """``report``: failed calls reach the model as ``TOOL_ERROR: …``; ``fail`` ends the run."""
-
-    @model_validator(mode="after")
-    def _one_server(self) -> McpToolSpec:
-        given = [k for k in ("url", "nacos", "server") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of 'url', 'nacos' or 'server'")
-        if self.headers and self.url is None:
-            raise ValueError("'headers' go with 'url' only")
-        return self
+class KindEntry(Protocol):
+    """An entry of a tool kind, as parsed: its kind's model, with a ``type`` and a ``name``."""
 
     @property
-    def tool_prefix(self) -> str:
-        prefix = self.name if self.prefix is None else self.prefix
-        return f"{prefix}_" if prefix else ""
+    def type(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
 
 
-class A2aRef(_Strict):
-    """A remote A2A agent: by its name in the Nacos A2A registry, or by URL; resolved
-    when the tool is called."""
-
-    nacos: str | None = Field(default=None, min_length=1, max_length=128)
-    """Its name in the Nacos A2A registry: its latest card there says where it answers."""
-    url: str | None = Field(default=None, pattern=r"^https?://")
-    """Its JSON-RPC endpoint, or its card (a URL ending ``/.well-known/agent-card.json``,
-    fetched on every call) that says where it answers (``${VAR}`` allowed)."""
-
-    @model_validator(mode="after")
-    def _one_target(self) -> A2aRef:
-        if (self.nacos is None) == (self.url is None):
-            raise ValueError("give exactly one of 'nacos' or 'url'")
-        return self
+ToolSpec = str | KindEntry
+"""One entry of ``tools``, as parsed: a name, a ``ToolRef``, or a kind's entry."""
 
 
-class AgentToolSpec(_Strict):
-    """Another agent of this service, offered as a tool taking ``{input: string}``.
+def tool_entry_name(entry: ToolSpec) -> str:
+    return entry if isinstance(entry, str) else entry.name
 
-    Routed through the registry at call time (stable or canary, current revision)."""
 
-    type: Literal["agent"]
-    name: str = Field(pattern=AGENT_NAME_PATTERN)
-    """The agent to call; also the tool's name."""
-    description: str = ""
-    """What the model sees; absent: the agent's own description."""
-    timeout: float | None = Field(default=None, gt=0, le=3600)
-    """Seconds per call; absent: the called agent's ``limits.timeout``."""
-    on_error: Literal["report", "fail"] = "report"
-    a2a: A2aRef | None = None
-    """A remote agent over A2A instead of one of this service's agents."""
-    headers: dict[str, str] = {}
-    """Sent to the remote agent (``a2a``) with every request, its card's and its messages'
-    (``Authorization: "Bearer ${TOKEN}"``); values may use ``${VAR}``; never logged."""
+def entry_type(entry: ToolSpec) -> str:
+    """The kind of a parsed entry: ``ref`` for names and references."""
+    return "ref" if isinstance(entry, str) else entry.type
 
-    @model_validator(mode="after")
-    def _headers_go_remote(self) -> AgentToolSpec:
-        if self.headers and self.a2a is None:
-            raise ValueError("'headers' go with 'a2a' only (a remote agent)")
-        return self
+
+_NAME: TypeAdapter[str] = TypeAdapter(Annotated[str, Field(pattern=TOOL_NAME_PATTERN)])
+
+
+def _validate(value: Any) -> Any:
+    """An entry of ``tools``: dispatched on its ``type`` (a name or a reference without
+    one is a ``ToolRef``). A kind's errors keep their own locations in the entry."""
+    if isinstance(value, str):
+        return _NAME.validate_python(value)
+    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
+    if not isinstance(kind, str) or kind == "ref":
+        return ToolRef.model_validate(value)
+    kinds = registered()
+    found = kinds.get(kind)
+    if found is None:
+        error = PydanticCustomError("unknown_tool_type", unknown_type(kind, kinds))
+        raise ValidationError.from_exception_data(
+            "tool entry", [{"type": error, "loc": ("type",), "input": kind}]
+        )
+    return found.entry.model_validate(value)
+
+
+class ToolEntries:
+    """The annotation of one ``tools`` entry: validated by ``_validate``; its JSON Schema
+    is one of a name, a ``ToolRef`` and the entry of every registered kind."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(_validate)
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # The generator itself, where pydantic exposes it, files the models under $defs
+        # and answers with a $ref; the handler alone writes each one out in place.
+        generate = getattr(getattr(handler, "generate_json_schema", None), "generate_inner", None)
+        of = generate if callable(generate) else handler
+        choices = [{"type": "string", "pattern": TOOL_NAME_PATTERN}]
+        choices += [of(model.__pydantic_core_schema__) for model in self.models()]
+        return {"oneOf": choices}
+
+    @staticmethod
+    def models() -> list[type[BaseModel]]:
+        """The models an entry may be validated with (``_issues`` lists their fields)."""
+        kinds = [kind.entry for kind in registered() if kind.entry is not ToolRef]
+        return [ToolRef, *kinds]
+
+
+ToolEntry = Annotated[ToolSpec, ToolEntries()]

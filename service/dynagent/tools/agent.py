@@ -14,13 +14,61 @@ import json
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dynagent.exceptions import ConfigError, DynagentError, FieldIssue, RunError
 from dynagent.models.base import ToolDefinition
-from dynagent.spec.agent import AgentSpec
-from dynagent.spec.tools import AgentToolSpec
+from dynagent.spec.agent import NAME_PATTERN, AgentSpec
 from dynagent.tools.base import Tool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class A2aRef(_Strict):
+    """A remote A2A agent: by its name in the Nacos A2A registry, or by URL; resolved
+    when the tool is called."""
+
+    nacos: str | None = Field(default=None, min_length=1, max_length=128)
+    """Its name in the Nacos A2A registry: its latest card there says where it answers."""
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    """Its JSON-RPC endpoint, or its card (a URL ending ``/.well-known/agent-card.json``,
+    fetched on every call) that says where it answers (``${VAR}`` allowed)."""
+
+    @model_validator(mode="after")
+    def _one_target(self) -> A2aRef:
+        if (self.nacos is None) == (self.url is None):
+            raise ValueError("give exactly one of 'nacos' or 'url'")
+        return self
+
+
+class AgentToolSpec(_Strict):
+    """Another agent of this service, offered as a tool taking ``{input: string}``.
+
+    Routed through the registry at call time (stable or canary, current revision)."""
+
+    type: Literal["agent"]
+    name: str = Field(pattern=NAME_PATTERN)
+    """The agent to call; also the tool's name."""
+    description: str = ""
+    """What the model sees; absent: the agent's own description."""
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+    """Seconds per call; absent: the called agent's ``limits.timeout``."""
+    on_error: Literal["report", "fail"] = "report"
+    a2a: A2aRef | None = None
+    """A remote agent over A2A instead of one of this service's agents."""
+    headers: dict[str, str] = {}
+    """Sent to the remote agent (``a2a``) with every request, its card's and its messages'
+    (``Authorization: "Bearer ${TOKEN}"``); values may use ``${VAR}``; never logged."""
+
+    @model_validator(mode="after")
+    def _headers_go_remote(self) -> AgentToolSpec:
+        if self.headers and self.a2a is None:
+            raise ValueError("'headers' go with 'a2a' only (a remote agent)")
+        return self
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,23 +1,67 @@
-"""Declarative HTTP tools: a URL template, an argument schema and a host allow-list."""
+"""Declarative HTTP tools (``type: http``): a URL template, an argument schema and a
+host allow-list."""
 
 from __future__ import annotations
 
 import codecs
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 from urllib.parse import quote, unquote, urlsplit
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from yarl import URL
 
 from dynagent import _regex
-from dynagent.exceptions import ToolCallError
+from dynagent.exceptions import ConfigError, FieldIssue, ToolCallError
 from dynagent.models.base import ToolDefinition
 from dynagent.runtime._tracing import outgoing_headers
 from dynagent.runtime.resources import Resources, is_public_address
-from dynagent.spec.agent import HttpToolSpec
+from dynagent.spec._schemas import check_json_schema
+from dynagent.spec.agent import AgentSpec
+from dynagent.spec.tools import TOOL_NAME_PATTERN, ErrorPolicy
 from dynagent.tools.base import Tool
+from dynagent.tools.kinds import KindContext, ToolKind
+
+
+class HttpToolSpec(BaseModel):
+    """A declarative HTTP tool. Only hosts in ``allow_hosts`` are ever called."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["http"]
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = ""
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
+    url: str = Field(pattern=r"^https?://")
+    """URL template: ``{arg}`` is filled (URL-quoted) from the arguments."""
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    """JSON Schema of the arguments; those not in the URL go to the query (GET) or JSON body."""
+    headers: dict[str, str] = {}
+    """Header values may use ``${VAR}``; they are never logged."""
+    allow_hosts: list[str] = Field(min_length=1)
+    """Exact host names, or ``*.example.com``."""
+    allow_private: bool = False
+    """Allow loopback and private addresses (off: protects against SSRF)."""
+    timeout: float = Field(default=10, gt=0, le=120)
+    on_error: ErrorPolicy = "report"
+    shadow_safe: bool = False
+    """Call it in shadow traffic too (only for calls without side effects, e.g. a GET)."""
+    idempotent: bool | None = None
+    """Whether sending the same call twice does what sending it once does, so that the
+    ``retry`` interceptor may send again a call that failed on the way (connection
+    refused or broken, timeout, HTTP 408, 429 or 5xx; never another 4xx). Default: by
+    the method — GET, PUT and DELETE are idempotent (HTTP semantics), POST and PATCH are
+    not, and are never repeated unless this says ``true`` (e.g. the endpoint dedupes on
+    a request id in the arguments)."""
+
+    @field_validator("parameters")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_json_schema(value)
+        return value
+
 
 _PLACEHOLDER = _regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_RESPONSE_CHARS = 16_000
@@ -207,3 +251,26 @@ def _is_literal_ip(host: str) -> bool:
     # private addresses), so every such host is checked here; a regex of hex digits
     # and colons missed forms such as ::ffff:127.0.0.1 and fe80::1%eth0.
     return ":" in host or host.replace(".", "").isdigit()
+
+
+class HttpKind(ToolKind[HttpToolSpec]):
+    type = "http"
+    entry = HttpToolSpec
+
+    def build(
+        self, ctx: KindContext, spec: AgentSpec, entry: HttpToolSpec, path: str
+    ) -> list[Tool]:
+        headers = {
+            name: ctx.expand_env(value, f"{path}.headers.{name}", secret=True)
+            for name, value in entry.headers.items()
+        }
+        try:
+            made = http_tool(entry, headers, ctx.resources)
+        except ValueError as exc:
+            raise ConfigError(
+                "invalid HTTP tool URL", issues=[FieldIssue(f"{path}.url", str(exc))]
+            ) from None
+        return [replace(made, shadow_safe=entry.shadow_safe)]
+
+
+KIND = HttpKind()

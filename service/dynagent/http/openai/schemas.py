@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dynagent.http.api.schemas import Answer, ChatMessage
-from dynagent.spec.agent import TOOL_NAME_PATTERN
+from dynagent.spec.tools import TOOL_NAME_PATTERN
 
 MODEL_FIELD = Field(
     min_length=1,
