@@ -16,13 +16,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jsonschema
-from jsonschema import _keywords
 from jsonschema.exceptions import ValidationError
 
 from . import _regex
 
 Validator = jsonschema.Draft202012Validator
-_ORIGINAL_ADDITIONAL: Callable[..., Iterator[ValidationError]] = _keywords.additionalProperties  # type: ignore[assignment]  # untyped upstream: a generator
+_ORIGINAL_ADDITIONAL: Callable[..., Iterator[ValidationError]] = Validator.VALIDATORS[
+    "additionalProperties"
+]
 
 
 @functools.lru_cache(maxsize=512)
