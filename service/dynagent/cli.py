@@ -19,6 +19,7 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
+from ._compat import check_all as check_dependencies
 from .builder import AgentBuilder
 from .config import ServiceConfig, load_config
 from .exceptions import ConfigError, StartupError
@@ -56,6 +57,7 @@ def _serve_config(args: argparse.Namespace) -> ServiceConfig:
 
 
 def serve(args: argparse.Namespace) -> int:
+    check_dependencies()  # an untested version of a dependency: one line, before anything
     config = _serve_config(args)
     mask = configure_logging(config.logging.level, json_lines=config.logging.json_lines)
     keys = ApiKeys.from_config(os.environ, config.auth)

@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from .._compat import check_all as check_dependencies
 from .._mcp_setup import mcp_servers
 from ..builder import AgentBuilder
 from ..config import ServiceConfig
@@ -135,7 +136,9 @@ def create_app(
 
     ``secrets``: the set the log sink masks (``dynagent serve`` passes its own), filled
     with API keys and credentials from the environment as they become known. ``tracer``
-    (default: OpenTelemetry when the ``otel`` extra is installed and ``OTEL_*`` asks)."""
+    (default: OpenTelemetry when the ``otel`` extra is installed and ``OTEL_*`` asks).
+    ``UntestedDependency`` when a dependency is installed at a version not tested."""
+    check_dependencies()
     environ = os.environ if environ is None else environ
     app = web.Application(
         middlewares=[cors_middleware, mask_middleware, error_middleware, auth_middleware],

@@ -27,6 +27,9 @@ import httpx2
 import openai
 import orjson
 
+from .._compat import aiohttp as aiohttp_compat
+from .._compat import httpx2 as httpx2_compat
+from .._compat import openai as openai_compat
 from ..events import JsonValue
 from ..exceptions import ModelError
 
@@ -175,8 +178,6 @@ async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]
     held 2 ms at most.
     """
     content = response.content
-    connection = response.connection
-    transport = connection.transport if connection is not None else None
     loop = asyncio.get_running_loop()
     last, reads = 0.0, 0
     while True:
@@ -185,13 +186,8 @@ async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]
             if content.at_eof():
                 return
             wait = last + READ_EVERY - loop.time()
-            if reads >= FREE_READS and wait > 0 and transport and transport.is_reading():
-                transport.pause_reading()
-                try:
-                    await asyncio.sleep(wait)
-                finally:
-                    if not transport.is_closing():
-                        transport.resume_reading()
+            if reads >= FREE_READS and wait > 0:
+                await aiohttp_compat.leave_unread(response, wait)
             block = await content.readany()
             if not block:
                 return
@@ -212,11 +208,10 @@ def _aiohttp_body(response: httpx2.Response) -> aiohttp.ClientResponse | None:
     """The aiohttp response under ``openai``'s aiohttp transport, when its body can be
     read as it is: not content-encoded (httpx2 decodes those). None: read through httpx2.
 
-    ``openai.DefaultAioHttpClient`` wraps it in two private attributes
-    (``tests/runtime/test_model_stream_reads.py`` fails if an upgrade moves them)."""
-    inner = getattr(response.stream, "_stream", None)
-    body = getattr(inner, "_aiohttp_response", None)
-    if not isinstance(body, aiohttp.ClientResponse):
+    ``openai.DefaultAioHttpClient`` wraps it in private attributes of httpx2 and openai
+    (``dynagent._compat``)."""
+    body = openai_compat.aiohttp_response(httpx2_compat.transport_stream(response))
+    if body is None:
         return None
     if response.headers.get("content-encoding", "identity").lower() != "identity":
         return None
