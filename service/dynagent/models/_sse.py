@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 import httpx2
@@ -118,18 +118,18 @@ def _event(text: bytes, events: list[tuple[bytes, bytes]]) -> None:
         events.append((name, b"\n".join(data)))
 
 
-async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterator[Chunk]]:
-    """The chunks of a chat completions stream (``ChunkDecoder``), a network block at a time
-    (each taken before the next block is read), until ``[DONE]``. An ``error`` in the
-    stream is raised as the ``openai.APIError`` the client would raise; transport
-    failures as its timeout and connection errors."""
+async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterator[JsonValue]]:
+    """The chunks of a chat completions stream, a network block at a time (each taken
+    before the next block is read), until ``[DONE]``. An ``error`` in the stream is raised
+    as the ``openai.APIError`` the client would raise; transport failures as its timeout
+    and connection errors."""
     response = stream.response
-    parser, decoder = SSEParser(), ChunkDecoder()
+    parser = SSEParser()
     async for block in _blocks(response):
         events = parser.feed_data(block)
         done = _done(events)
         if events.data and done != 0:
-            yield _chunks(events, done, response.request, decoder)
+            yield _chunks(events, done, response.request)
         if done is not None:
             return
 
@@ -224,93 +224,7 @@ def _aiohttp_body(response: httpx2.Response) -> aiohttp.ClientResponse | None:
     return body
 
 
-Chunk = JsonValue | tuple[str]
-"""A parsed chunk, or ``(text,)``: a chunk like the last plain text one but for its text."""
-_UNSAFE = bytes(range(0x20)) + b'"\\'
-"""Bytes that could end or escape a JSON string, or may not appear in one raw."""
-
-
-class ChunkDecoder:
-    """A stream's chunk payloads, decoded as orjson decodes them, most without JSON.
-
-    The chunks of a streamed answer differ from one another only in their text. Once a
-    chunk whose delta is text alone has been parsed, a payload made of the same bytes
-    before that text and the same bytes after it is the same chunk with another text,
-    provided the bytes between hold nothing that could end or escape a JSON string
-    (``_UNSAFE``): those bytes, as UTF-8, are the text, and it is given as ``(text,)``.
-    Anything else is parsed, and may become the pattern. 11 % of the CPU of a 1 MB
-    flood (``python -m bench.model_stream``); tests/runtime/test_sse_parser.py checks
-    it against orjson on generated streams."""
-
-    __slots__ = ("_after", "_around", "_before", "_lessons")
-
-    LESSONS = 16
-    """Patterns a stream may teach: a stream that changes them chunk after chunk is parsed."""
-
-    def __init__(self) -> None:
-        self._before = self._after = b""
-        self._around = 0
-        self._lessons = self.LESSONS
-
-    def decode(self, data: list[bytes]) -> Iterator[Chunk]:
-        for payload in data:
-            text = self._text(payload)
-            if text is not None:
-                yield (text,)
-                continue
-            value = orjson.loads(payload)
-            self._learn(payload, value)
-            yield value
-
-    def _text(self, payload: bytes) -> str | None:
-        before, after = self._before, self._after
-        if not before or len(payload) <= self._around:
-            return None
-        if not (payload.startswith(before) and payload.endswith(after)):
-            return None
-        text = payload[len(before) : len(payload) - len(after)]
-        if len(text.translate(None, _UNSAFE)) != len(text):
-            return None
-        try:
-            return text.decode()
-        except UnicodeDecodeError:
-            return None  # parsed, so that orjson says what is wrong
-
-    def _learn(self, payload: bytes, value: JsonValue) -> None:
-        """``value`` as the pattern, if it is a chunk of one choice whose delta is one
-        non-empty text, that text is in ``payload`` as orjson writes it, only once, and
-        another text in its place parses as the same chunk with that text (so the place
-        found is the text's, whatever the endpoint escapes elsewhere)."""
-        text = _plain_text(value) if self._lessons else None
-        token = orjson.dumps(text) if text else b""
-        if not token or payload.count(token) != 1:
-            return
-        at = payload.index(token)
-        before, after = payload[: at + 1], payload[at + len(token) - 1 :]
-        if before == self._before and after == self._after:
-            return
-        self._lessons -= 1
-        [choice] = cast(dict[str, Any], value)["choices"]  # _plain_text said so
-        probe = orjson.loads(before + b"\x7f" + after)  # a text of one safe byte there
-        if probe == {**value, "choices": [{**choice, "delta": {"content": "\x7f"}}]}:
-            self._before, self._after = before, after
-            self._around = len(before) + len(after)
-
-
-def _plain_text(value: JsonValue) -> str | None:
-    """The text of a chunk of one choice whose delta is that text alone, without usage."""
-    if not isinstance(value, dict) or value.get("usage"):
-        return None
-    choices = value.get("choices")
-    choice = choices[0] if isinstance(choices, list) and len(choices) == 1 else None
-    delta = choice.get("delta") if isinstance(choice, dict) else None
-    text = delta.get("content") if isinstance(delta, dict) and len(delta) == 1 else None
-    return text if isinstance(text, str) and text else None
-
-
-def _chunks(
-    events: Events, done: int | None, request: httpx2.Request, decoder: ChunkDecoder
-) -> Iterator[Chunk]:
+def _chunks(events: Events, done: int | None, request: httpx2.Request) -> Iterator[JsonValue]:
     """The events' chunks, up to ``done``, decoded as the reader takes them (orjson:
     strict, and a quarter of ``json.loads``'s time): a block of a flood holds thousands,
     and decoding them all at once kept them all alive, so the garbage collector ran
@@ -318,7 +232,7 @@ def _chunks(
     when one may be."""
     data = events.data if done is None else events.data[:done]
     if not events.errors:
-        return decoder.decode(data)
+        return map(orjson.loads, data)
     values: list[JsonValue] = list(map(orjson.loads, data))
     names = events.names or [b""] * len(values)
     for name, value in zip(names, values, strict=False):
