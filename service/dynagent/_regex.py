@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol, cast
 
 import re2
-from re2 import _re2
+
+from dynagent._compat import re2 as re2_compat
 
 
 class Match(Protocol):
@@ -34,18 +35,17 @@ class _Compiled(Protocol):
     def sub(self, repl: str | Callable[[Match], str], text: str, /) -> str: ...
 
 
-_UNANCHORED = _re2.RE2.Anchor.UNANCHORED
-_NO_MATCH = -1
+_NO_MATCH = re2_compat.NO_MATCH
 
 
 class Pattern:
     """An RE2 pattern: ``re``'s ``search``/``finditer``/``sub``, plus ``replace``."""
 
-    __slots__ = ("_compiled", "_program")
+    __slots__ = ("_compiled", "_find")
 
     def __init__(self, compiled: _Compiled) -> None:
         self._compiled = compiled
-        self._program: Any = compiled._regexp  # type: ignore[attr-defined]  # the RE2 object
+        self._find = re2_compat.span_finder(compiled)
 
     @property
     def pattern(self) -> str:
@@ -78,7 +78,7 @@ class Pattern:
         size, at, chars, found = len(data), 0, 0, []
         end = 0
         while end <= size:
-            spans = self._program.Match(_UNANCHORED, data, end, size)
+            spans = self._find(data, end, size)
             start, stop = spans[0]
             if start == _NO_MATCH:
                 break
@@ -88,7 +88,7 @@ class Pattern:
                 length = len(data[first:last].decode())
                 found.append((chars, chars + length))
                 chars, at = chars + length, last
-            end = stop if stop > start else stop + max(1, _re2.CharLenToBytes(data, stop, 1))
+            end = stop if stop > start else stop + max(1, re2_compat.character_bytes(data, stop))
         return found
 
     def replace(self, text: str, mask: str, keep: int = 0) -> str:
@@ -99,12 +99,12 @@ class Pattern:
         a match object and converts offsets for each match."""
         data = text.encode()
         end, size = 0, len(data)
-        if self._program.Match(_UNANCHORED, data, 0, size)[0][0] == _NO_MATCH:
+        if self._find(data, 0, size)[0][0] == _NO_MATCH:
             return text
         encoded_mask = mask.encode()
         pieces: list[bytes] = []
         while end <= size:
-            spans = self._program.Match(_UNANCHORED, data, end, size)
+            spans = self._find(data, end, size)
             start, stop = spans[0]
             if start == _NO_MATCH:
                 break
@@ -113,8 +113,9 @@ class Pattern:
                 pieces.append(data[spans[keep][0] : spans[keep][1]])
             pieces.append(encoded_mask)
             if stop == start:  # an empty match: step over one character
-                pieces.append(data[stop : stop + _re2.CharLenToBytes(data, stop, 1)])
-                stop += max(1, _re2.CharLenToBytes(data, stop, 1))
+                step = re2_compat.character_bytes(data, stop)
+                pieces.append(data[stop : stop + step])
+                stop += max(1, step)
             end = stop
         pieces.append(data[end:])
         return b"".join(pieces).decode()

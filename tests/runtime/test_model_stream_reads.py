@@ -3,8 +3,9 @@
 A model that writes one small event per send would wake the event loop once per TCP
 segment: 150,000 wake-ups for a 1 MB answer of one-word chunks, more CPU than all the
 work on the events themselves. Such a flood is read at most twice per ``READ_EVERY``,
-over TLS too; a model streaming at a reader's pace gets each chunk read as it comes; a
-body the transport must decode (gzip) still goes through httpx2.
+over TLS too; a model streaming at a reader's pace gets each chunk read as it comes, and
+its socket is not held between them; a body the transport must decode (gzip) still goes
+through httpx2.
 
 The flooding model runs in a process of its own, as a real endpoint does: in this
 process it would share the event loop (or the GIL) with the reader and pace it.
@@ -20,11 +21,13 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 import trustme
 from aiohttp import web
 
+import dynagent._compat.aiohttp
 from dynagent import ModelError, Tool
 from dynagent.events import ErrorEvent, ModelDelta
 from dynagent.models import ClientPool, OpenAIModel
@@ -93,6 +96,26 @@ def paced_model() -> Iterator[str]:
 
 
 @pytest.fixture
+def steady_model() -> Iterator[str]:
+    """A fast model: a chunk every 5 ms, which a reader follows."""
+    yield from _model_process(60, 0.005)
+
+
+@pytest.fixture
+def holds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The seconds of every hold of a socket while reading (the real hold, counted)."""
+    held: list[float] = []
+    hold = dynagent._compat.aiohttp.leave_unread
+
+    async def counted(response: aiohttp.ClientResponse, seconds: float) -> None:
+        held.append(seconds)
+        await hold(response, seconds)
+
+    monkeypatch.setattr(dynagent._compat.aiohttp, "leave_unread", counted)
+    return held
+
+
+@pytest.fixture
 def flooding_model_over_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     authority = trustme.CA()
     served = tmp_path / "server.pem"
@@ -132,8 +155,11 @@ async def _read(base_url: str) -> tuple[int, bytes, float]:
         await pool.aclose()
 
 
-async def test_a_flood_is_read_a_few_times_per_read_every(flooding_model: str) -> None:
+async def test_a_flood_is_read_a_few_times_per_read_every(
+    flooding_model: str, holds: list[float]
+) -> None:
     blocks, data, elapsed = await _read(flooding_model)
+    assert holds
     events = data.count(b"\n\n")
     assert events == WORDS + 3  # the role chunk, one a word, the finish chunk, [DONE]
     assert data.endswith(b"data: [DONE]\n\n")
@@ -158,6 +184,17 @@ async def test_a_model_at_a_readers_pace_is_read_as_it_writes(paced_model: str) 
     # [DONE]; between them one write every 80 ms, each read on its own, never held.
     assert events == 6 + 3
     assert blocks >= events - 2, (blocks, events)
+
+
+async def test_a_fast_model_a_reader_follows_is_not_held(
+    steady_model: str, holds: list[float]
+) -> None:
+    # Holding a socket costs a timer and two changes of its polling: a stream whose
+    # chunks come further apart than READ_EVERY gains nothing from it. Only when two reads
+    # came closer than that (the reader fell behind for a moment) may the next be held.
+    blocks, data, _ = await _read(steady_model)
+    assert data.count(b"\n\n") == 60 + 3
+    assert len(holds) <= blocks // 4, (len(holds), blocks)
 
 
 def _chunk(content: str) -> bytes:

@@ -1,23 +1,16 @@
 """The model stream's SSE parser (``models/_sse.py``): the same events however the bytes
-are split into network blocks, every line ending SSE allows, and bounded memory; its chunk
-decoder gives what orjson gives."""
+are split into network blocks, every line ending SSE allows, and bounded memory."""
 
 from __future__ import annotations
 
 import itertools
-import json
-from collections.abc import Iterable
-from typing import Any
 
-import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynagent.events import Usage
 from dynagent.exceptions import ModelError
-from dynagent.models._sse import MAX_EVENT, ChunkDecoder, SSEParser
-from dynagent.models.openai import _StreamAccumulator
+from dynagent.models._sse import MAX_EVENT, SSEParser
 
 STREAM = (
     b": a comment the server sends to keep the connection open\n\n"
@@ -85,86 +78,3 @@ def test_an_event_that_never_ends_is_refused_not_buffered_forever() -> None:
 
 def test_an_unfinished_event_is_not_handed_out() -> None:
     assert parsed([b'data: {"a": 1}\n', b"data: more"]) == []
-
-
-# -- ChunkDecoder: a chunk like the last plain text one is read without JSON -----------------
-
-
-def _payload(
-    text: str, *, created: int, usage: bool, role: bool, ascii: bool, compact: bool
-) -> bytes:
-    delta: dict[str, Any] = {"content": text}
-    if role:
-        delta["role"] = "assistant"
-    chunk: dict[str, Any] = {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": "m",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-    }
-    if usage:
-        chunk["usage"] = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
-    separators = (",", ":") if compact else (", ", ": ")
-    return json.dumps(chunk, ensure_ascii=ascii, separators=separators).encode()
-
-
-def _folded(chunks: Iterable[Any]) -> tuple[list[str], int, int, str, Usage]:
-    builder = _StreamAccumulator("start")
-    for chunk in chunks:
-        builder.add(chunk)
-    return builder.text, builder.chunks, builder.choices, builder.model, builder.usage
-
-
-TEXTS = st.one_of(st.text(max_size=12), st.sampled_from(["c1", "m", "chunk", '"', "\\", "\n"]))
-
-
-@given(
-    st.lists(st.tuples(TEXTS, st.sampled_from([1, 2]), st.booleans(), st.booleans()), max_size=30),
-    st.booleans(),
-    st.booleans(),
-)
-def test_the_decoder_folds_to_what_orjson_folds_to(
-    chunks: list[tuple[str, int, bool, bool]], ascii: bool, compact: bool
-) -> None:
-    payloads = [
-        _payload(text, created=created, usage=usage, role=role, ascii=ascii, compact=compact)
-        for text, created, usage, role in chunks
-    ]
-    decoded = list(ChunkDecoder().decode(payloads))
-    assert _folded(decoded) == _folded(map(orjson.loads, payloads))
-    for payload, chunk in zip(payloads, decoded, strict=True):
-        if type(chunk) is not tuple:
-            assert chunk == orjson.loads(payload)
-
-
-def test_plain_text_chunks_after_the_first_are_not_parsed() -> None:
-    payloads = [
-        _payload(w, created=1, usage=False, role=False, ascii=False, compact=True) for w in "abcé€"
-    ]
-    decoded = list(ChunkDecoder().decode(payloads))
-    assert isinstance(decoded[0], dict)
-    assert decoded[1:] == [("b",), ("c",), ("é",), ("€",)]
-
-
-def test_bytes_that_would_change_the_chunk_are_parsed() -> None:
-    decoder = ChunkDecoder()
-    first = _payload("a", created=1, usage=False, role=False, ascii=False, compact=True)
-    before, after = first.split(b'"a"')
-    smuggled = before + b'"x","role":"tool"' + after  # a quote ends the text early
-    [_, parsed] = list(decoder.decode([first, smuggled]))
-    assert isinstance(parsed, dict)
-    assert parsed["choices"][0]["delta"] == {"content": "x", "role": "tool"}
-    with pytest.raises(orjson.JSONDecodeError):  # not UTF-8: orjson says so, as before
-        list(decoder.decode([before + b'"\xff"' + after]))
-    with pytest.raises(orjson.JSONDecodeError):  # a raw control character
-        list(decoder.decode([before + b'"a\x01"' + after]))
-
-
-def test_a_text_found_elsewhere_in_the_chunk_is_not_taken_for_its_place() -> None:
-    # An endpoint that escapes "/" in the text but not in the model's name: the text as
-    # orjson writes it ("a/b") is found once, in the model field, not in the text's place.
-    first = b'{"model":"a/b","choices":[{"index":0,"delta":{"content":"a\\/b"}}]}'
-    other = b'{"model":"x/y","choices":[{"index":0,"delta":{"content":"a\\/b"}}]}'
-    decoded = list(ChunkDecoder().decode([first, other]))
-    assert decoded == [orjson.loads(first), orjson.loads(other)]

@@ -13,6 +13,7 @@ from typing import Any
 
 from loguru import logger
 
+from dynagent._compat import check_all as check_dependencies
 from dynagent.config import ServiceConfig
 from dynagent.core.auth import ApiKeys
 from dynagent.exceptions import StartupError
@@ -57,6 +58,7 @@ def _serve_config(args: argparse.Namespace) -> ServiceConfig:
 
 
 def serve(args: argparse.Namespace) -> int:
+    check_dependencies()  # an untested version of a dependency: one line, before anything
     config = _serve_config(args)
     mask = configure_logging(config.logging.level, json_lines=config.logging.json_lines)
     keys = ApiKeys.from_config(os.environ, config.auth)

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from dynagent._compat import opentelemetry as otel_compat
 from dynagent.events import (
     ErrorEvent,
     Event,
@@ -81,8 +82,7 @@ class OtelTracer:
     def __init__(self, provider: TracerProvider, *, capture_content: bool = False) -> None:
         self.provider = provider
         self.tracer = provider.get_tracer("dynagent")
-        # The SDK's Tracer draws every span id from this public attribute.
-        self.tracer.id_generator = _ChosenSpanIds(self.tracer.id_generator)  # type: ignore[attr-defined]
+        otel_compat.wrap_id_generator(self.tracer, _ChosenSpanIds)
         self.capture_content = capture_content
 
     @classmethod

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from loguru import logger
 
+from dynagent._compat import check_all as check_dependencies
 from dynagent.a2a.nacos_registry import NacosA2aDirectory, NacosA2aRegistrar, start_registrar
 from dynagent.config import ServiceConfig
 from dynagent.core.auth import ApiKeys
@@ -116,7 +117,9 @@ class Service:
 
         ``secrets``: the set the log sink masks (``dynagent serve`` passes its own).
         ``tracer`` (default: OpenTelemetry when the ``otel`` extra is installed and
-        ``OTEL_*`` asks)."""
+        ``OTEL_*`` asks). ``UntestedDependency`` when a dependency is installed at a
+        version that was not tested."""
+        check_dependencies()
         environ = os.environ if environ is None else environ
         secrets = SecretValues() if secrets is None else secrets
         registry = AgentRegistry()

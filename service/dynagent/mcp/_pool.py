@@ -26,10 +26,10 @@ from mcp.client import Client, IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from dynagent._compat import mcp as mcp_compat
 from dynagent.exceptions import ToolCallError
 from dynagent.runtime._tracing import outgoing_headers
 
@@ -377,7 +377,7 @@ def _traced_client(
 
     One client serves every run on the server, so the header is read per request: the SDK
     sends a message in the context of the task that sent it, the tool call's."""
-    http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+    http = mcp_compat.http_client(headers=headers, timeout=timeout, auth=auth)
     http.event_hooks = {"request": [_add_trace_headers], "response": []}
     return http
 

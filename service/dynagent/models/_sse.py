@@ -20,13 +20,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 import httpx2
 import openai
 import orjson
 
+from dynagent._compat import aiohttp as aiohttp_compat
+from dynagent._compat import httpx2 as httpx2_compat
+from dynagent._compat import openai as openai_compat
 from dynagent.events import JsonValue
 from dynagent.exceptions import ModelError
 
@@ -115,18 +118,18 @@ def _event(text: bytes, events: list[tuple[bytes, bytes]]) -> None:
         events.append((name, b"\n".join(data)))
 
 
-async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterator[Chunk]]:
-    """The chunks of a chat completions stream (``ChunkDecoder``), a network block at a time
-    (each taken before the next block is read), until ``[DONE]``. An ``error`` in the
-    stream is raised as the ``openai.APIError`` the client would raise; transport
-    failures as its timeout and connection errors."""
+async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterator[JsonValue]]:
+    """The chunks of a chat completions stream, a network block at a time (each taken
+    before the next block is read), until ``[DONE]``. An ``error`` in the stream is raised
+    as the ``openai.APIError`` the client would raise; transport failures as its timeout
+    and connection errors."""
     response = stream.response
-    parser, decoder = SSEParser(), ChunkDecoder()
+    parser = SSEParser()
     async for block in _blocks(response):
         events = parser.feed_data(block)
-        done = _done(events)
+        done = next((i for i, data in enumerate(events.data) if data == b"[DONE]"), None)
         if events.data and done != 0:
-            yield _chunks(events, done, response.request, decoder)
+            yield _chunks(events, done, response.request)
         if done is not None:
             return
 
@@ -168,148 +171,51 @@ async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]
     A model writing one small event per send (150,000 one-word chunks of a 1 MB answer)
     would otherwise wake the event loop for every TCP segment, and each wake-up (a poll,
     a ``recv``, aiohttp's parser and timers) cost more than the event itself: 1.4 s of
-    CPU for that answer. When the buffer is empty and the last read was less than
-    ``READ_EVERY`` ago, the socket is not read until then, so the kernel gathers what
-    arrives and one ``recv`` takes it all (0.5 s). A model streaming at a pace a reader
-    follows (a chunk every few milliseconds or slower) is never held, and a fast one is
-    held 2 ms at most.
+    CPU for that answer. When the buffer is empty, the last two reads came less than
+    ``READ_EVERY`` apart (the stream arrives faster than that) and the last one was less
+    than ``READ_EVERY`` ago, the socket is not read until then, so the kernel gathers what
+    arrives and one ``recv`` takes it all (0.5 s). A fast model is held 2 ms at most.
+
+    A model streaming at a pace a reader follows (a chunk every few milliseconds or
+    slower) is not held: a hold costs a timer and two changes of the socket's polling,
+    and holding after every read of such a stream cost 40 % more CPU than none
+    (``python -m bench.model_stream --typical``).
     """
     content = response.content
-    connection = response.connection
-    transport = connection.transport if connection is not None else None
     loop = asyncio.get_running_loop()
-    last, reads = 0.0, 0
+    before = last = 0.0
+    reads = 0
     while True:
         block = content.read_nowait()
         if not block:
             if content.at_eof():
                 return
             wait = last + READ_EVERY - loop.time()
-            if reads >= FREE_READS and wait > 0 and transport and transport.is_reading():
-                transport.pause_reading()
-                try:
-                    await asyncio.sleep(wait)
-                finally:
-                    if not transport.is_closing():
-                        transport.resume_reading()
+            flooding = reads >= FREE_READS and last - before < READ_EVERY
+            if flooding and wait > 0:
+                await aiohttp_compat.leave_unread(response, wait)
             block = await content.readany()
             if not block:
                 return
-        last, reads = loop.time(), reads + 1
+        before, last, reads = last, loop.time(), reads + 1
         yield block
-
-
-def _done(events: Events) -> int | None:
-    """The index of the ``[DONE]`` event, if the block's events hold one (a search in C:
-    a Python loop over a flood's 150,000 events cost more than their parsing)."""
-    try:
-        return events.data.index(b"[DONE]")
-    except ValueError:
-        return None
 
 
 def _aiohttp_body(response: httpx2.Response) -> aiohttp.ClientResponse | None:
     """The aiohttp response under ``openai``'s aiohttp transport, when its body can be
     read as it is: not content-encoded (httpx2 decodes those). None: read through httpx2.
 
-    ``openai.DefaultAioHttpClient`` wraps it in two private attributes
-    (``tests/runtime/test_model_stream_reads.py`` fails if an upgrade moves them)."""
-    inner = getattr(response.stream, "_stream", None)
-    body = getattr(inner, "_aiohttp_response", None)
-    if not isinstance(body, aiohttp.ClientResponse):
+    ``openai.DefaultAioHttpClient`` wraps it in private attributes of httpx2 and openai
+    (``dynagent._compat``)."""
+    body = openai_compat.aiohttp_response(httpx2_compat.transport_stream(response))
+    if body is None:
         return None
     if response.headers.get("content-encoding", "identity").lower() != "identity":
         return None
     return body
 
 
-Chunk = JsonValue | tuple[str]
-"""A parsed chunk, or ``(text,)``: a chunk like the last plain text one but for its text."""
-_UNSAFE = bytes(range(0x20)) + b'"\\'
-"""Bytes that could end or escape a JSON string, or may not appear in one raw."""
-
-
-class ChunkDecoder:
-    """A stream's chunk payloads, decoded as orjson decodes them, most without JSON.
-
-    The chunks of a streamed answer differ from one another only in their text. Once a
-    chunk whose delta is text alone has been parsed, a payload made of the same bytes
-    before that text and the same bytes after it is the same chunk with another text,
-    provided the bytes between hold nothing that could end or escape a JSON string
-    (``_UNSAFE``): those bytes, as UTF-8, are the text, and it is given as ``(text,)``.
-    Anything else is parsed, and may become the pattern. 11 % of the CPU of a 1 MB
-    flood (``python -m bench.model_stream``); tests/runtime/test_sse_parser.py checks
-    it against orjson on generated streams."""
-
-    __slots__ = ("_after", "_around", "_before", "_lessons")
-
-    LESSONS = 16
-    """Patterns a stream may teach: a stream that changes them chunk after chunk is parsed."""
-
-    def __init__(self) -> None:
-        self._before = self._after = b""
-        self._around = 0
-        self._lessons = self.LESSONS
-
-    def decode(self, data: list[bytes]) -> Iterator[Chunk]:
-        for payload in data:
-            text = self._text(payload)
-            if text is not None:
-                yield (text,)
-                continue
-            value = orjson.loads(payload)
-            self._learn(payload, value)
-            yield value
-
-    def _text(self, payload: bytes) -> str | None:
-        before, after = self._before, self._after
-        if not before or len(payload) <= self._around:
-            return None
-        if not (payload.startswith(before) and payload.endswith(after)):
-            return None
-        text = payload[len(before) : len(payload) - len(after)]
-        if len(text.translate(None, _UNSAFE)) != len(text):
-            return None
-        try:
-            return text.decode()
-        except UnicodeDecodeError:
-            return None  # parsed, so that orjson says what is wrong
-
-    def _learn(self, payload: bytes, value: JsonValue) -> None:
-        """``value`` as the pattern, if it is a chunk of one choice whose delta is one
-        non-empty text, that text is in ``payload`` as orjson writes it, only once, and
-        another text in its place parses as the same chunk with that text (so the place
-        found is the text's, whatever the endpoint escapes elsewhere)."""
-        text = _plain_text(value) if self._lessons else None
-        token = orjson.dumps(text) if text else b""
-        if not token or payload.count(token) != 1:
-            return
-        at = payload.index(token)
-        before, after = payload[: at + 1], payload[at + len(token) - 1 :]
-        if before == self._before and after == self._after:
-            return
-        self._lessons -= 1
-        [choice] = cast(dict[str, Any], value)["choices"]  # _plain_text said so
-        probe = orjson.loads(before + b"\x7f" + after)  # a text of one safe byte there
-        if probe == {**value, "choices": [{**choice, "delta": {"content": "\x7f"}}]}:
-            self._before, self._after = before, after
-            self._around = len(before) + len(after)
-
-
-def _plain_text(value: JsonValue) -> str | None:
-    """The text of a chunk of one choice whose delta is that text alone, without usage."""
-    if not isinstance(value, dict) or value.get("usage"):
-        return None
-    choices = value.get("choices")
-    choice = choices[0] if isinstance(choices, list) and len(choices) == 1 else None
-    delta = choice.get("delta") if isinstance(choice, dict) else None
-    text = delta.get("content") if isinstance(delta, dict) and len(delta) == 1 else None
-    return text if isinstance(text, str) and text else None
-
-
-def _chunks(
-    events: Events, done: int | None, request: httpx2.Request, decoder: ChunkDecoder
-) -> Iterator[Chunk]:
+def _chunks(events: Events, done: int | None, request: httpx2.Request) -> Iterator[JsonValue]:
     """The events' chunks, up to ``done``, decoded as the reader takes them (orjson:
     strict, and a quarter of ``json.loads``'s time): a block of a flood holds thousands,
     and decoding them all at once kept them all alive, so the garbage collector ran
@@ -317,7 +223,7 @@ def _chunks(
     when one may be."""
     data = events.data if done is None else events.data[:done]
     if not events.errors:
-        return decoder.decode(data)
+        return map(orjson.loads, data)
     values: list[JsonValue] = list(map(orjson.loads, data))
     names = events.names or [b""] * len(values)
     for name, value in zip(names, values, strict=False):

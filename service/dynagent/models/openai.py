@@ -296,12 +296,6 @@ class _StreamAccumulator:
         """Fold one chunk in; its text, or ''. Called once per chunk of every stream: a
         flood's 150,000 make every lookup here count."""
         self.chunks += 1
-        if type(chunk) is tuple:  # the last plain text chunk but for its text: _sse.py
-            text: str = chunk[0]
-            self.choices += 1
-            self.size += len(text)
-            self.text.append(text)
-            return text
         delta = chunk_delta(chunk)
         usage = chunk.get("usage")
         if usage:

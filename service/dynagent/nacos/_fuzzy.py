@@ -17,10 +17,10 @@ as read in alibaba/nacos (``ConfigFuzzyWatchRequest``, ``ConfigFuzzyWatchSyncReq
 - a group key is ``dataId+group+tenant`` with ``+`` and ``%`` escaped as
   ``%2B`` and ``%25``.
 
-The SDK parses server pushes through one table of wire types
-(``GrpcUtils.remote_type``) and dispatches them by type to registered
-handlers; this module adds its three types to that table and a handler for
-each, and re-sends the watch whenever the SDK reconnects.
+The SDK parses server pushes through one table of wire types and dispatches
+them by type to registered handlers; this module adds its three types to that
+table and a handler for each, and re-sends the watch whenever the SDK
+reconnects (through ``dynagent._compat.nacos``: none of this is the SDK's API).
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from typing import Any, Literal
 from loguru import logger
 from pydantic import BaseModel
 from v2.nacos.transport.connection_event_listener import ConnectionEventListener
-from v2.nacos.transport.grpc_util import GrpcUtils
 from v2.nacos.transport.model.rpc_request import Request
 from v2.nacos.transport.model.rpc_response import Response
 from v2.nacos.transport.server_request_handler import IServerRequestHandler
+
+from dynagent._compat import nacos as sdk
 
 PATTERN_SPLITTER = ">>"
 ChangeKind = Literal["added", "changed", "deleted"]
@@ -151,11 +152,10 @@ class FuzzyHub(IServerRequestHandler, ConnectionEventListener):  # type: ignore[
     async def attach(self, service: Any) -> Any:
         """The SDK's gRPC client of ``service``, with this hub registered on it (once)."""
         if self._rpc_client is None:
-            GrpcUtils.remote_type.update(WIRE_TYPES)
-            rpc_client = await service.grpc_client_proxy.fetch_rpc_client()
-            for kind in ("ConfigFuzzyWatchSyncRequest", "ConfigFuzzyWatchChangeNotifyRequest"):
-                await rpc_client.register_server_request_handler(kind, self)
-            await rpc_client.register_connection_listener(self)
+            sdk.register_wire_types(WIRE_TYPES)
+            rpc_client = await sdk.rpc_client(service)
+            pushes = ("ConfigFuzzyWatchSyncRequest", "ConfigFuzzyWatchChangeNotifyRequest")
+            await sdk.serve_pushes(rpc_client, pushes, self)
             self._rpc_client = rpc_client
         return self._rpc_client
 
@@ -220,7 +220,7 @@ class FuzzyWatch:
     async def _send(self) -> bool:
         request = ConfigFuzzyWatchRequest(groupKeyPattern=self.pattern)
         try:
-            response = await self._rpc_client.request(request, 3000)
+            response = await sdk.send(self._rpc_client, request, 3000)
         except Exception as exc:  # the SDK raises its own and grpc's errors
             logger.warning("Nacos fuzzy watch of {} failed: {}", self.pattern, exc)
             return False
@@ -257,7 +257,7 @@ class FuzzyWatch:
             # Tell the server; patterns count against a server-wide cap (default 20).
             cancel = ConfigFuzzyWatchRequest(groupKeyPattern=self.pattern, watchType="CANCEL_WATCH")
             with contextlib.suppress(Exception):
-                await self._rpc_client.request(cancel, 1000)
+                await sdk.send(self._rpc_client, cancel, 1000)
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -28,8 +28,8 @@ from v2.nacos.common.constants import Constants
 from v2.nacos.common.nacos_exception import NacosException
 from v2.nacos.config.model.config_request import ConfigQueryRequest
 from v2.nacos.config.model.config_response import ConfigQueryResponse
-from v2.nacos.transport.grpc_util import GrpcUtils
 
+from dynagent._compat import nacos as sdk
 from dynagent.config import NacosConfig
 from dynagent.exceptions import DynagentError, ErrorKind
 from dynagent.logs import stdlib_routed
@@ -56,7 +56,7 @@ class GrayAwareQueryResponse(ConfigQueryResponse):  # type: ignore[misc]
     tag: Any = None
 
 
-GrpcUtils.remote_type["ConfigQueryResponse"] = GrayAwareQueryResponse
+sdk.register_wire_types({"ConfigQueryResponse": GrayAwareQueryResponse})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,24 +83,9 @@ class NacosUnavailable(NacosError):
     """The Nacos server could not be reached."""
 
 
-def _wake_listen_task(service: Any) -> None:
-    """Run the SDK's listen task now rather than at its next 5-second tick.
-
-    nacos-sdk-python 3.x sends listen requests, and notices a shutdown, from one
-    task that waits on a queue for at most 5 s; a ``None`` in that queue wakes it.
-    """
-    proxy = getattr(service, "grpc_client_proxy", None)
-    channel = getattr(proxy, "execute_config_listen_channel", None)
-    if isinstance(channel, asyncio.Queue) and channel.empty():
-        channel.put_nowait(None)
-
-
 async def _shutdown(service: Any) -> None:
     """Shut the SDK client down without waiting up to 5 s for its listen task's tick."""
-    stop = getattr(getattr(service, "grpc_client_proxy", None), "stop_event", None)
-    if isinstance(stop, asyncio.Event):
-        stop.set()
-        _wake_listen_task(service)
+    sdk.stop_listen_task(service)
     try:
         await service.shutdown()
     except asyncio.CancelledError:
@@ -169,7 +154,7 @@ class NacosClient:
             SDK_LOGGER.propagate = True
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                await service.grpc_client_proxy.start()
+                await sdk.start(service)
                 healthy = await service.server_health()
             if not healthy:
                 raise NacosUnavailable(f"cannot reach Nacos at {self.settings.server_addr}")
@@ -225,12 +210,11 @@ class NacosClient:
     async def read(self, data_id: str, group: str) -> ConfigRead | None:
         """The config with the md5 and gray marker Nacos reports; None when it does not
         exist. Asks the server (the SDK's ``get_config`` returns the content only)."""
-        proxy = self._require().grpc_client_proxy
+        service = self._require()
         request = ConfigQueryRequest(group=group, dataId=data_id, tenant=self.namespace)
         request.put_header("notify", "false")
         try:
-            rpc_client = await proxy.fetch_rpc_client()
-            response = await proxy.request_config_server(rpc_client, request, ConfigQueryResponse)
+            response = await sdk.request_config(service, request, ConfigQueryResponse)
         except Exception as exc:
             if getattr(exc, "error_code", None) == CONFIG_NOT_FOUND:
                 return None
@@ -290,7 +274,7 @@ class NacosClient:
         unchanged one as in sync), so a bulk load announces once, not per dataId.
         """
         if self._service is not None:
-            _wake_listen_task(self._service)
+            sdk.wake_listen_task(self._service)
 
     async def watch_group(self, group: str, on_change: OnGroupChange) -> FuzzyWatch | None:
         """Have the server push every dataId of ``group`` that appears, changes or goes

@@ -19,13 +19,14 @@ from urllib.parse import unquote
 import jsonschema
 import referencing
 import referencing.exceptions
-from jsonschema import _keywords
 from jsonschema.exceptions import ValidationError
 
 from dynagent import _regex
 
 Validator = jsonschema.Draft202012Validator
-_ORIGINAL_ADDITIONAL: Callable[..., Iterator[ValidationError]] = _keywords.additionalProperties  # type: ignore[assignment]  # untyped upstream: a generator
+_ORIGINAL_ADDITIONAL: Callable[..., Iterator[ValidationError]] = Validator.VALIDATORS[
+    "additionalProperties"
+]
 
 
 @functools.lru_cache(maxsize=512)
