@@ -15,26 +15,21 @@ import contextlib
 import contextvars
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx2
 from loguru import logger
 from mcp import types
 from mcp.client import Client, IncomingMessage
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from dynagent._compat import mcp as mcp_compat
 from dynagent.exceptions import ToolCallError
+from dynagent.mcp._transport import McpTarget, transport
 from dynagent.runtime._tracing import outgoing_headers
 
-Transport = Literal["streamable_http", "sse", "stdio", "nacos"]
-"""``nacos`` names a server of the Nacos MCP registry (a key for its users, not a session)."""
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 30.0
 CONNECT_TIMEOUT = 5.0
@@ -63,21 +58,6 @@ class McpUnavailable(ToolCallError):
 class McpToolError(ToolCallError):
     """The MCP server answered the call with an error (``isError`` or a JSON-RPC error);
     ``transient`` only when that error says the call timed out."""
-
-
-@dataclass(frozen=True, slots=True)
-class McpTarget:
-    """How to reach one MCP server; equal targets share one session."""
-
-    transport: Transport
-    label: str
-    """What status and errors show: the URL without query or credentials, or the name."""
-    url: str = field(default="", repr=False)
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    cwd: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +149,7 @@ class McpConnection:
             async with asyncio.timeout(connect_timeout(self.target)):
                 client = await stack.enter_async_context(
                     Client(
-                        _transport(self.target),
+                        transport(self.target),
                         mode="legacy",
                         message_handler=self._message,
                         cache=None,
@@ -340,50 +320,6 @@ async def _list_tools(client: Client) -> tuple[RemoteTool, ...]:
         if cursor is None:
             break
     return tuple(found)
-
-
-def _transport(target: McpTarget) -> Any:
-    if target.transport == "stdio":
-        return stdio_client(
-            StdioServerParameters(
-                command=target.command,
-                args=list(target.args),
-                env=dict(target.env) or None,
-                cwd=target.cwd or None,
-            )
-        )
-    if target.transport == "sse":
-        return sse_client(
-            target.url, headers=dict(target.headers) or None, httpx_client_factory=_traced_client
-        )
-    return _streamable(target.url, dict(target.headers))
-
-
-@contextlib.asynccontextmanager
-async def _streamable(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    async with (
-        _traced_client(headers=headers or None) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
-        yield streams
-
-
-def _traced_client(
-    headers: dict[str, str] | None = None,
-    timeout: httpx2.Timeout | None = None,
-    auth: httpx2.Auth | None = None,
-) -> httpx2.AsyncClient:
-    """The SDK's HTTP client, with the ``traceparent`` of the call under way on each request.
-
-    One client serves every run on the server, so the header is read per request: the SDK
-    sends a message in the context of the task that sent it, the tool call's."""
-    http = mcp_compat.http_client(headers=headers, timeout=timeout, auth=auth)
-    http.event_hooks = {"request": [_add_trace_headers], "response": []}
-    return http
-
-
-async def _add_trace_headers(request: httpx2.Request) -> None:
-    request.headers.update(outgoing_headers())
 
 
 def describe(exc: BaseException) -> str:

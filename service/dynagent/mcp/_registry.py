@@ -13,14 +13,8 @@ from urllib.parse import urlsplit
 
 from loguru import logger
 
-from dynagent.mcp._pool import (
-    BACKOFF_FIRST,
-    BACKOFF_MAX,
-    McpTarget,
-    McpUnavailable,
-    RemoteTool,
-    describe,
-)
+from dynagent.mcp._pool import BACKOFF_FIRST, BACKOFF_MAX, McpUnavailable, RemoteTool, describe
+from dynagent.mcp._transport import McpTarget
 
 
 @dataclass(frozen=True, slots=True)

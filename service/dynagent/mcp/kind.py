@@ -9,7 +9,7 @@ by their shape only.
 from __future__ import annotations
 
 from dynagent.exceptions import ConfigError, FieldIssue
-from dynagent.mcp._pool import McpTarget
+from dynagent.mcp._transport import McpTarget
 from dynagent.mcp.entry import McpToolSpec
 from dynagent.mcp.tools import McpServers, mcp_tools
 from dynagent.spec.agent import AgentSpec

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from dynagent.config import McpServerConfig, ServiceConfig
-from dynagent.mcp._pool import McpTarget
+from dynagent.mcp._transport import McpTarget
 from dynagent.mcp.nacos_registry import NacosMcpDirectory
 from dynagent.mcp.tools import McpServers
 

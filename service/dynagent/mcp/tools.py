@@ -21,13 +21,13 @@ from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.mcp._pool import (
     CONNECT_TIMEOUT,
     McpPool,
-    McpTarget,
     McpToolError,
     McpUnavailable,
     RemoteTool,
     connect_timeout,
 )
 from dynagent.mcp._registry import McpDirectory, RegisteredServer, endpoint_target, registry_key
+from dynagent.mcp._transport import McpTarget
 from dynagent.mcp.entry import McpToolSpec
 from dynagent.models.base import ToolDefinition
 from dynagent.spec._schemas import check_schema
