@@ -1,1 +1,2 @@
-"""dynagent.mcp."""
+"""The MCP feature: ``type: mcp`` tool entries, pooled SDK sessions to the servers, the
+Nacos MCP registry, the servers' status, and ``dynagent mcp list``."""

@@ -1,1 +1,1 @@
-"""dynagent.http.api."""
+"""Our own API: invoke and stream an agent, feedback on a run."""

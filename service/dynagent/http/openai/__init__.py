@@ -1,1 +1,1 @@
-"""dynagent.http.openai."""
+"""The OpenAI-compatible routes: chat completions, Responses, models."""
