@@ -1,4 +1,13 @@
-"""Shared fixtures: the scripted model server and agents pointed at it."""
+"""Shared fixtures: the scripted model server and agents pointed at it; and the test tiers.
+
+Every test that needs Java (a real Nacos server, alone or in the fleet) is marked ``nacos``,
+every test that drives Chromium ``browser``, and the fleet's tests ``slow`` too: membership
+follows from the fixtures a test asks for and the helpers its module uses, never from a
+list. A test that takes more than ~5 s alone by design (a soak, a CPU budget over 1 MB
+requests, a round of ``dynagent`` processes) says so itself with ``@pytest.mark.slow``.
+``make test-fast`` runs what is left: ``pytest -m "not nacos and not browser and not
+slow"``.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +28,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "fuzz: a property-based run whose budget --long raises")
+NACOS_FIXTURES = frozenset({"nacos_server", "fleet"})
+"""Fixtures that start a Nacos server (the fleet runs one too): their tests need Java."""
+SLOW_FIXTURES = frozenset({"fleet"})
+"""Fixtures whose start alone outlasts the fast tier's budget (three replicas and nginx)."""
+BROWSER_MODULE = "tests.ui.browser"
+"""Where the Chromium helpers live: a test module that imports from it drives a browser."""
 
 
+def _uses_browser(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    return module is not None and any(
+        getattr(value, "__module__", None) == BROWSER_MODULE for value in vars(module).values()
+    )
+
+
+def tier_markers(item: pytest.Item) -> list[str]:
+    """The tier markers ``item`` gets from what it uses (see the module's docstring)."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    marks = []
+    if fixtures & NACOS_FIXTURES:
+        marks.append("nacos")
+    if _uses_browser(item):
+        marks.append("browser")
+    if fixtures & SLOW_FIXTURES:
+        marks.append("slow")
+    return marks
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in tier_markers(item):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(name)
     if is_long(config):  # thousands of examples outlast the default 120 s per test
         for item in items:
             if item.get_closest_marker("fuzz") is not None:

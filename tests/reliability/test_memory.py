@@ -88,6 +88,7 @@ def http_call(
 _USER = {"role": "user", "content": "what is 6 * 7?"}
 
 
+@pytest.mark.slow  # 10,000 runs
 async def test_memory_stays_flat_over_10000_runs_through_http(serve: Serve) -> None:
     bot = agent_document("bot", tools=["calculator"])
     async with (

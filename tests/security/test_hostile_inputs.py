@@ -177,6 +177,7 @@ class _HealthzProbe:
         return max((took for ended, took in self.polls if since <= ended <= until), default=0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # ~10 s alone: 288 requests of ~1 MB, streamed ones included
 async def test_hostile_inputs_on_every_endpoint_cost_bounded_server_cpu(
     served: ServedProcess,
