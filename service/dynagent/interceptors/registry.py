@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
 from loguru import logger
 from pydantic import BaseModel, ValidationError
 
+from .._plugins import plugin_points
 from ..exceptions import ConfigError, FieldIssue
 from ..spec import InterceptorRef
 from .base import Interceptor
@@ -75,7 +75,7 @@ class InterceptorRegistry:
             ) from None
 
     def load_plugins(self, group: str = "dynagent.interceptors") -> None:
-        for point in entry_points(group=group):
+        for point in plugin_points(group):
             try:
                 self.register(point.name, point.load())
             except Exception as exc:  # a broken plugin must not stop the service
