@@ -206,7 +206,9 @@ Lifecycle = Callable[[web.Application], AsyncIterator[None]]
 
 def _keys_watch(environ: Mapping[str, str]) -> Lifecycle:
     async def watch(app: web.Application) -> AsyncIterator[None]:
-        watcher = KeysFileWatch(app[API_KEYS], app[CONFIG].auth, environ, app[SECRETS])
+        watcher = await asyncio.to_thread(  # it looks at the file: off the loop
+            KeysFileWatch, app[API_KEYS], app[CONFIG].auth, environ, app[SECRETS]
+        )
         app[KEYS_WATCH] = watcher
         async with watcher.running():
             yield
@@ -235,14 +237,16 @@ def _lifecycle(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         config, registry = app[CONFIG], app[REGISTRY]
         resources = Resources()
-        store = _session_store(config)
+        # Off the loop: opening SQLite, a new folder and the plugin scan are file I/O.
+        store = await asyncio.to_thread(_session_store, config)
         auth = config.auth
-        directory = NacosA2aDirectory(
-            config.nacos, Path(tempfile.mkdtemp(prefix="dynagent-a2a-directory-"))
-        )
+        work_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-a2a-directory-")
+        directory = NacosA2aDirectory(config.nacos, Path(work_dir))
         builder = AgentBuilder(
-            tools=tools or ToolRegistry.default(),
-            interceptors=interceptors or InterceptorRegistry.default(),
+            tools=await asyncio.to_thread(lambda: tools or ToolRegistry.default()),
+            interceptors=await asyncio.to_thread(
+                lambda: interceptors or InterceptorRegistry.default()
+            ),
             resources=resources,
             sessions=store,
             environ=environ,

@@ -92,6 +92,8 @@ def open_database(path: Path) -> sqlite3.Connection:
 
 
 class SqliteSessionStore:
+    """Constructing it opens (or creates) the file: an event loop does it in a worker thread."""
+
     def __init__(self, path: str | Path, max_history_bytes: int = DEFAULT_HISTORY_BYTES) -> None:
         self.path = Path(path)
         self.max_history_bytes = max_history_bytes
@@ -122,6 +124,9 @@ class SqliteSessionStore:
         return str(found)
 
     async def aclose(self) -> None:
+        await asyncio.to_thread(self._close)  # folds the write-ahead log into the file
+
+    def _close(self) -> None:
         with self._mutex:
             self._db.close()
 
