@@ -10,6 +10,7 @@ come as ``metadata.variables`` (a JSON object of strings) of the params or the m
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import uuid
@@ -59,7 +60,7 @@ async def start_registrar(app: web.Application) -> NacosA2aRegistrar | None:
             "a2a.register needs a2a.url: the address callers reach this service at",
             source="service config",
         )
-    work_dir = Path(tempfile.mkdtemp(prefix="dynagent-a2a-"))
+    work_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-a2a-"))
     registrar = NacosA2aRegistrar(config.nacos, config.a2a.url, work_dir)
     await registrar.start([entry.stable for entry in registry if entry.stable is not None])
 

@@ -175,7 +175,7 @@ class NacosA2aRegistrar:
         if self._service is not None:
             with contextlib.suppress(Exception):
                 await self._service.shutdown()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        await asyncio.to_thread(shutil.rmtree, self.work_dir, ignore_errors=True)
 
 
 async def card_url(service: Any, name: str) -> str:
@@ -207,7 +207,7 @@ class NacosA2aDirectory:
         if self._service is not None:
             with contextlib.suppress(Exception):
                 await self._service.shutdown()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        await asyncio.to_thread(shutil.rmtree, self.work_dir, ignore_errors=True)
 
 
 async def _ai_service(settings: NacosConfig, work_dir: Path) -> Any:

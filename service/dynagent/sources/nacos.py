@@ -55,7 +55,8 @@ def content_md5(text: str) -> str:
 
 
 class Snapshot:
-    """Dynagent's own last-good copy of a group's documents, one file per dataId."""
+    """Dynagent's own last-good copy of a group's documents, one file per dataId (file I/O:
+    the source calls it from a worker thread)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -357,7 +358,7 @@ class NacosSource:
             if text is None:
                 if self._md5.pop(data_id, None) is None:
                     return
-                self.snapshot.delete(data_id)
+                await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
                 await self.client.unlisten(data_id, self.group, self._listener)
             else:
@@ -367,7 +368,7 @@ class NacosSource:
                 if self._md5.get(data_id) == content_md5(text):
                     return
                 self._md5[data_id] = content_md5(text)
-                self.snapshot.save(data_id, text)
+                await asyncio.to_thread(self.snapshot.save, data_id, text)
             assert self._on_change is not None
             await self._on_change(self._document(data_id, read))
 
@@ -413,7 +414,7 @@ class NacosSource:
         return Document(data_id, text, format_of(data_id), info)
 
     async def _serve_snapshot(self, reason: str) -> None:
-        documents, unreadable = self.snapshot.load()
+        documents, unreadable = await asyncio.to_thread(self.snapshot.load)
         saved = {k: v for k, v in documents.items() if self.accepts(k)}
         logger.error(
             "Nacos source {} unavailable at start ({}); serving {} definitions from the "
