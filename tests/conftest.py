@@ -11,11 +11,14 @@ slow"``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from blockbuster import BlockBuster, blockbuster_ctx
 
+from dynagent._plugins import plugin_points
 from tests.support import AgentFactory, ScriptedModelServer
 from tests.support.budget import LONG_TIMEOUT, is_long
 
@@ -66,6 +69,58 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("fuzz") is not None:
                 item.add_marker(pytest.mark.timeout(LONG_TIMEOUT))
+
+
+BLOCKING_SCANNED = ["dynagent"]
+"""Where a blocking call fails the test: with a frame of the service's code on the stack. The
+tests' own scaffolding (writing an agent file before a reload, say) blocks on purpose."""
+BEFORE_THE_LOOP = {
+    "dynagent/config.py": {"load_config"},
+    "dynagent/logs.py": {"configure_logging"},
+    "dynagent/http/app.py": {"create_app"},
+    "dynagent/http/otel.py": {"from_environ"},
+}
+"""Start-up functions that ``dynagent serve`` calls before its event loop runs (they read the
+config and keys files, set up logging and the exporter); tests call them inside theirs."""
+NOT_THE_SERVICES = {
+    # Importing a module reads files (a library's lazy import reads its own version from
+    # its metadata): once per process, which blockbuster leaves out by design.
+    "<frozen importlib._bootstrap>": {"_find_and_load"},
+    # The Nacos SDK's clients make their cache and log folders and open their log file as
+    # they are built, which must be on the loop (they start tasks): once per connection.
+    "v2/nacos/config/nacos_config_service.py": {"__init__"},
+    "v2/nacos/ai/nacos_ai_service.py": {"create_ai_service"},
+    # It writes its config cache with aiofiles (in a thread), but makes the folder on the loop.
+    "v2/nacos/utils/file_util.py": {"mkdir_if_necessary"},
+    # redis-py reads its version from its metadata for its first connection (cached).
+    "redis/utils.py": {"get_lib_version"},
+    # A log line goes to stderr, which blockbuster allows; under pytest's capture stderr is
+    # a temporary file.
+    "logging/__init__.py": {"emit"},
+    # A logged exception's traceback shows its source lines, read once (linecache caches
+    # them); loguru reports a sink's failure and drops the line, so nothing would fail.
+    "loguru/_better_exceptions.py": {"format_exception"},
+}
+"""Blocking that is not the service's own doing, allowed where it happens."""
+
+
+@pytest.fixture(autouse=True)
+def blockbuster(request: pytest.FixtureRequest) -> Iterator[BlockBuster | None]:
+    """Fails an async test when a blocking call (file I/O, ``time.sleep``, a blocking
+    socket, SQLite, ...) runs on the event loop from the service's code: one such call
+    stalls every request the loop serves."""
+    if not inspect.iscoroutinefunction(request.function):
+        yield None
+        return
+    # The plugin scan is once per process; the service makes it off the loop at start-up,
+    # while tests also build registries in their own bodies: made here, before the loop.
+    for group in ("dynagent.tools", "dynagent.interceptors"):
+        plugin_points(group)
+    with blockbuster_ctx(BLOCKING_SCANNED) as checks:
+        for check in checks.functions.values():
+            for filename, functions in (BEFORE_THE_LOOP | NOT_THE_SERVICES).items():
+                check.can_block_in(filename, functions)
+        yield checks
 
 
 @pytest.fixture

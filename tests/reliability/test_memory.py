@@ -150,7 +150,7 @@ async def test_agent_runs_leave_no_allocations_behind(tmp_path: Path) -> None:
     one object kept per run would be 10,000 blocks. ``PYTHONTRACEMALLOC=1`` adds the
     allocation sites that grew, for a diagnosis."""
     spec = load_spec(agent_document("bot", tools=["calculator"]))
-    store = SqliteSessionStore(tmp_path / "sessions.db")
+    store = await asyncio.to_thread(SqliteSessionStore, tmp_path / "sessions.db")
     agent = AgentBuilder(environ={}, sessions=store).build(spec)
     try:
         await run_agent_many(agent, WARMUP, 0)
