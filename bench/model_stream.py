@@ -16,6 +16,8 @@ reads the same answer, in interleaved rounds, three ways, and reports the CPU ea
     .venv/bin/python -m bench.model_stream            # 3 rounds
     .venv/bin/python -m bench.model_stream --quick    # 1 round
     .venv/bin/python -m bench.model_stream --no-sdk   # without the SDK (~18 s a round)
+    .venv/bin/python -m bench.model_stream --floor    # only aiohttp: the floor of the
+                                                      # hostile-input test's CPU ratio
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import aiohttp
@@ -102,8 +104,12 @@ READERS: dict[str, Callable[[str], Awaitable[int]]] = {
 }
 
 
-async def _rounds(base_url: str, rounds: int, sdk: bool) -> dict[str, list[float]]:
-    readers = {name: read for name, read in READERS.items() if sdk or name != "openai SDK"}
+FLOOR = "aiohttp, no work"
+"""The reader that costs the least a machine can do with the stream: a floor in its units."""
+
+
+async def _rounds(base_url: str, rounds: int, names: Collection[str]) -> dict[str, list[float]]:
+    readers = {name: read for name, read in READERS.items() if name in names}
     seconds: dict[str, list[float]] = {name: [] for name in readers}
     for _ in range(rounds):
         for name, read in readers.items():
@@ -115,26 +121,31 @@ async def _rounds(base_url: str, rounds: int, sdk: bool) -> dict[str, list[float
     return seconds
 
 
-def measure(rounds: int = 3, *, sdk: bool = True) -> dict[str, Any]:
-    """The readers' CPU; ``sdk=False`` leaves out the openai SDK's (~18 s a round)."""
+def measure(
+    rounds: int = 3, *, sdk: bool = True, readers: Collection[str] = tuple(READERS)
+) -> dict[str, Any]:
+    """The ``readers``' CPU; ``sdk=False`` leaves out the openai SDK's (~18 s a round)."""
+    names = [name for name in readers if sdk or name != "openai SDK"]
     process = subprocess.Popen(
         [sys.executable, "-c", _MODEL_PROCESS, PIECE, str(TIMES)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None
         base_url = process.stdout.readline().strip()
-        seconds = asyncio.run(_rounds(base_url, rounds, sdk))
+        seconds = asyncio.run(_rounds(base_url, rounds, names))
     finally:
         process.kill()
         process.wait(timeout=30)
     median = {name: statistics.median(values) for name, values in seconds.items()}
-    ours = median["dynagent"]
+    ours = median.get("dynagent")
     return {
         "chunks": len(TEXT.split()) + 3,
         "rounds": rounds,
         "cpu_s": {name: round(value, 3) for name, value in median.items()},
         "dynagent_x": {
-            name: round(ours / value, 2) for name, value in median.items() if name != "dynagent"
+            name: round(ours / value, 2)
+            for name, value in median.items()
+            if name != "dynagent" and ours is not None
         },
     }
 
@@ -155,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.model_stream")
     parser.add_argument("--quick", action="store_true", help="one round")
     parser.add_argument("--no-sdk", action="store_true", help="leave out the openai SDK")
+    parser.add_argument("--floor", action="store_true", help=f"only the {FLOOR!r} reader")
     args = parser.parse_args(argv)
-    figures = measure(1 if args.quick else 3, sdk=not args.no_sdk)
+    readers = [FLOOR] if args.floor else list(READERS)
+    figures = measure(1 if args.quick else 3, sdk=not args.no_sdk, readers=readers)
     print(table(figures))
     print(json.dumps(figures))
     return 0
