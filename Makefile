@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CODE   := service tests bench
 
-.PHONY: setup browser run test lint typecheck pytest nacos-start nacos-stop bench clean
+.PHONY: setup browser run test test-fast lint typecheck pytest nacos-start nacos-stop bench clean
 .PHONY: docs docs-check
 
 setup: $(VENV)/.installed browser
@@ -29,12 +29,16 @@ run: setup
 ## Nacos server, redis-server, MCP servers and headless Chromium as the tests need them).
 test: setup lint typecheck docs-check pytest
 
-lint: setup
+## The inner loop (under 3 minutes on 2 cores): lint, types, and every test but the nacos, browser and slow ones.
+test-fast: lint typecheck
+	$(BIN)/pytest -q -n 2 -m "not nacos and not browser and not slow"
+
+lint: $(VENV)/.installed
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 	$(BIN)/lint-imports
 
-typecheck: setup
+typecheck: $(VENV)/.installed
 	$(BIN)/mypy
 
 pytest: setup

@@ -18,6 +18,8 @@ between them:
     .venv/bin/python -m bench.model_stream --quick    # 1 round
     .venv/bin/python -m bench.model_stream --no-sdk   # without the SDK (~18 s a round)
     .venv/bin/python -m bench.model_stream --typical  # ordinary answers, not a flood
+    .venv/bin/python -m bench.model_stream --floor    # only aiohttp: the floor of the
+                                                      # hostile-input test's CPU ratio
 
 ``--typical`` reads ordinary answers instead: 64 answers of 300 words of prose, 32 streams
 at a time, each written a word every ``--gap`` seconds (default 0.01: 100 tokens/s, a
@@ -33,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -161,10 +163,15 @@ READERS: dict[str, Callable[[str, Answers], Awaitable[int]]] = {
 }
 
 
+FLOOR = "aiohttp, no work"
+"""The reader that costs the least a machine can do with the stream: a floor in its units
+(the hostile-input test measures its limits in it)."""
+
+
 async def _rounds(
-    base_url: str, rounds: int, sdk: bool, answers: Answers
+    base_url: str, rounds: int, names: Collection[str], answers: Answers
 ) -> dict[str, list[float]]:
-    readers = {name: read for name, read in READERS.items() if sdk or name != "openai SDK"}
+    readers = {name: read for name, read in READERS.items() if name in names}
     seconds: dict[str, list[float]] = {name: [] for name in readers}
     expected = len(answers.text) * answers.count
     for _ in range(rounds):
@@ -177,8 +184,15 @@ async def _rounds(
     return seconds
 
 
-def measure(rounds: int = 3, *, sdk: bool = True, answers: Answers = FLOOD) -> dict[str, Any]:
-    """The readers' CPU; ``sdk=False`` leaves out the openai SDK's (~18 s a round)."""
+def measure(
+    rounds: int = 3,
+    *,
+    sdk: bool = True,
+    answers: Answers = FLOOD,
+    readers: Collection[str] = tuple(READERS),
+) -> dict[str, Any]:
+    """The ``readers``' CPU; ``sdk=False`` leaves out the openai SDK's (~18 s a round)."""
+    names = [name for name in readers if sdk or name != "openai SDK"]
     process = subprocess.Popen(
         [sys.executable, "-c", _MODEL_PROCESS, answers.piece, str(answers.times), str(answers.gap)],
         stdout=subprocess.PIPE,
@@ -187,12 +201,12 @@ def measure(rounds: int = 3, *, sdk: bool = True, answers: Answers = FLOOD) -> d
     try:
         assert process.stdout is not None
         base_url = process.stdout.readline().strip()
-        seconds = asyncio.run(_rounds(base_url, rounds, sdk, answers))
+        seconds = asyncio.run(_rounds(base_url, rounds, names, answers))
     finally:
         process.kill()
         process.wait(timeout=30)
     median = {name: statistics.median(values) for name, values in seconds.items()}
-    ours = median["dynagent"]
+    ours = median.get("dynagent")
     return {
         "answers": answers.count,
         "at_once": answers.at_once,
@@ -204,7 +218,9 @@ def measure(rounds: int = 3, *, sdk: bool = True, answers: Answers = FLOOD) -> d
             name: [round(v, 3) for v in values] for name, values in seconds.items()
         },
         "dynagent_x": {
-            name: round(ours / value, 2) for name, value in median.items() if name != "dynagent"
+            name: round(ours / value, 2)
+            for name, value in median.items()
+            if name != "dynagent" and ours is not None
         },
     }
 
@@ -236,9 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gap", type=float, default=TYPICAL.gap, help="seconds between chunks (--typical)"
     )
+    parser.add_argument("--floor", action="store_true", help=f"only the {FLOOR!r} reader")
     args = parser.parse_args(argv)
     answers = replace(TYPICAL, gap=args.gap) if args.typical else FLOOD
-    figures = measure(1 if args.quick else 3, sdk=not args.no_sdk, answers=answers)
+    readers = [FLOOR] if args.floor else list(READERS)
+    figures = measure(1 if args.quick else 3, sdk=not args.no_sdk, answers=answers, readers=readers)
     print(table(figures))
     print(json.dumps(figures))
     return 0

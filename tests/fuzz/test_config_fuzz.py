@@ -33,6 +33,10 @@ from .mutations import SAMPLES, hostile_documents
 
 ENVIRON = {"SECRET": "s3cr3t-value-never-shown", "HOME": "/home/x"}
 TRIED: list[str] = []
+REFUSAL = 200
+"""A hostile document is applied (or refused) within this many times the good document
+before it took, measured in the same example (an alias bomb expanded would take thousands)."""
+RATIOS: list[float] = []
 
 
 def good_text() -> str:
@@ -59,12 +63,16 @@ async def apply_one(text: str, fmt: str) -> None:
     applier = DocumentApplier(registry, build)
     key = f"bot.{fmt}"
     info = SourceInfo("file", f"/agents/{key}")
+    started = time.perf_counter()
     await applier.apply(Document(key, good_text(), "yaml", info))
+    floor = time.perf_counter() - started
     good = registry.get("bot")
 
     started = time.perf_counter()
     await applier.apply(Document(key, text, fmt, info))  # type: ignore[arg-type]
-    assert time.perf_counter() - started < 5, "one document took seconds to refuse"
+    ratio = (time.perf_counter() - started) / floor
+    RATIOS.append(ratio)
+    assert ratio < REFUSAL, f"one document took {ratio:.0f} times the good one to apply"
 
     statuses = [registry.status(entry.name) for entry in registry]
     json.dumps(statuses)  # what GET /v1/agents would send
@@ -94,7 +102,8 @@ async def run_once(agent: Agent) -> None:
 @pytest.fixture(scope="module")
 def tried() -> Iterator[list[str]]:
     yield TRIED
-    print(f"\nhypothesis: {len(TRIED)} hostile agent documents applied")
+    print(f"\nhypothesis: {len(TRIED)} hostile agent documents applied", end="")
+    print(f", the slowest in {max(RATIOS, default=0):.1f} times the good one's time")
 
 
 @pytest.mark.fuzz

@@ -129,15 +129,17 @@ async def test_a_version_published_while_the_first_load_reads_it_wins_right_afte
     tag: str, nacos: NacosAdmin, nacos_settings: NacosConfig
 ) -> None:
     """The load's read was answered before the publish: the load serves what it read (the
-    dataId is served at ready), and the newer version replaces it without a list poll."""
+    dataId is served at ready), and the newer version replaces it without a list poll.
+
+    The publish is awaited until the server serves it (``Group.publish``), before the load
+    goes on to announce its listener: the server then compares the listener's md5 (the
+    load's read) with the newer one's and pushes it. Reads trail a publish by ~0.1 s; in
+    that window the announcement met the old md5, and the newer version could only come
+    from the server's change event racing the listener's registration."""
     group = Group(nacos, nacos_settings, tag)
     text = await group.published()
     newer = version("Published during the load.")
-
-    async def publish_newer() -> None:
-        await nacos.publish(DATA_ID, group.settings.group, newer, tag=tag)
-
-    source = group.source(meanwhile=publish_newer)
+    source = group.source(meanwhile=lambda: group.publish(newer))
     deliveries = Deliveries()
     try:
         await source.start(deliveries.record)

@@ -88,6 +88,7 @@ def http_call(
 _USER = {"role": "user", "content": "what is 6 * 7?"}
 
 
+@pytest.mark.slow  # 10,000 runs
 async def test_memory_stays_flat_over_10000_runs_through_http(serve: Serve) -> None:
     bot = agent_document("bot", tools=["calculator"])
     async with (
@@ -149,7 +150,7 @@ async def test_agent_runs_leave_no_allocations_behind(tmp_path: Path) -> None:
     one object kept per run would be 10,000 blocks. ``PYTHONTRACEMALLOC=1`` adds the
     allocation sites that grew, for a diagnosis."""
     spec = load_spec(agent_document("bot", tools=["calculator"]))
-    store = SqliteSessionStore(tmp_path / "sessions.db")
+    store = await asyncio.to_thread(SqliteSessionStore, tmp_path / "sessions.db")
     agent = AgentBuilder(environ={}, sessions=store).build(spec)
     try:
         await run_agent_many(agent, WARMUP, 0)

@@ -4,6 +4,7 @@ kept), and the offline test model's answer by a total size, however its schema n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import resource
 import sqlite3
@@ -52,7 +53,9 @@ def _turn(i: int) -> list[dict[str, str]]:
 
 async def test_a_session_keeps_its_newest_whole_turns_within_its_budget(tmp_path: Path) -> None:
     budget = 10_000
-    store = SqliteSessionStore(tmp_path / "sessions.db", max_history_bytes=budget)
+    store = await asyncio.to_thread(
+        SqliteSessionStore, tmp_path / "sessions.db", max_history_bytes=budget
+    )
     for i in range(200):
         await store.append("s1", _turn(i))
     history = await store.load("s1")

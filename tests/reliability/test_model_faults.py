@@ -14,8 +14,9 @@ from tests.support.service import RunningService, agent_document, parse_sse
 
 from .conftest import Serve
 
-SLACK = 1.0
-"""Seconds allowed on top of the configured timeouts and backoffs (a loaded CI machine)."""
+SLACK = 25
+"""Allowed on top of the configured timeouts and backoffs, per request to the endpoint: this
+many runs that the model answers at once (``answer_floor``, measured in the same test)."""
 
 NO_WAIT = {"retry-after-ms": "0"}
 TRUNCATED = '{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "mess'
@@ -102,6 +103,7 @@ async def test_a_model_fault_is_a_typed_error_quickly_after_bounded_retries(
     model_server.script("gpt-main", fault.steps)
     document = agent_document("bot", model_server, model=fault.model)
     async with serve(document) as service:
+        floor = await service.answer_floor(model_server)
         started = time.perf_counter()
         response = await service.client.post("/v1/agents/bot/invoke", json={"input": "hi"})
         elapsed = time.perf_counter() - started
@@ -112,8 +114,9 @@ async def test_a_model_fault_is_a_typed_error_quickly_after_bounded_retries(
         fault.status,
         {"error": {"type": fault.type, "message": fault.message}},
     )
-    assert len(model_server.requests) == fault.requests
-    assert fault.least <= elapsed < fault.most + SLACK, f"took {elapsed:.2f} s"
+    assert len(model_server.requests_for("gpt-main")) == fault.requests
+    slack = SLACK * fault.requests * floor
+    assert fault.least <= elapsed < fault.most + slack, f"took {elapsed:.2f} s, floor {floor}"
 
 
 async def test_the_openai_compatible_endpoint_answers_the_same_typed_error(
@@ -122,6 +125,7 @@ async def test_the_openai_compatible_endpoint_answers_the_same_typed_error(
     model_server.script("gpt-main", [Slow(30, Reply("late"))])
     document = agent_document("bot", model_server, model={"timeout": 0.3, "retries": 0})
     async with serve(document) as service:
+        floor = await service.answer_floor(model_server)
         started = time.perf_counter()
         response = await service.client.post(
             "/v1/chat/completions",
@@ -142,7 +146,7 @@ async def test_the_openai_compatible_endpoint_answers_the_same_typed_error(
             }
         },
     )
-    assert elapsed < 0.3 + SLACK
+    assert elapsed < 0.3 + SLACK * floor, f"took {elapsed:.2f} s, floor {floor}"
 
 
 async def stream_events(service: RunningService, path: str, body: dict[str, Any]) -> list[Any]:

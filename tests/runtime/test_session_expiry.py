@@ -4,6 +4,7 @@ redis-server); SQLite and memory sweep on use, with the clock given to them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,9 @@ async def store(
     request: pytest.FixtureRequest, clock: Clock, tmp_path: Path
 ) -> AsyncIterator[SqliteSessionStore | MemorySessionStore]:
     if request.param == "sqlite":
-        made: SqliteSessionStore | MemorySessionStore = SqliteSessionStore(
-            tmp_path / "sessions.db", ttl=TTL, clock=clock
+        # Opening the file is file I/O: off the loop, as the service does it.
+        made: SqliteSessionStore | MemorySessionStore = await asyncio.to_thread(
+            lambda: SqliteSessionStore(tmp_path / "sessions.db", ttl=TTL, clock=clock)
         )
     else:
         made = MemorySessionStore(ttl=TTL, clock=clock)
@@ -77,16 +79,20 @@ async def test_sqlite_sessions_written_before_expiry_existed_expire_from_their_l
     tmp_path: Path, clock: Clock
 ) -> None:
     path = tmp_path / "sessions.db"
-    first = SqliteSessionStore(path, ttl=TTL, clock=clock)
+    first = await asyncio.to_thread(lambda: SqliteSessionStore(path, ttl=TTL, clock=clock))
     await first.append("s", TURN)
-    first._db.execute("DROP TABLE sessions")  # as a database from before sessions expired
+    # As a database from before sessions expired:
+    await asyncio.to_thread(first._db.execute, "DROP TABLE sessions")
     await first.aclose()
 
     clock.now += TTL + 1
-    again = SqliteSessionStore(path, ttl=TTL, clock=clock)
+    again = await asyncio.to_thread(lambda: SqliteSessionStore(path, ttl=TTL, clock=clock))
     try:
         assert await again.load("s") == []
-        assert again._db.execute("SELECT COUNT(*) FROM messages").fetchone() == (0,)
+        count = await asyncio.to_thread(
+            lambda: again._db.execute("SELECT COUNT(*) FROM messages").fetchone()
+        )
+        assert count == (0,)
     finally:
         await again.aclose()
 

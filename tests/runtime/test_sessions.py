@@ -28,7 +28,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "memory":
         sessions = MemorySessionStore()
     elif request.param == "sqlite":
-        sessions = SqliteSessionStore(tmp_path / "s.db")
+        sessions = await asyncio.to_thread(SqliteSessionStore, tmp_path / "s.db")
     else:
         server: RedisServer = request.getfixturevalue("redis_server")
         sessions = RedisSessionStore(server.url)
@@ -145,11 +145,11 @@ async def test_a_sqlite_session_survives_a_new_store(
     make_agent: AgentFactory, model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     model_server.script("gpt-main", [Reply("noted"), Reply("still here")])
-    first = SqliteSessionStore(tmp_path / "sessions.db")
+    first = await asyncio.to_thread(SqliteSessionStore, tmp_path / "sessions.db")
     await make_agent(sessions=first).run("remember me", session_id="s")
     await first.aclose()
 
-    second = SqliteSessionStore(tmp_path / "sessions.db")
+    second = await asyncio.to_thread(SqliteSessionStore, tmp_path / "sessions.db")
     await make_agent(sessions=second).run("again", session_id="s")
     await second.aclose()
 

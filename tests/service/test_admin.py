@@ -283,6 +283,7 @@ async def command(*args: str, key: str) -> tuple[int, Any]:
     return process.returncode or 0, json.loads(out) if out else err.decode()
 
 
+@pytest.mark.slow  # one `dynagent` process per command, each importing the package
 async def test_the_promote_and_rollback_commands_against_a_running_service(
     served: str, agents_dir: Path
 ) -> None:
@@ -312,6 +313,7 @@ async def test_the_promote_and_rollback_commands_against_a_running_service(
     assert yaml.safe_load((agents_dir / "bot.yaml").read_text(encoding="utf-8")) == CANDIDATE
 
 
+@pytest.mark.slow  # one `dynagent` process per command
 async def test_the_rollout_pause_and_resume_commands_against_a_running_service(
     served: str, agents_dir: Path
 ) -> None:

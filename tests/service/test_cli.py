@@ -212,6 +212,7 @@ def dynagent(*args: str, key: str | None = API_KEY) -> tuple[int, Any]:
     return done.returncode, json.loads(done.stdout) if done.stdout else done.stderr
 
 
+@pytest.mark.slow  # a `dynagent serve` and one `dynagent` process per command
 def test_the_client_commands_against_a_running_service(served: str) -> None:
     code, listed = dynagent("agents", "--url", served)
     assert (code, [a["name"] for a in listed["agents"]]) == (

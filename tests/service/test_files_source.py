@@ -43,7 +43,7 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 async def watching(agents_dir: Path, recorder: Recorder) -> AsyncIterator[FileSource]:
-    source = FileSource(agents_dir)
+    source = await asyncio.to_thread(FileSource, agents_dir)  # as the factories make it
     await source.start(recorder)
     assert recorder.delivered() == []
     yield source
@@ -69,7 +69,7 @@ async def test_the_first_load_hands_over_agent_files_only(
     for name, text in files.items():
         (agents_dir / name).write_text(text, encoding="utf-8")
     (agents_dir / "sub.yaml").mkdir()
-    source = FileSource(agents_dir)
+    source = await asyncio.to_thread(FileSource, agents_dir)  # as the factories make it
     await source.start(recorder)
     await source.stop()
     first = recorder.delivered()
@@ -85,7 +85,8 @@ async def test_the_first_load_hands_over_agent_files_only(
 
 async def test_a_missing_folder_is_an_error(tmp_path: Path, recorder: Recorder) -> None:
     with pytest.raises(FileNotFoundError, match=r"agents folder .* does not exist"):
-        await FileSource(tmp_path / "nowhere").start(recorder)
+        source = await asyncio.to_thread(FileSource, tmp_path / "nowhere")
+        await source.start(recorder)
 
 
 @pytest.mark.usefixtures("watching")
@@ -189,7 +190,7 @@ async def test_deleting_an_unreadable_file_is_handed_over(
 
 async def test_deleted_files_are_forgotten(agents_dir: Path, recorder: Recorder) -> None:
     """The source remembers the text of the files there are, not of every file there was."""
-    source = FileSource(agents_dir)
+    source = await asyncio.to_thread(FileSource, agents_dir)  # as the factories make it
     await source.start(recorder)
     try:
         for n in range(5):

@@ -86,6 +86,9 @@ class ServedProcess:
     port: int
     log: list[str] = field(default_factory=list)
     """Every line the process wrote to stderr so far."""
+    started_in: float = 0.0
+    """Seconds from its spawn to its listening: the unit that a time bound on this process
+    is counted in, measured in the same run (a slower or loaded machine moves both)."""
     _grew: asyncio.Condition = field(default_factory=asyncio.Condition)
     _ended: bool = False
 
@@ -135,6 +138,7 @@ async def serve_process(config: Path, port: int) -> AsyncIterator[ServedProcess]
     """``dynagent serve --config config --port port``, listening, with no outside
     ``OPENAI_*``/``DYNAGENT_*`` settings; killed at the end if still running."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DYNAGENT_"))}
+    spawned = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         str(DYNAGENT),
         "serve",
@@ -151,6 +155,7 @@ async def serve_process(config: Path, port: int) -> AsyncIterator[ServedProcess]
     pump = asyncio.create_task(served._pump())
     try:
         await served.wait_log(f"listening on http://127.0.0.1:{port}", within=STARTUP)
+        served.started_in = time.monotonic() - spawned
         yield served
     finally:
         if process.returncode is None:

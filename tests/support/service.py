@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import statistics
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,9 +31,11 @@ from dynagent.models import ToolDefinition
 from dynagent.registry.facade import AgentRegistry
 
 from .agents import model_fields
-from .scripted_model import ScriptedModelServer
+from .scripted_model import Reply, ScriptedModelServer
 
 Document = dict[str, Any]
+FLOOR_MODEL = "floor-model"
+"""The model of ``RunningService.answer_floor``'s agent (its requests are counted apart)."""
 
 
 def agent_document(
@@ -131,6 +135,23 @@ class RunningService:
 
     async def wait_serving(self, name: str, revision: str) -> None:
         await self.registry.wait_for(lambda _: self.serving(name) == revision)
+
+    async def answer_floor(self, server: ScriptedModelServer, runs: int = 5) -> float:
+        """The median seconds of a run its model answers at once, through this service over
+        HTTP (agent ``floor`` on ``server``'s model ``floor-model``): the unit that a test's
+        time bound is counted in, measured in the same run, so that a slower or loaded
+        machine moves the bound with the figure."""
+        document = agent_document("floor", server, model={"name": FLOOR_MODEL})
+        self.write_agent(document)
+        await self.wait_serving("floor", revision_of(document))
+        server.script(FLOOR_MODEL, [Reply("floor")] * runs)
+        seconds = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            response = await self.client.post("/v1/agents/floor/invoke", json={"input": "hi"})
+            assert response.status == 200, await response.text()
+            seconds.append(time.perf_counter() - started)
+        return statistics.median(seconds)
 
     async def wait_error(self, name: str, contains: str) -> dict[str, Any]:
         """Wait until ``name`` reports a ``last_error`` whose message contains ``contains``."""

@@ -1,5 +1,6 @@
 """An open live feed of the operations page does not hold a stopping service back: on
-SIGTERM the stream ends and the process exits 0 long before ``listen.drain_seconds``."""
+SIGTERM the stream ends and the process exits 0 long before ``listen.drain_seconds``: sooner
+than it took to start."""
 
 from __future__ import annotations
 
@@ -41,4 +42,5 @@ async def test_sigterm_ends_the_watch_feed_and_the_process_promptly(tmp_path: Pa
             rest = await feed.content.read()  # the stream ends: EOF, no error
         assert b"event: snapshot" not in rest
         assert await served.exit_code(within=DRAIN / 3) == 0
-        assert time.monotonic() - stopped < DRAIN / 3
+        # Stopping takes less than starting did, not the drain time.
+        assert time.monotonic() - stopped < served.started_in

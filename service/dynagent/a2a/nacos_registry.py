@@ -179,7 +179,7 @@ class NacosA2aRegistrar:
         if self._service is not None:
             with contextlib.suppress(Exception):
                 await self._service.shutdown()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        await asyncio.to_thread(shutil.rmtree, self.work_dir, ignore_errors=True)
 
 
 async def card_url(service: Any, name: str) -> str:
@@ -211,7 +211,7 @@ class NacosA2aDirectory:
         if self._service is not None:
             with contextlib.suppress(Exception):
                 await self._service.shutdown()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        await asyncio.to_thread(shutil.rmtree, self.work_dir, ignore_errors=True)
 
 
 async def _ai_service(settings: NacosConfig, work_dir: Path) -> Any:
@@ -245,7 +245,7 @@ async def start_registrar(
             "a2a.register needs a2a.public_url: the address callers reach this service at",
             source="service config",
         )
-    work_dir = Path(tempfile.mkdtemp(prefix="dynagent-a2a-"))
+    work_dir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-a2a-"))
     registrar = NacosA2aRegistrar(config.nacos, config.a2a.public_url, work_dir)
     await registrar.start([entry.stable for entry in registry if entry.stable is not None])
 

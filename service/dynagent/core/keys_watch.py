@@ -58,14 +58,16 @@ class KeysFileWatch:
         self.refused = 0
         """Changes that did not parse, so the last good keys stayed."""
 
-    def check(self) -> None:
-        """Reload when the file changed since the last look."""
-        signature = _signature(self.path)
+    async def check(self) -> None:
+        """Reload when the file changed since the last look (the file is looked at and read
+        in a worker thread: file I/O, on a volume that may be slow)."""
+        signature = await asyncio.to_thread(_signature, self.path)
         if signature == self._seen:
             return
         self._seen = signature
         try:
-            fresh = ApiKeys.load(
+            fresh = await asyncio.to_thread(
+                ApiKeys.load,
                 self._environ,
                 self._auth.keys_env,
                 self.path if signature is not None else None,
@@ -98,7 +100,7 @@ class KeysFileWatch:
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            self.check()
+            await self.check()
 
     async def wait_for(
         self, predicate: Callable[[KeysFileWatch], bool], within: float = 10.0

@@ -177,8 +177,8 @@ class Service:
             stack.push_async_callback(self.decisions.aclose)
             stack.push_async_callback(self.shadows.aclose)
             if self.config.auth.keys_file is not None:
-                self.keys_watch = KeysFileWatch(
-                    self.api_keys, self.config.auth, self.environ, self.secrets
+                self.keys_watch = await asyncio.to_thread(  # it looks at the file: off the loop
+                    KeysFileWatch, self.api_keys, self.config.auth, self.environ, self.secrets
                 )
                 await stack.enter_async_context(self.keys_watch.running())
             yield self
@@ -188,11 +188,15 @@ class Service:
         """The factories, their builder and every resource the agents share."""
         config, registry = self.config, self.registry
         resources = Resources()
-        store = session_store(config)
-        directory = NacosA2aDirectory(
-            config.nacos, Path(tempfile.mkdtemp(prefix="dynagent-a2a-directory-"))
+        # Off the loop: opening SQLite, a new folder and the plugin scan are file I/O.
+        store = await asyncio.to_thread(session_store, config)
+        work_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-a2a-directory-")
+        directory = NacosA2aDirectory(config.nacos, Path(work_dir))
+        tools = await asyncio.to_thread(lambda: self._tools or ToolRegistry.default())
+        interceptors = await asyncio.to_thread(
+            lambda: self._interceptors or InterceptorRegistry.default()
         )
-        builder = self._builder(resources, store, directory)
+        builder = self._builder(resources, store, directory, tools, interceptors)
         chosen = [
             *configured_factories(builder, config, self._specs),
             *(make(builder, config) for make in self._extra_factories),
@@ -218,12 +222,17 @@ class Service:
             logger.info("stopped")
 
     def _builder(
-        self, resources: Resources, store: SessionStore, directory: NacosA2aDirectory
+        self,
+        resources: Resources,
+        store: SessionStore,
+        directory: NacosA2aDirectory,
+        tools: ToolRegistry,
+        interceptors: InterceptorRegistry,
     ) -> AgentBuilder:
         auth = self.config.auth
         return AgentBuilder(
-            tools=self._tools or ToolRegistry.default(),
-            interceptors=self._interceptors or InterceptorRegistry.default(),
+            tools=tools,
+            interceptors=interceptors,
             resources=resources,
             sessions=store,
             environ=self.environ,

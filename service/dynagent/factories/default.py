@@ -44,7 +44,7 @@ class DefaultAgentBuilderFactory:
             rebuilds.append(lambda names: self._rebuild_code(names, registry))
         if self.directory is not None:
             applier = DocumentApplier(registry, self._build, rebuilds=self._template.rebuilds)
-            self._source = FileSource(self.directory)
+            self._source = await asyncio.to_thread(FileSource, self.directory)
             await self._source.start(applier.apply)
 
     async def _put_code(self, spec: AgentSpec, registry: AgentRegistry) -> None:
@@ -74,16 +74,17 @@ class DefaultAgentBuilderFactory:
         self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None
     ) -> None:
         target = document_name(name, variant, current, "yaml")
-        self._files(name).write(target, render_spec(spec, target))
+        await asyncio.to_thread(self._files(name).write, target, render_spec(spec, target))
 
     async def read(self, name: str, variant: Variant, current: SourceInfo | None) -> str | None:
-        return self._files(name).read(document_name(name, variant, current, "yaml"))
+        filename = document_name(name, variant, current, "yaml")
+        return await asyncio.to_thread(self._files(name).read, filename)
 
     async def replace(
         self, name: str, variant: Variant, current: SourceInfo | None, text: str, expected: str
     ) -> bool:
         target = document_name(name, variant, current, "yaml")
-        return self._files(name).replace_if(target, text, expected)
+        return await asyncio.to_thread(self._files(name).replace_if, target, text, expected)
 
     def _files(self, name: str) -> FileSource:
         if self._source is None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
 from loguru import logger
@@ -25,6 +24,7 @@ from dynagent.interceptors.limits import (
 )
 from dynagent.interceptors.pii import PiiConfig, PiiRedaction
 from dynagent.interceptors.retry import Retry, RetryConfig
+from dynagent.spec._plugins import plugin_points
 from dynagent.spec.agent import InterceptorRef
 
 InterceptorFactory = Callable[[dict[str, Any]], Interceptor]
@@ -80,7 +80,7 @@ class InterceptorRegistry:
             ) from None
 
     def load_plugins(self, group: str = "dynagent.interceptors") -> None:
-        for point in entry_points(group=group):
+        for point in plugin_points(group):
             try:
                 self.register(point.name, point.load())
             except Exception as exc:  # a broken plugin must not stop the service

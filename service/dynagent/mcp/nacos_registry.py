@@ -45,7 +45,8 @@ class NacosMcpDirectory:
     async def _ai(self) -> Any:
         async with self._lock:
             if self._service is None:
-                self._work_dir = Path(tempfile.mkdtemp(prefix="dynagent-nacos-mcp-"))
+                folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-nacos-mcp-")
+                self._work_dir = Path(folder)
                 builder = (
                     ClientConfigBuilder()
                     .server_address(self.settings.server_addr)
@@ -98,7 +99,7 @@ class NacosMcpDirectory:
             with contextlib.suppress(Exception):
                 await service.shutdown()
         if self._work_dir is not None:
-            shutil.rmtree(self._work_dir, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, self._work_dir, ignore_errors=True)
 
 
 def registry_entry(detail: Any) -> RegistryEntry:

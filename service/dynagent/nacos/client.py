@@ -107,7 +107,8 @@ class NacosClient:
         """Configs per request when listing a group."""
         self.base_url = f"http://{settings.server_addr.split(',')[0].strip()}/nacos"
         self._own_work_dir = work_dir is None
-        self._work_dir = work_dir or Path(tempfile.mkdtemp(prefix="dynagent-nacos-"))
+        self._work_dir = work_dir
+        """The SDK's cache and logs; made at the first connect when not given (off the loop)."""
         self._service: Any = None
         self._log_handlers: list[logging.Handler] = []
         self._http: aiohttp.ClientSession | None = None
@@ -131,6 +132,10 @@ class NacosClient:
         if since < CONNECT_TIMEOUT:
             # Sources sharing this client must not each wait out the timeout again.
             raise NacosUnavailable(self._failure)
+        if self._work_dir is None:
+            self._work_dir = Path(
+                await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-nacos-")
+            )
         builder = (
             ClientConfigBuilder()
             .server_address(self.settings.server_addr)
@@ -183,8 +188,9 @@ class NacosClient:
         if self._http is not None:
             await self._http.close()
             self._http = None
-        if self._own_work_dir:
-            shutil.rmtree(self._work_dir, ignore_errors=True)
+        if self._own_work_dir and self._work_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, self._work_dir, ignore_errors=True)
+            self._work_dir = None
 
     def _release_log_handlers(self) -> None:
         # Each SDK client adds a file handler to one process-wide logger and never

@@ -11,6 +11,7 @@ it, like any other change; specs without a ref are served as they are.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, replace
@@ -92,7 +93,7 @@ class NacosPromptAgentBuilderFactory:
         self._applier = DocumentApplier(
             registry, self._prepared_build, rebuilds=self._template.rebuilds
         )
-        self._files = FileSource(self.directory)
+        self._files = await asyncio.to_thread(FileSource, self.directory)
         await self._files.start(self._apply)
 
     async def _apply(self, document: Document) -> None:
@@ -106,18 +107,19 @@ class NacosPromptAgentBuilderFactory:
     ) -> None:
         assert self._files is not None
         target = document_name(name, variant, current, "yaml")
-        self._files.write(target, render_spec(spec, target))
+        await asyncio.to_thread(self._files.write, target, render_spec(spec, target))
 
     async def read(self, name: str, variant: Variant, current: SourceInfo | None) -> str | None:
         assert self._files is not None
-        return self._files.read(document_name(name, variant, current, "yaml"))
+        filename = document_name(name, variant, current, "yaml")
+        return await asyncio.to_thread(self._files.read, filename)
 
     async def replace(
         self, name: str, variant: Variant, current: SourceInfo | None, text: str, expected: str
     ) -> bool:
         assert self._files is not None
         target = document_name(name, variant, current, "yaml")
-        return self._files.replace_if(target, text, expected)
+        return await asyncio.to_thread(self._files.replace_if, target, text, expected)
 
     async def stop(self) -> None:
         if self._files is not None:

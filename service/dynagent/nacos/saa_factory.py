@@ -90,7 +90,7 @@ class SpringAiAlibabaAgentBuilderFactory:
             )
             groups = set(await self.client.list_groups(layout.GROUP_PREFIX))
         except NacosError:
-            groups = self._snapshot_groups()
+            groups = await asyncio.to_thread(self._snapshot_groups)
         for group in sorted(groups):
             await self._add_group(group)
         self._starting = False

@@ -305,7 +305,7 @@ class NacosSource:
             if text is None:
                 if self._md5.pop(data_id, None) is None:
                     return
-                self.snapshot.delete(data_id)
+                await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
                 await self.client.unlisten(data_id, self.group, self._listener)
             else:
@@ -315,7 +315,7 @@ class NacosSource:
                 if self._md5.get(data_id) == content_md5(text):
                     return
                 self._md5[data_id] = content_md5(text)
-                self.snapshot.save(data_id, text)
+                await asyncio.to_thread(self.snapshot.save, data_id, text)
             assert self._on_change is not None
             await self._on_change(self._document(data_id, read))
 
@@ -361,7 +361,7 @@ class NacosSource:
         return Document(data_id, text, format_of(data_id), info)
 
     async def _serve_snapshot(self, reason: str) -> None:
-        saved, skipped = self.snapshot.load_accepted(self.accepts)
+        saved, skipped = await asyncio.to_thread(self.snapshot.load_accepted, self.accepts)
         logger.error(
             "Nacos source {} unavailable at start ({}); serving {} definitions from the "
             "snapshot in {}",

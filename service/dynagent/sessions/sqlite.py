@@ -115,6 +115,8 @@ PIN_SECONDS = 30 * 24 * 3600
 
 
 class SqliteSessionStore:
+    """Constructing it opens (or creates) the file: an event loop does it in a worker thread."""
+
     def __init__(
         self,
         path: str | Path,
@@ -156,6 +158,9 @@ class SqliteSessionStore:
         return str(found)
 
     async def aclose(self) -> None:
+        await asyncio.to_thread(self._close)  # folds the write-ahead log into the file
+
+    def _close(self) -> None:
         with self._mutex:
             self._db.close()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from loguru import logger
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 
 from dynagent.exceptions import Conflict
 from dynagent.registry.canary import load_canary
@@ -68,30 +69,47 @@ class _Handler(FileSystemEventHandler):
                     self.loop.call_soon_threadsafe(self.queue.put_nowait, path)
 
 
+def _unwatch(observer: BaseObserver) -> None:
+    observer.stop()
+    observer.join(5)
+
+
 class FileSource:
+    """The agent files of one folder. Its file I/O blocks: an event loop constructs it
+    and calls ``write``, ``read`` and ``replace_if`` from a worker thread."""
+
     def __init__(self, directory: Path, *, settle: float = 0.02) -> None:
         self.directory = directory.resolve()
         self.settle = settle
         """Seconds to wait for more events on a file before reading it."""
         self._seen: dict[Path, str] = {}
         """The text of each readable agent file, to tell a change from a touch."""
-        self._observer: Observer | None = None  # type: ignore[valid-type]
+        self._observer: BaseObserver | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, on_change: OnChange) -> None:
-        if not self.directory.is_dir():
-            raise FileNotFoundError(f"agents folder {self.directory} does not exist")
         queue: asyncio.Queue[Path] = asyncio.Queue()
-        observer = Observer()
-        observer.schedule(_Handler(asyncio.get_running_loop(), queue), str(self.directory))
-        observer.daemon = True
-        observer.start()
-        self._observer = observer
-        for path in sorted(self.directory.iterdir()):
-            if is_agent_file(path) and path.is_file():
-                await on_change(self._read(path))
+        # Off the loop: the folder is listed and read from a worker thread, one file at a
+        # time (and starting the watch reads it too).
+        self._observer = await asyncio.to_thread(
+            self._watch, _Handler(asyncio.get_running_loop(), queue)
+        )
+        for path in await asyncio.to_thread(self._agent_files):
+            await on_change(await asyncio.to_thread(self._read, path))
         # Events queued while the folder was read are applied now, in order.
         self._task = asyncio.create_task(self._pump(queue, on_change), name="file-source")
+
+    def _watch(self, handler: _Handler) -> BaseObserver:
+        if not self.directory.is_dir():
+            raise FileNotFoundError(f"agents folder {self.directory} does not exist")
+        observer = Observer()
+        observer.schedule(handler, str(self.directory))
+        observer.daemon = True
+        observer.start()
+        return observer
+
+    def _agent_files(self) -> list[Path]:
+        return [p for p in sorted(self.directory.iterdir()) if is_agent_file(p) and p.is_file()]
 
     def write(self, filename: str, text: str | None) -> Path:
         """Replace (atomically) or delete ``filename`` in the folder; the watcher applies it.
@@ -148,8 +166,7 @@ class FileSource:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._observer is not None:
-            self._observer.stop()
-            await asyncio.to_thread(self._observer.join, 5)
+            await asyncio.to_thread(_unwatch, self._observer)
 
     async def _pump(self, queue: asyncio.Queue[Path], on_change: OnChange) -> None:
         while True:
@@ -158,7 +175,7 @@ class FileSource:
                 async with asyncio.timeout(self.settle):
                     while True:
                         pending.add(await queue.get())
-            for document in self._changed(pending):
+            for document in await asyncio.to_thread(self._changed, pending):
                 try:
                     await on_change(document)
                 except Exception:  # one bad document must not stop the watch

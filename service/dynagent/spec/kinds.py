@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Generic, Protocol, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel
+
+from dynagent.spec._plugins import plugin_points
 
 GROUP = "dynagent.tool_kinds"
 
@@ -95,7 +97,7 @@ class Kinds(Generic[K]):
 def kind_points(found: Iterable[EntryPoint] | None = None) -> list[EntryPoint]:
     """The group's entry points (``found``: those installed), each once: Dynagent's own
     first (``BUILTIN_KINDS`` standing in for any not installed), then the others by name."""
-    points = entry_points(group=GROUP) if found is None else found
+    points = plugin_points(GROUP) if found is None else found
     unique = {(point.name, point.value): point for point in points}
     for name, value in BUILTIN_KINDS.items():
         unique.setdefault((name, value), EntryPoint(name, value, GROUP))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import datetime as dt
 import math
 import operator
@@ -73,7 +74,7 @@ async def _calculator(arguments: dict[str, Any]) -> str:
 async def _current_time(arguments: dict[str, Any]) -> str:
     zone_name = arguments.get("timezone") or "UTC"
     try:
-        zone = ZoneInfo(zone_name)
+        zone = await asyncio.to_thread(ZoneInfo, zone_name)  # reads the zone's file once
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"unknown IANA time zone {zone_name!r}, e.g. 'Europe/Berlin'") from None
     return dt.datetime.now(zone).isoformat(timespec="seconds")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 
 from loguru import logger
 
+from dynagent.spec._plugins import plugin_points
 from dynagent.tools.base import Tool
 from dynagent.tools.builtins import BUILTIN_TOOLS
 
@@ -39,7 +39,7 @@ class ToolRegistry:
 
     def load_plugins(self, group: str = "dynagent.tools") -> list[str]:
         loaded = []
-        for point in entry_points(group=group):
+        for point in plugin_points(group):
             try:
                 obj = point.load()
                 tool = obj if isinstance(obj, Tool) else obj()

@@ -9,6 +9,7 @@ Security Policy lets the page talk to this service only.
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
 from pathlib import Path
 
@@ -52,7 +53,7 @@ async def root(request: web.Request) -> web.StreamResponse:
     )
 )
 async def index(request: web.Request) -> web.StreamResponse:
-    return _file("index.html")
+    return await _file("index.html")
 
 
 @routes.undocumented("GET", "/ui/{file}", name="ui-file")
@@ -60,11 +61,12 @@ async def asset(request: web.Request) -> web.StreamResponse:
     name = request.match_info["file"]
     if name not in FILES:
         raise web.HTTPNotFound(reason=f"no file {name!r} in the operations page")
-    return _file(name)
+    return await _file(name)
 
 
-def _file(name: str) -> web.Response:
+async def _file(name: str) -> web.Response:
     path = ASSETS / name
     kind = _TYPES.get(path.suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
     charset = "utf-8" if kind.startswith("text/") else None
-    return web.Response(body=path.read_bytes(), content_type=kind, charset=charset, headers=HEADERS)
+    body = await asyncio.to_thread(path.read_bytes)  # file I/O, off the loop
+    return web.Response(body=body, content_type=kind, charset=charset, headers=HEADERS)
