@@ -232,7 +232,12 @@ async def test_a_piece_published_while_the_factory_loads_is_assembled_right_afte
 ) -> None:
     """The factory starts serving the versions its load read (the agent is there when it
     says started, not held back for the piece in flight), then the newer piece's push
-    makes the next revision."""
+    makes the next revision.
+
+    The publish is awaited until the server serves it, before the load goes on to announce
+    its listeners: reads trail a publish by ~0.1 s, and in that window the announcement met
+    the old md5, so the newer piece could only come from the server's change event racing
+    the listener's registration (a cold full run timed out there once)."""
     nacos, settings = own_namespace
     agent = await published_saa_agent(nacos, settings, model_server)
     loaded = served_details(agent)
@@ -240,6 +245,9 @@ async def test_a_piece_published_while_the_factory_loads_is_assembled_right_afte
     async def publish_model() -> None:
         agent.model["temperature"] = "0.7"
         await agent.publish("model.json", agent.model)
+        await until_served(
+            settings, agent.group, "model.json", agent.texts[f"{agent.group}/model.json"]
+        )
 
     client = NoticeDuringGroupLoad(
         settings, agent.group, "agent-base.json", meanwhile=publish_model
