@@ -15,6 +15,7 @@ import pytest
 from dynagent.config import NacosConfig
 from dynagent.nacos.client import content_md5
 from dynagent.nacos.saa_factory import ASSEMBLY_WINDOW, SpringAiAlibabaAgentBuilderFactory
+from dynagent.nacos.source import NacosSource
 from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.builder import AgentBuilder
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
@@ -259,6 +260,50 @@ async def test_a_piece_published_while_the_factory_loads_is_assembled_right_afte
         assert client.handed_over > 0, "the notice must land while the read is in flight"
         assert dict(registry.get(agent.name).source.details) == loaded
         await registry.wait_for(lambda r: r.get(agent.name).spec.model.settings.temperature == 0.7)
+        assert dict(registry.get(agent.name).source.details) == served_details(agent)
+    finally:
+        await factory.stop()
+
+
+async def test_a_piece_whose_push_is_late_is_read_before_the_release_is_assembled(
+    own_namespace: tuple[NacosAdmin, NacosConfig],
+    model_server: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A release publishes ``model.json`` and then the prompt. On a loaded server the
+    model's push can trail the prompt's by seconds; the assembly the prompt starts sees
+    the server list a newer ``model.json`` and reads it then, instead of waiting for a
+    push that may come after the window. Here the group's pushes never come at all, so
+    only that read can bring the model in with the prompt."""
+    nacos, settings = own_namespace
+    agent = await published_saa_agent(nacos, settings, model_server)
+    registry = AgentRegistry()
+    factory = SpringAiAlibabaAgentBuilderFactory(AgentBuilder(environ={}), settings)
+    await factory.start(registry)
+    try:
+        assert registry.get(agent.name).spec.model.settings.temperature == 0.2
+        push = NacosSource._push
+
+        def late(source: NacosSource, item: Any) -> None:
+            if source.group != agent.group:
+                push(source, item)
+
+        monkeypatch.setattr(NacosSource, "_push", late)
+        swaps: list[str] = []
+        registry.listeners.append(
+            lambda event: swaps.append(event.kind) if event.name == agent.name else None
+        )
+        agent.model["temperature"] = "0.7"
+        await agent.publish("model.json", agent.model)
+        await until_served(
+            settings, agent.group, "model.json", agent.texts[f"{agent.group}/model.json"]
+        )
+        await agent.prompt("You are the release after the late push.")
+        await registry.wait_for(
+            lambda r: r.get(agent.name).system_prompt == "You are the release after the late push."
+        )
+        assert swaps == ["swapped"]
+        assert registry.get(agent.name).spec.model.settings.temperature == 0.7
         assert dict(registry.get(agent.name).source.details) == served_details(agent)
     finally:
         await factory.stop()

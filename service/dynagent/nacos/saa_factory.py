@@ -235,20 +235,39 @@ class SpringAiAlibabaAgentBuilderFactory:
             ASSEMBLY_WINDOW, lambda: self._spawn(self._assemble(name))
         )
 
-    async def _in_flight(self, group: str, pieces: Mapping[str, layout.Piece]) -> bool:
-        """Whether the server lists a piece other than the one held: published, but its
-        push has not arrived (pushes trail a publish by 0.1 s, sometimes far more)."""
+    async def _in_flight(self, group: str, pieces: Mapping[str, layout.Piece]) -> set[str]:
+        """The groups where the server lists a piece other than the one held: published,
+        but its push has not arrived (pushes trail a publish by 0.1 s, and by seconds on
+        a loaded server)."""
         held = [p for p in pieces.values() if not p.gray]
+        stale: set[str] = set()
         try:
             listed = await self.client.list_group(group)
+            if any(d in layout.PIECES and d not in pieces for d in listed):
+                stale.add(group)
             for piece in held:
+                found = listed if piece.group == group else {}
                 if piece.group != group:  # the prompt
-                    listed |= await self.client.list_group(piece.group, piece.data_id)
+                    found = await self.client.list_group(piece.group, piece.data_id)
+                if found.get(piece.data_id, piece.md5) != piece.md5:
+                    stale.add(piece.group)
         except NacosError:
-            return False  # assemble what is here; the reconcile catches up
-        return any(listed.get(p.data_id, p.md5) != p.md5 for p in held) or any(
-            d in layout.PIECES and d not in pieces for d in listed
-        )
+            return set()  # assemble what is here; the reconcile catches up
+        return stale
+
+    async def _pull(self, groups: set[str]) -> None:
+        """Read what the server lists for ``groups`` now rather than wait for its push:
+        each piece read arrives through the source as a push would (and a read that
+        trails the write is dropped there, to be read again next window)."""
+        for group in sorted(groups):
+            source = self._prompt_source if group == layout.PROMPT_GROUP else None
+            source = source or self._groups.get(group)
+            if source is None:
+                continue
+            try:
+                await source.reconcile()
+            except NacosError as exc:
+                logger.debug("reading {} ahead of its push failed: {}", group, exc)
 
     async def _assemble(self, name: str, *, first: bool = False) -> None:
         """Build ``name`` from the pieces held. ``first``: start's pass, which serves an
@@ -263,8 +282,10 @@ class SpringAiAlibabaAgentBuilderFactory:
         held = {**pieces, **({"": prompt_piece} if prompt_piece else {})}
         rounds = self._rounds.get(name, 0)
         settle = not (first and name not in registry) and rounds < SETTLE_ROUNDS
-        if settle and await self._in_flight(group, held):
-            self._rounds[name] = rounds + 1
+        stale = await self._in_flight(group, held) if settle else set()
+        if stale:
+            await self._pull(stale)
+            self._rounds[name] = rounds + 1  # after the pull, whose deliveries restart the window
             self._schedule(name, settling=True)
             return
         self._rounds.pop(name, None)
