@@ -1,4 +1,4 @@
-"""The ``dynagent`` command: serve, validate, schema, publish, mcp, agents, invoke,
+"""The ``dynagent`` command: serve, health, validate, schema, publish, mcp, agents, invoke,
 promote, rollback, rollout. Each command module (and each feature package's ``cli``)
 adds its own subcommands."""
 
@@ -11,12 +11,12 @@ from collections.abc import Sequence
 import aiohttp
 from loguru import logger
 
-from dynagent.cli import local, remote, serve
+from dynagent.cli import health, local, remote, serve
 from dynagent.exceptions import ConfigError, StartupError
 from dynagent.mcp import cli as mcp_cli
 from dynagent.nacos import cli as nacos_cli
 
-COMMANDS = (serve, nacos_cli, local, mcp_cli, remote)
+COMMANDS = (serve, health, nacos_cli, local, mcp_cli, remote)
 """Where the subcommands come from, in the order ``--help`` lists them."""
 
 

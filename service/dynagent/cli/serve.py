@@ -14,6 +14,7 @@ from typing import Any
 from loguru import logger
 
 from dynagent._compat import check_all as check_dependencies
+from dynagent.cli.health import config_path
 from dynagent.config import ServiceConfig
 from dynagent.core.auth import ApiKeys
 from dynagent.exceptions import StartupError
@@ -24,7 +25,9 @@ from dynagent.nacos.cli import nacos_config, nacos_options
 
 def add_commands(commands: Any) -> None:
     run = commands.add_parser("serve", help="run the service")
-    run.add_argument("--config", type=Path, help="service config (YAML)")
+    run.add_argument(
+        "--config", type=Path, default=config_path(), help="service config (YAML; DYNAGENT_CONFIG)"
+    )
     run.add_argument("--agents", type=Path, help="folder of agent files (default factory)")
     run.add_argument("--host")
     run.add_argument("--port", type=int)
