@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CODE   := service tests bench
 
-.PHONY: setup browser run test test-fast lint typecheck pytest nacos-start nacos-stop bench clean
+.PHONY: setup browser run test test-fast lint typecheck pytest nacos-start nacos-stop bench image-check clean
 .PHONY: docs docs-check
 
 setup: $(VENV)/.installed browser
@@ -64,6 +64,10 @@ bench: setup $(VENV)/.bench-installed
 $(VENV)/.bench-installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $@
+
+## The image, built with buildah (no engine) and started: its own check, about 3 minutes.
+image-check:
+	scripts/image.sh check
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache var
