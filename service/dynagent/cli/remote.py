@@ -1,15 +1,17 @@
-"""Commands that talk to a running service: agents, invoke, promote, rollback, rollout."""
+"""Commands that talk to a running service: agents, invoke, promote, rollback, rollout.
+
+One HTTP request each, made with the standard library's ``http.client``: a command that
+waits for one answer needs no event loop, and importing aiohttp cost more than the call.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
 from typing import Any
-
-import aiohttp
+from urllib.parse import urlsplit
 
 DEFAULT_URL = "http://127.0.0.1:8090"
 
@@ -41,19 +43,60 @@ def add_commands(commands: Any) -> None:
     _rollout_parser(commands)
 
 
-async def _call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> int:
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(method, args.url.rstrip("/") + path, json=body, headers=headers) as resp,
-    ):
-        data = await resp.json(content_type=None)
-        print(json.dumps(data, indent=2, ensure_ascii=False))
-        return 0 if resp.status < 400 else 1
+def _request(
+    args: argparse.Namespace, method: str, path: str, body: Any = None
+) -> tuple[int, bytes]:
+    """The service's status and answer to one request."""
+    import http.client  # here: ``--help`` and the other commands do not need it
+
+    url = urlsplit(args.url.rstrip("/") + path)
+    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    headers = {"Accept": "application/json"}
+    if args.api_key:
+        headers["Authorization"] = f"Bearer {args.api_key}"
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    target = url.path + (f"?{url.query}" if url.query else "")
+    connection = kind(url.netloc, timeout=args.timeout)
+    try:
+        connection.request(method, target, body=data, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def _call(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: Any = None,
+) -> int:
+    """Print the answer as JSON; 0 when the service said yes, 1 when it said no, 3 when
+    nothing (or not the service) answered."""
+    import http.client
+
+    try:
+        status, raw = _request(args, method, path, body)
+    except (OSError, http.client.HTTPException) as exc:  # refused, unreachable, timed out
+        print(f"error: cannot reach the service at {args.url}: {exc}", file=sys.stderr)
+        return 3
+    try:
+        data = json.loads(raw or b"null")
+    except ValueError:
+        print(
+            f"error: {args.url} answered HTTP {status} without JSON: is it Dynagent?",
+            file=sys.stderr,
+        )
+        return 3
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+    return 0 if status < 400 else 1
 
 
 def agents(args: argparse.Namespace) -> int:
-    return asyncio.run(_call(args, "GET", "/v1/agents"))
+    return _call(args, "GET", "/v1/agents")
 
 
 def invoke(args: argparse.Namespace) -> int:
@@ -62,16 +105,16 @@ def invoke(args: argparse.Namespace) -> int:
         body["session_id"] = args.session
     if args.var:
         body["variables"] = dict(v.split("=", 1) for v in args.var)
-    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/invoke", body))
+    return _call(args, "POST", f"/v1/agents/{args.name}/invoke", body)
 
 
 def promote(args: argparse.Namespace) -> int:
-    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/promote"))
+    return _call(args, "POST", f"/v1/agents/{args.name}/promote")
 
 
 def rollback(args: argparse.Namespace) -> int:
     body = {"to": args.to} if args.to else {}
-    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollback", body))
+    return _call(args, "POST", f"/v1/agents/{args.name}/rollback", body)
 
 
 def rollout(args: argparse.Namespace) -> int:
@@ -79,7 +122,7 @@ def rollout(args: argparse.Namespace) -> int:
         print("error: --reason goes with pause only", file=sys.stderr)
         return 2
     body = {"reason": args.reason} if args.reason else None
-    return asyncio.run(_call(args, "POST", f"/v1/agents/{args.name}/rollout/{args.action}", body))
+    return _call(args, "POST", f"/v1/agents/{args.name}/rollout/{args.action}", body)
 
 
 def _rollout_parser(commands: Any) -> None:
@@ -99,4 +142,7 @@ def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("DYNAGENT_URL", DEFAULT_URL))
     parser.add_argument(
         "--api-key", default=os.environ.get("DYNAGENT_API_KEY"), help="default: $DYNAGENT_API_KEY"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for the answer (default 60)"
     )
