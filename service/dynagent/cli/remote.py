@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,12 +33,14 @@ def add_commands(commands: Any) -> None:
     up = commands.add_parser("promote", help="make an agent's canary its stable version")
     up.add_argument("name")
     _client_options(up)
+    _json_option(up)
     up.set_defaults(func=promote)
 
     back = commands.add_parser("rollback", help="restore an earlier revision of an agent")
     back.add_argument("name")
     back.add_argument("--to", metavar="REVISION", help="default: the previous stable revision")
     _client_options(back)
+    _json_option(back)
     back.set_defaults(func=rollback)
 
     _rollout_parser(commands)
@@ -73,9 +76,10 @@ def _call(
     method: str,
     path: str,
     body: Any = None,
+    line: Callable[[dict[str, Any]], str] | None = None,
 ) -> int:
-    """Print the answer as JSON; 0 when the service said yes, 1 when it said no, 3 when
-    nothing (or not the service) answered."""
+    """Print the answer (as JSON, or the one line ``line`` makes of a success); 0 when the
+    service said yes, 1 when it said no, 3 when nothing (or not the service) answered."""
     import http.client
 
     try:
@@ -91,7 +95,13 @@ def _call(
             file=sys.stderr,
         )
         return 3
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    if line is None or getattr(args, "json", False):
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    elif status < 400:
+        print(line(data))
+    else:
+        error = data.get("error", {}) if isinstance(data, dict) else {}
+        print(f"error: {error.get('message', data)} ({error.get('type', status)})", file=sys.stderr)
     return 0 if status < 400 else 1
 
 
@@ -109,12 +119,29 @@ def invoke(args: argparse.Namespace) -> int:
 
 
 def promote(args: argparse.Namespace) -> int:
-    return _call(args, "POST", f"/v1/agents/{args.name}/promote")
+    return _call(args, "POST", f"/v1/agents/{args.name}/promote", line=_promoted)
 
 
 def rollback(args: argparse.Namespace) -> int:
     body = {"to": args.to} if args.to else {}
-    return _call(args, "POST", f"/v1/agents/{args.name}/rollback", body)
+    return _call(args, "POST", f"/v1/agents/{args.name}/rollback", body, line=_rolled_back)
+
+
+def _promoted(status: dict[str, Any]) -> str:
+    return f"{status['name']}: promoted; stable is revision {status['revision']}{_canary(status)}"
+
+
+def _rolled_back(status: dict[str, Any]) -> str:
+    return (
+        f"{status['name']}: rolled back; stable is revision {status['revision']}{_canary(status)}"
+    )
+
+
+def _canary(status: dict[str, Any]) -> str:
+    canary = status.get("canary")
+    if not canary:
+        return ", no canary"
+    return f", canary {canary['revision']} at {canary['weight']:g}% ({canary['state']})"
 
 
 def rollout(args: argparse.Namespace) -> int:
@@ -146,3 +173,7 @@ def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=60.0, help="seconds to wait for the answer (default 60)"
     )
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the agent's whole status")
