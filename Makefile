@@ -39,7 +39,7 @@ run: setup
 test: setup lint typecheck docs-check pytest
 
 ## The inner loop (under 3 minutes on 2 cores): lint, types, and every test but the nacos, browser and slow ones.
-test-fast: lint typecheck
+test-fast: lint typecheck $(A2A_1X)/.installed
 	$(BIN)/pytest -q -n 2 -m "not nacos and not browser and not slow"
 
 lint: $(VENV)/.installed
