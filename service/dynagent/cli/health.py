@@ -12,8 +12,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from dynagent.config import load_config
-
 WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104 - read, not bound
 
 
@@ -46,6 +44,8 @@ def probe_url(host: str, port: int) -> str:
 
 
 def health(args: argparse.Namespace) -> int:
+    from dynagent.config import load_config  # not at the top: --help stays fast
+
     config = load_config(args.config)
     url = probe_url(config.listen.host, config.listen.port)
     try:
