@@ -112,7 +112,8 @@ class AuthConfig(_Section):
     metrics_keys_env: str = "DYNAGENT_METRICS_KEYS"
     """Environment variable holding comma-separated keys that may read ``/metrics`` only."""
     keys_file: Path | None = None
-    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool}]``,
+    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool,
+    feedback?: bool}]``,
     watched: a change applies within a second."""
 
 

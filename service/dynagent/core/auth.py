@@ -38,7 +38,9 @@ class Caller:
     principal: str = ANONYMOUS_PRINCIPAL
     """Who the caller is, stably and without the key: ``key:<name>`` for a keys-file
     entry, ``digest:<sha-256 of the key>`` for a key from the environment. Sessions are
-    scoped to it (``sessions/scope.py``)."""
+    scoped to it (``sessions/scope.py``), and every run records it as its owner."""
+    feedback: bool = False
+    """May rate any run of its agents (a labelling service), not only its own."""
 
     def check_agent(self, agent: str) -> None:
         if self.agents is not None and agent not in self.agents:
@@ -46,6 +48,15 @@ class Caller:
 
     def may_see(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
+
+    def may_read_run(self, owner: str, agent: str) -> bool:
+        """What a run leaves (its trace, summary, stored response) is shown to the identity
+        that made it and to admins, and only for an agent the reader may call."""
+        return self.may_see(agent) and (self.admin or owner == self.principal)
+
+    def may_rate_run(self, owner: str, agent: str) -> bool:
+        """A run is rated by the identity that made it, or by a key given ``feedback``."""
+        return self.may_see(agent) and (self.feedback or owner == self.principal)
 
     def metrics_scope(self) -> frozenset[str] | None:
         """The agents whose series this caller may read (``None``: all, and the totals)."""
@@ -68,6 +79,7 @@ class _KeyEntry(BaseModel):
     agents: list[str] | None = None
     admin: bool = False
     metrics: bool = False
+    feedback: bool = False
 
 
 class _KeysFile(BaseModel):
@@ -190,6 +202,7 @@ def _from_file(path: Path) -> list[tuple[str, Caller]]:
                 key_digest=_short(entry.key),
                 metrics=entry.metrics,
                 principal=f"key:{entry.name}",
+                feedback=entry.feedback,
             ),
         )
         for entry in parsed.keys
