@@ -29,6 +29,10 @@ class ListenConfig(_Section):
     """Larger request bodies get 413."""
     drain_seconds: float = Field(default=30, ge=0)
     """On SIGTERM, how long running requests may take to finish."""
+    max_watch_streams: int = Field(default=128, ge=1)
+    """Open ``GET /v1/watch/agents`` streams on this replica; more get 429."""
+    max_watch_streams_per_key: int = Field(default=8, ge=1)
+    """Open watch streams of one API key (a page per tab); more get 429."""
 
 
 class DefaultFactoryConfig(_Section):

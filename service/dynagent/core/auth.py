@@ -108,6 +108,8 @@ class ApiKeys:
         self.secrets = [key for key, _ in entries]
         """Raw keys, only so the log mask can hide them."""
         self._enabled = bool(entries)
+        self.generation = 0
+        """Counts reloads: a holder of a ``Caller`` re-checks it when this moved."""
 
     def replace(self, other: ApiKeys) -> None:
         """Take ``other``'s keys (a reloaded keys file): one reference swap, so a request
@@ -115,6 +117,14 @@ class ApiKeys:
         a keys file emptied or deleted leaves no valid key, not an open service."""
         self._entries, self.secrets = other._entries, other.secrets
         self._enabled = self._enabled or other._enabled
+        self.generation += 1
+
+    def holds(self, caller: Caller) -> bool:
+        """Whether ``caller`` is still one of the keys, with the same rights: a stream that
+        outlives its request re-checks its key, so a removed or narrowed key ends it."""
+        if not self._enabled:
+            return caller is ANONYMOUS
+        return any(known == caller for _, known in self._entries)
 
     @property
     def enabled(self) -> bool:
