@@ -18,6 +18,8 @@ import pytest
 import yaml
 from aiohttp import web
 
+from dynagent.http.state import SERVICE
+from tests.support.canary import canary_document, canary_filename
 from tests.support.service import RunningService, agent_document, running_service, service_config
 
 KEYS = {
@@ -277,3 +279,22 @@ async def test_a_run_is_rated_by_its_maker_or_a_key_with_the_feedback_right(
     status, again = await post(service, "alice", path, {"thumbs": "up"})
     assert (status, again["error"]["type"]) == (409, "conflict")
     assert service.registry.status("bot")["traffic"]["stable"]["ratings"] == 1
+
+
+async def test_a_shadow_copy_of_a_run_belongs_to_the_same_caller(
+    service: RunningService,
+) -> None:
+    candidate = agent_document("bot", system="The canary.")
+    service.write_agent(
+        canary_document(candidate, weight=0, shadow=100), filename=canary_filename("bot")
+    )
+    await service.registry.wait_for(lambda r: r.entry("bot").canary is not None)
+    status, _ = await post(service, "alice", "/v1/agents/bot/invoke", {"input": MARK})
+    assert status == 200
+    await service.app[SERVICE].shadows.idle()
+    mine = (await get_json(service, "alice", "/v1/traces"))["traces"]
+    assert sorted((t["variant"], t["owner"], t["input"]) for t in mine) == [
+        ("canary", "key:alice", MARK),
+        ("stable", "key:alice", MARK),
+    ]
+    assert (await get_json(service, "bob", "/v1/traces"))["traces"] == []
