@@ -34,6 +34,8 @@ class _Recorded:
     source: SourceInfo
     events: tuple[Event, ...]
     nested: tuple[dict[str, Any], ...]
+    routed: bool = True
+    """The router chose the variant (the caller did not pin one)."""
 
     def as_dict(self, trace_id: str) -> dict[str, Any]:
         trace: dict[str, Any] = {
@@ -84,8 +86,10 @@ class TraceStore:
         events: Sequence[Event],
         *,
         nested: Sequence[dict[str, Any]] = (),
+        routed: bool = True,
     ) -> None:
-        """``nested``: the runs of agents this run called as tools, with their events."""
+        """``nested``: the runs of agents this run called as tools, with their events;
+        ``routed``: False when the caller pinned the variant."""
         self._forget(trace_id)
         size = _size(events) + sum(_size(run["events"]) for run in nested)
         if size > self.max_bytes:
@@ -100,6 +104,7 @@ class TraceStore:
             agent.source,
             tuple(events),
             tuple({**run, "events": tuple(run["events"])} for run in nested),
+            routed,
         )
         while len(self._traces) > self.max_traces or self.bytes > self.max_bytes:
             gone = next(iter(self._traces))
@@ -121,6 +126,12 @@ class TraceStore:
         if trace_id in self._feedback:
             trace["feedback"] = self._feedback[trace_id]
         return trace
+
+    def routed(self, trace_id: str) -> bool:
+        """Whether the router chose the variant of a kept run: only such runs' ratings are
+        evidence for the guard (a caller rating its own pinned runs picks what it judges)."""
+        recorded = self._traces.get(trace_id)
+        return recorded is not None and recorded.routed
 
     def rate(self, trace_id: str, feedback: dict[str, Any]) -> None:
         """Keep the rating of a kept trace (shown with it)."""

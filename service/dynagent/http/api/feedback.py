@@ -57,7 +57,9 @@ class FeedbackResponse(Answer):
     score: float
     comment: str | None
     counted: bool
-    """False when that revision no longer serves as that variant (kept on the trace only)."""
+    """False (the rating is kept on the trace only) when that revision no longer serves as
+    that variant, or when the run's variant was pinned by its caller: the figures and the
+    guard take ratings of runs the router chose."""
 
 
 routes = Routes("traces")
@@ -76,7 +78,8 @@ routes = Routes("traces")
 async def feedback(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     body = await read_body(request, FeedbackRequest)
-    trace: dict[str, Any] | None = service(request).traces.get(trace_id)
+    the = service(request)
+    trace: dict[str, Any] | None = the.traces.get(trace_id)
     if trace is None:
         raise NotFound(f"no recent trace {trace_id!r} on this replica; only the last runs are kept")
     if not caller(request).may_see(trace["agent"]):
@@ -84,10 +87,12 @@ async def feedback(request: web.Request) -> web.Response:
     if trace.get("feedback") is not None:
         raise Conflict(f"run {trace_id!r} has been rated already")
     agent, revision, variant = trace["agent"], trace["revision"], trace["variant"]
-    counted = service(request).registry.rollouts.rate(agent, revision, variant, body.value)
-    service(request).traces.rate(trace_id, {"score": body.value, "comment": body.comment})
+    counted = the.traces.routed(trace_id) and the.registry.rollouts.rate(
+        agent, revision, variant, body.value
+    )
+    the.traces.rate(trace_id, {"score": body.value, "comment": body.comment})
     if counted:
-        service(request).metrics.observe_feedback(agent, variant, body.value)
+        the.metrics.observe_feedback(agent, variant, body.value)
     answer = FeedbackResponse(
         trace_id=trace_id,
         agent=agent,
