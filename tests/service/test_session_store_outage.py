@@ -65,14 +65,17 @@ async def readyz(service: RunningService) -> tuple[int, Any]:
     return response.status, await response.json()
 
 
-async def error_counts(service: RunningService) -> dict[str, float]:
+async def run_counts(service: RunningService) -> dict[str, float]:
+    """``dynagent_errors_total`` by type and ``dynagent_requests_total`` by outcome."""
     text = await (await service.client.get("/metrics")).text()
-    return {
-        sample.labels["type"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "dynagent_errors_total"
-    }
+    wanted = {"dynagent_errors_total": "type", "dynagent_requests_total": "outcome"}
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted:
+                key = f"{sample.name}:{sample.labels[wanted[sample.name]]}"
+                counts[key] = counts.get(key, 0) + sample.value
+    return counts
 
 
 @pytest.mark.parametrize("how", ["stop", "hang"])
@@ -113,7 +116,11 @@ async def test_a_session_store_outage_is_a_503_that_counts_against_no_version(
             why = body["degraded"].pop("sessions")
             assert (status, body) == (200, {"status": "degraded", "agents": 1, "degraded": {}})
             assert why.startswith("Redis ") and redis_server.url not in why
-        assert await error_counts(busy) == {"unavailable": RUNS}
+        assert await run_counts(busy) == {
+            "dynagent_errors_total:unavailable": RUNS,
+            "dynagent_requests_total:unavailable": RUNS,
+            "dynagent_requests_total:ok": 2,  # before the outage, and without a session
+        }
         canary = busy.registry.status("bot")["canary"]
         assert (canary["state"], busy.registry.status("bot")["traffic"]["canary"]["errors"]) == (
             "serving",
