@@ -40,6 +40,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from loguru import logger
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -191,6 +192,13 @@ class RedisSessionStore:
         if (reason is None) == (self.outage is None):
             return
         self.outage = reason
+        if reason is None:
+            logger.info("the session store answers again: runs with a session are served")
+        else:
+            logger.warning(
+                "the session store is out: {}; runs with a session answer 503 until it answers",
+                reason,
+            )
         for listener in self._listeners:
             listener(reason)
         if reason is not None and not self._probing:
