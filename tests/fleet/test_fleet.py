@@ -164,6 +164,9 @@ async def test_a_progressive_rollout_advances_through_its_steps_and_promotes(
     )
     await serving_everywhere(http, fleet, name, revision_of(stable))
     model_server.script(f"{name}-next", [Reply("next")], cycle=True)
+    # A routed caller may reach the old stable on a replica that has read the promotion's
+    # canary removal before its new stable definition.
+    model_server.script(DEFAULT_MODEL, [Reply("stable")], cycle=True)
 
     await until(canary_on_all(http, fleet, name), 15, "the canary on every replica")
     weights_seen: list[float] = []
