@@ -100,6 +100,10 @@ class SessionsConfig(_Section):
     key_prefix: str = "dynagent:session:"
     lock_ttl: float = Field(default=15.0, gt=0, le=600)
     """Seconds a crashed replica's hold on a session outlives it (``store: redis``)."""
+    timeout: float = Field(default=2.0, gt=0, le=60)
+    """Seconds one session operation may take, retries included (``store: redis``): past
+    them Redis is out, runs with a session answer 503 ``unavailable`` at once until it
+    answers again, and ``/readyz`` says ``degraded``."""
     max_history_bytes: int = Field(default=DEFAULT_HISTORY_BYTES, ge=1024)
     """A session keeps (and a run is given) its newest whole turns within this many bytes."""
     ttl: float = Field(default=DEFAULT_SESSION_TTL, gt=0, le=366 * 24 * 3600)

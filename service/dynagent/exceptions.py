@@ -240,7 +240,15 @@ class SessionConflict(RunError):
 
 
 class SessionStoreUnavailable(RunError):
-    """The shared session store (Redis) could not be reached."""
+    """The shared session store (Redis) could not be reached: an outage, not a failure of
+    the agent, so no version is judged by it. ``retry_after``: seconds until it is worth
+    asking again (the store pings Redis that often while it is out)."""
+
+    kind: ErrorKind = "unavailable"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ToolCallError(DynagentError):

@@ -14,6 +14,7 @@ import aiohttp
 import yaml
 from aiohttp import web
 
+from dynagent.registry.canary import picks_canary
 from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer, Slow
 from tests.support.canary import Load, canary_document, canary_revision
 from tests.support.fleet import Fleet
@@ -122,9 +123,10 @@ async def test_a_canary_failing_on_one_replica_is_paused_on_all_and_after_a_rest
 
     await until(canary_on_all(http, fleet, name), 15, "the canary on every replica")
     model_server.script(f"{name}-canary", [Fail(500)] * 5)
-    for _ in range(5):  # only replica 1 sees the failures
+    keys = [k for k in (str(i) for i in range(1000)) if picks_canary(name, k, 50)]
+    for caller in keys[:5]:  # only replica 1 sees the failures, of callers routed to the canary
         code, _ = await invoke(
-            http, fleet.replica_url(1), name, {"input": "hi"}, **{"X-Agent-Variant": "canary"}
+            http, fleet.replica_url(1), name, {"input": "hi"}, **{"X-Canary-Key": caller}
         )
         assert code == 502
 
@@ -162,9 +164,15 @@ async def test_a_progressive_rollout_advances_through_its_steps_and_promotes(
     )
     await serving_everywhere(http, fleet, name, revision_of(stable))
     model_server.script(f"{name}-next", [Reply("next")], cycle=True)
+    # A routed caller may reach the old stable on a replica that has read the promotion's
+    # canary removal before its new stable definition.
+    model_server.script(DEFAULT_MODEL, [Reply("stable")], cycle=True)
 
     await until(canary_on_all(http, fleet, name), 15, "the canary on every replica")
     weights_seen: list[float] = []
+    # Callers the router sends to the canary from its first step on (only routed traffic
+    # counts for a step).
+    keys = (k for k in (str(i) for i in range(100_000)) if picks_canary(name, k, 10))
 
     async def promoted() -> bool:
         current = await status(http, fleet.replica_url(1), name)
@@ -173,7 +181,7 @@ async def test_a_progressive_rollout_advances_through_its_steps_and_promotes(
             return True
         if not weights_seen or weights_seen[-1] != current["canary"]["weight"]:
             weights_seen.append(current["canary"]["weight"])
-        await invoke(http, fleet.url, name, {"input": "hi"}, **{"X-Agent-Variant": "canary"})
+        await invoke(http, fleet.url, name, {"input": "hi"}, **{"X-Canary-Key": next(keys)})
         return False
 
     await until(promoted, 60, "the promotion")

@@ -16,6 +16,7 @@ import yaml
 
 from dynagent.config import NacosConfig
 from dynagent.http.state import SERVICE
+from dynagent.registry.canary import picks_canary
 from dynagent.registry.entry import Canary
 from dynagent.registry.facade import AgentRegistry
 from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer
@@ -72,13 +73,18 @@ async def fleet(
         yield started, stack, start
 
 
+CANARY_KEYS = [k for k in (f"caller-{i}" for i in range(1000)) if picks_canary("bot", k, 50)]
+"""Callers the router sends to the canary: only traffic it chose is the guard's evidence."""
+
+
 async def fail_canary(service: RunningService, count: int) -> list[int]:
-    """``count`` requests pinned to the canary (they count for the guard like any)."""
+    """``count`` requests of callers the router sends to the serving canary."""
     statuses = []
-    for _ in range(count):
+    for key in CANARY_KEYS[:count]:
         response = await service.client.post(
-            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Agent-Variant": "canary"}
+            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Canary-Key": key}
         )
+        assert response.headers["X-Agent-Variant"] == "canary"
         statuses.append(response.status)
     return statuses
 

@@ -72,6 +72,7 @@ traces: {max_traces: 5}
             "url": "redis://127.0.0.1:6379/0",
             "key_prefix": "dynagent:session:",
             "lock_ttl": 15.0,
+            "timeout": 2.0,
             "max_history_bytes": 4 * 1024 * 1024,
             "ttl": 30 * 24 * 3600.0,
         },

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from dynagent.registry.canary import picks_canary
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename
 from tests.support.service import (
@@ -112,9 +113,10 @@ async def test_the_guard_pulls_a_canary_rated_below_its_min_feedback_score(
     )
     model_server.script(CANARY_MODEL, [Reply("meh")] * 3)
     async with running_service(service_config(agents_dir, state_dir)) as service:
-        traces = [
-            (await run(service, **{"X-Agent-Variant": "canary"}))["trace_id"] for _ in range(3)
-        ]
+        keys = [k for k in (f"caller-{i}" for i in range(100)) if picks_canary("bot", k, 50)]
+        routed = [await run(service, **{"X-Canary-Key": key}) for key in keys[:3]]
+        assert {body["variant"] for body in routed} == {"canary"}
+        traces = [body["trace_id"] for body in routed]
         for trace, score in zip(traces, (0.4, 0.0, 0.2), strict=True):
             assert (await rate(service, trace, {"score": score}))[0] == 200
         canary = service.registry.status("bot")["canary"]

@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 from aiohttp import ClientResponse
 
+from dynagent.exceptions import DynagentError, ServiceStopping, SessionStoreUnavailable
+from dynagent.http.middleware.errors import from_error
+from dynagent.nacos.client import NacosUnavailable
+from dynagent.registry.table import AgentUnavailable
 from tests.support import CallTools, Fail, Reply, ScriptedModelServer, Slow
 from tests.support.service import (
     RunningService,
@@ -277,3 +281,29 @@ async def test_a_streamed_run_that_fails_ends_with_an_error_event(
     names = [line.removeprefix("event: ") for line in text.splitlines() if line.startswith("ev")]
     assert names == ["run_started", "model_request", "error", "run_finished"]
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        SessionStoreUnavailable("reading the session failed: the session store is unavailable"),
+        NacosUnavailable("publishing AGENTS/bot.canary.yaml failed: no answer"),
+        AgentUnavailable("agent 'bot' has no valid version"),
+        ServiceStopping("the service is stopping"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+@pytest.mark.parametrize("openai", [False, True], ids=["ours", "openai"])
+def test_every_outage_is_a_503_unavailable_with_retry_after(
+    error: DynagentError, openai: bool
+) -> None:
+    response = from_error(error, openai=openai)
+    assert response.text is not None
+    body = json.loads(response.text)["error"]
+    kind = body["code"] if openai else body["type"]
+    retry = response.headers.get("Retry-After")
+    assert (response.status, kind, retry is not None and int(retry) >= 1) == (
+        503,
+        "unavailable",
+        True,
+    )

@@ -12,7 +12,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent.exceptions import ConfigError
-from dynagent.registry.canary import load_canary
+from dynagent.registry.canary import load_canary, picks_canary
 from dynagent.registry.facade import AgentRegistry
 from tests.support import Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename, canary_revision
@@ -32,12 +32,18 @@ def weight(registry: AgentRegistry) -> float | None:
     return None if canary is None else canary.policy.weight
 
 
+CANARY_KEYS = [k for k in (f"caller-{i}" for i in range(2000)) if picks_canary("bot", k, 10)]
+"""Keys the router sends to the canary from its first step (10 %) on: only traffic the
+router chose counts for a step, as for the guard."""
+
+
 async def canary_calls(service: RunningService, count: int) -> None:
-    for _ in range(count):
+    for key in CANARY_KEYS[:count]:
         response = await service.client.post(
-            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Agent-Variant": "canary"}
+            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Canary-Key": key}
         )
         assert response.status == 200, await response.text()
+        assert (await response.json())["variant"] == "canary"
 
 
 async def metric(service: RunningService, name: str) -> float | None:

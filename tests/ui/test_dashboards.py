@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from dynagent.registry.canary import picks_canary
 from tests.support import Fail, Reply, ScriptedModelServer
 from tests.support.service import agent_document, running_service, service_config
 
@@ -89,11 +90,14 @@ async def test_every_metric_they_name_is_in_metrics(
         await service.registry.wait_for(
             lambda r: "bot" in r and r.entry("bot").canary is not None and "broken" in r
         )
+        keys = [f"caller-{i}" for i in range(100)]
+        to_stable = next(k for k in keys if not picks_canary("bot", k, 50))
+        to_canary = next(k for k in keys if picks_canary("bot", k, 50))
         ok = await service.client.post(
-            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Agent-Variant": "stable"}
+            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Canary-Key": to_stable}
         )
-        failed = await service.client.post(
-            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Agent-Variant": "canary"}
+        failed = await service.client.post(  # routed, so the guard pulls the canary
+            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Canary-Key": to_canary}
         )
         assert (ok.status, failed.status) == (200, 502)
         service.registry.readiness.set_degraded(

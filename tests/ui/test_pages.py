@@ -13,6 +13,7 @@ from playwright.async_api import expect
 
 from dynagent.config import load_config
 from dynagent.http.openapi import openapi_document
+from dynagent.registry.canary import picks_canary
 from tests.support import CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.service import (
     BROKEN_DEFINITIONS,
@@ -55,6 +56,12 @@ async def service(
             lambda r: "other" in r and "bot" in r and r.entry("bot").canary is not None
         )
         yield running
+
+
+def routed_to(variant: str, count: int, weight: float = 50) -> list[str]:
+    """``X-Canary-Key`` values the router sends to ``variant`` of ``bot`` at ``weight``."""
+    keys = (f"caller-{i}" for i in range(1000))
+    return [k for k in keys if picks_canary("bot", k, weight) == (variant == "canary")][:count]
 
 
 def admin() -> dict[str, str]:
@@ -134,13 +141,14 @@ async def test_traffic_moves_the_canary_numbers(service: RunningService) -> None
         stable = ui.page.locator('tr[data-agent="bot"] td[data-variant="stable"]')
         await expect(canary).to_contain_text("0 · 0%")
         for variant, count in (("canary", 3), ("stable", 2)):
-            for _ in range(count):
+            for key in routed_to(variant, count):  # routed: the figures the guard judges
                 response = await service.client.post(
                     "/v1/agents/bot/invoke",
                     json={"input": "hi"},
-                    headers={**admin(), "X-Agent-Variant": variant},
+                    headers={**admin(), "X-Canary-Key": key},
                 )
                 assert response.status == 200, await response.text()
+                assert (await response.json())["variant"] == variant
         await expect(canary).to_contain_text("3 · 0%", timeout=LIVE)
         await expect(stable).to_contain_text("2 · 0%", timeout=LIVE)
         spark = ui.page.locator('tr[data-agent="bot"] svg.spark')
@@ -353,7 +361,9 @@ async def test_a_pulled_canary_says_why_and_when_and_resume_shows_only_when_serv
         running.write_agent(canary, filename="bot.canary.yaml")
         await running.registry.wait_for(lambda r: "bot" in r and r.entry("bot").canary is not None)
         failed = await running.client.post(
-            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Agent-Variant": "canary"}
+            "/v1/agents/bot/invoke",
+            json={"input": "hi"},
+            headers={"X-Canary-Key": routed_to("canary", 1)[0]},
         )
         assert failed.status == 502
         pulled = running.registry.entry("bot").canary

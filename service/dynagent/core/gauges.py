@@ -52,7 +52,8 @@ class RegistryGauges(Collector):
                 _circuits(circuit, entry.stable, "stable")
         degraded = GaugeMetricFamily(
             "dynagent_source_degraded",
-            "1 while a config source serves from a fallback (e.g. its snapshot).",
+            "1 while a config source serves from a fallback (its snapshot) or the session store "
+            "(source=sessions) is out.",
             labels=["source"],
         )
         for source in self._registry.degraded:

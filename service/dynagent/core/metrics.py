@@ -20,7 +20,8 @@ class Metrics:
         labels = ("agent", "variant")
         self.requests = Counter(
             "dynagent_requests",
-            "Agent runs by outcome.",
+            "Agent runs by outcome: ok, error (the run failed), or unavailable (a store or "
+            "the config center was out: no version's error rate).",
             [*labels, "endpoint", "outcome"],
             registry=self.registry,
         )
@@ -97,7 +98,7 @@ class Metrics:
         usage: Usage | None,
         error: str | None = None,
     ) -> None:
-        self.requests.labels(agent, variant, endpoint, "error" if error else "ok").inc()
+        self.requests.labels(agent, variant, endpoint, _outcome(error)).inc()
         self.latency.labels(agent, variant).observe(seconds)
         if error:
             self.errors.labels(agent, variant, error).inc()
@@ -124,6 +125,14 @@ class Metrics:
         only = CollectorRegistry(auto_describe=False)
         only.register(_AgentsOnly(self.registry, agents))
         return generate_latest(only)
+
+
+def _outcome(error: str | None) -> str:
+    """An outage is not a failure of the version that was asked to run: it gets its own
+    outcome, out of every ``outcome="error"`` rate per variant."""
+    if error is None:
+        return "ok"
+    return "unavailable" if error == "unavailable" else "error"
 
 
 class _AgentsOnly(Collector):

@@ -16,7 +16,7 @@ from dynagent.core.drain import Drain, stopped_events
 from dynagent.core.shadows import ShadowCopy
 from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
 from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
-from dynagent.registry.canary import GUARDED_ERRORS, routing_key
+from dynagent.registry.canary import guard_evidence, routing_key
 from dynagent.rollout.pins import pinned
 from dynagent.runtime.agent import Agent, AgentInput, RunResult, Variant
 from dynagent.runtime.options import RunOptions
@@ -129,11 +129,19 @@ class _Served:
             service.series.record(agent.name, self.variant, seconds, failed=error is not None)
         if trace_id:
             service.traces.record(
-                agent, self.variant, trace_id, events, owner=self.who.principal, nested=self.nested
+                agent,
+                self.variant,
+                trace_id,
+                events,
+                owner=self.who.principal,
+                nested=self.nested,
+                routed=self.run.pin is None,
             )
-        if error != "disconnected":
-            failed = error in GUARDED_ERRORS
-            service.registry.rollouts.observe(agent, self.variant, ok=not failed, seconds=seconds)
+        options = self.run.options
+        shaped = options is not None and options.shapes(agent.spec)
+        ok = guard_evidence(error, routed=self.run.pin is None, shaped=shaped)
+        if ok is not None:
+            service.registry.rollouts.observe(agent, self.variant, ok=ok, seconds=seconds)
         log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:

@@ -50,7 +50,7 @@ from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
 from dynagent.runtime.resources import Resources
-from dynagent.sessions.base import SessionStore
+from dynagent.sessions.base import ReportsHealth, SessionStore
 from dynagent.sessions.memory import MemorySessionStore
 from dynagent.sessions.sqlite import SqliteSessionStore
 from dynagent.spec.agent import AgentSpec
@@ -196,6 +196,8 @@ class Service:
         resources = Resources()
         # Off the loop: opening SQLite, a new folder and the plugin scan are file I/O.
         store = await asyncio.to_thread(session_store, config)
+        if isinstance(store, ReportsHealth):  # an outage shows in /readyz, as "sessions"
+            store.watch_health(lambda reason: registry.readiness.set_degraded("sessions", reason))
         work_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-a2a-directory-")
         directory = NacosA2aDirectory(config.nacos, Path(work_dir))
         tools = await asyncio.to_thread(lambda: self._tools or ToolRegistry.default())
@@ -330,5 +332,6 @@ def session_store(config: ServiceConfig) -> SessionStore:
             lock_ttl=settings.lock_ttl,
             history_bytes=budget,
             ttl=settings.ttl,
+            timeout=settings.timeout,
         )
     return SqliteSessionStore(settings.path, budget, ttl=settings.ttl)

@@ -21,7 +21,7 @@ from dynagent.core.tracing import RunTracer
 from dynagent.events import Event, RunFinished, Usage
 from dynagent.exceptions import DynagentError, RunError
 from dynagent.models.base import Message
-from dynagent.registry.canary import GUARDED_ERRORS
+from dynagent.registry.canary import guard_evidence
 from dynagent.registry.rollouts import Rollouts
 from dynagent.rollout.shadow import shadow_agent
 from dynagent.runtime.agent import Agent, AgentInput
@@ -121,8 +121,9 @@ class ShadowRunner:
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
         if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
-            failed = error in GUARDED_ERRORS
-            self.rollouts.observe(canary, "canary", ok=not failed, seconds=seconds)
+            ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
+            if ok is not None:
+                self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds)
         if events:
             self.traces.record(canary, "canary", trace_id, events, owner=copy.owner)
         logger.bind(trace_id=trace_id).info(

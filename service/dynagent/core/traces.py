@@ -43,6 +43,8 @@ class _Recorded:
     nested: tuple[dict[str, Any], ...]
     owner: str
     """The identity (``Caller.principal``) that made the run."""
+    routed: bool = True
+    """The router chose the variant (the caller did not pin one)."""
 
     def as_dict(self, trace_id: str, reader: Caller) -> dict[str, Any]:
         trace: dict[str, Any] = {
@@ -103,9 +105,11 @@ class TraceStore:
         *,
         owner: str,
         nested: Sequence[dict[str, Any]] = (),
+        routed: bool = True,
     ) -> None:
         """``owner``: the identity that made the run (``Caller.principal``); ``nested``: the
-        runs of agents this run called as tools, with their events."""
+        runs of agents this run called as tools, with their events; ``routed``: False when
+        the caller pinned the variant."""
         self._forget(trace_id)
         size = _size(events) + sum(_size(run["events"]) for run in nested)
         if size > self.max_bytes:
@@ -121,6 +125,7 @@ class TraceStore:
             tuple(events),
             tuple({**run, "events": tuple(run["events"])} for run in nested),
             owner,
+            routed,
         )
         while len(self._traces) > self.max_traces or self.bytes > self.max_bytes:
             gone = next(iter(self._traces))
@@ -164,7 +169,7 @@ class TraceStore:
         if trace_id in self._feedback:
             raise Conflict(f"run {trace_id!r} has been rated already")
         self._feedback[trace_id] = feedback
-        return RatedRun(recorded.agent, recorded.revision, recorded.variant)
+        return RatedRun(recorded.agent, recorded.revision, recorded.variant, recorded.routed)
 
     def summaries(self, reader: Caller) -> Iterator[dict[str, Any]]:
         """One line per kept trace ``reader`` may read, newest first, read from the events
@@ -183,6 +188,9 @@ class RatedRun:
     agent: str
     revision: str
     variant: Variant
+    routed: bool
+    """The router chose the variant: only then is the rating evidence for the guard (a
+    caller rating its own pinned runs picks what it judges)."""
 
 
 PREVIEW = 200

@@ -21,7 +21,31 @@ from dynagent.spec.agent import AgentSpec, Format, issues_from, load_spec, parse
 GUARDED_ERRORS = frozenset(
     {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
 )
-"""Run errors that count against a version (the canary guard); caller mistakes do not."""
+"""Run errors that count against a version (the canary guard); caller mistakes and outages
+(``unavailable``: a session store or config center out) do not."""
+
+SHAPED_ERRORS = frozenset({"model_error", "output_invalid", "limit_exceeded"})
+"""Failures that what a caller adds to a run can cause on its own: its JSON Schema nothing
+satisfies (``output_invalid``, or ``limit_exceeded`` once the retries used the steps), its
+tools or settings that the model endpoint refuses (``model_error``)."""
+
+
+def guard_evidence(error: str | None, *, routed: bool, shaped: bool) -> bool | None:
+    """What one finished run tells the guard about the version that served it: True (a
+    success), False (a failure of the version) or None (nothing, either way).
+
+    Only traffic the router chose is evidence: a caller pinning a variant picks what it
+    measures (``routed`` False). A failure the caller's additions can explain (``shaped``:
+    its schema, tools, tool choice or settings) is not held against the version, and
+    neither is a caller's mistake, an outage or a disconnect."""
+    if not routed:
+        return None
+    if error is None:
+        return True
+    if error not in GUARDED_ERRORS or (shaped and error in SHAPED_ERRORS):
+        return None
+    return False
+
 
 StickyKey = Literal["auto", "session", "header", "api_key", "none"]
 

@@ -33,6 +33,18 @@ class RunOptions:
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Sampling settings the caller asked for; ``bound`` keeps those the agent allows."""
 
+    def shapes(self, spec: AgentSpec) -> bool:
+        """Whether these options change what the agent's own definition sends the model or
+        accepts as an answer: client tools, a tool choice, a schema of the caller's own,
+        settings the agent lets callers set. A failure they can explain is the caller's."""
+        own_schema = spec.output is not None
+        return bool(
+            self.client_tools
+            or self.tool_choice not in (None, "auto")
+            or (self.output_schema is not None and not own_schema)
+            or set(self.settings) & set(spec.model.caller_settings)
+        )
+
     @property
     def client_names(self) -> frozenset[str]:
         return frozenset(tool.name for tool in self.client_tools)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from dynagent.models.base import Message
 
@@ -56,6 +56,15 @@ class SessionStore(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ReportsHealth(Protocol):
+    """A store on a server of its own (Redis), which can be out while the service runs."""
+
+    def watch_health(self, listener: Callable[[str | None], None]) -> None:
+        """Tell ``listener`` why the store is out, and None once it answers again."""
+        ...
 
 
 class SessionLocks:

@@ -20,6 +20,13 @@ every read renews them, so an abandoned conversation leaves nothing behind.
 
 Every write is one Lua script, atomic on the server; the client retries on a dropped
 connection (a Redis restart), and the scripts are idempotent for that retry.
+
+Each operation has ``timeout`` seconds, retries included; past them Redis is out: the
+operation raises ``SessionStoreUnavailable`` (503 ``unavailable``), and so does every
+operation after it, at once, until a ping every ``PROBE_EVERY`` seconds finds Redis back.
+A run never waits out a retry budget per command while Redis is down, and neither do the
+runs beside it. ``watch_health`` reports each change (and a ping every ``HEALTH_EVERY``
+seconds finds an outage on a replica that has no session traffic).
 """
 
 from __future__ import annotations
@@ -28,10 +35,12 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
+from loguru import logger
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -45,8 +54,17 @@ from dynagent.sessions.base import DEFAULT_SESSION_TTL, SessionLocks
 
 PIN_SECONDS = 30 * 24 * 3600
 """How long a session's variant is remembered (a canary rarely lives longer)."""
+TIMEOUT = 2.0
+"""``sessions.timeout``: seconds one store operation may take, retries included."""
 RETRIES = 12
-"""Attempts per command while Redis is unreachable (~6 s with the backoff: a restart)."""
+"""Attempts per command while Redis is unreachable, within ``timeout`` (a restart)."""
+PROBE_EVERY = 0.5
+"""Seconds between pings while Redis is out: the first run after it returns gets it."""
+HEALTH_EVERY = 5.0
+"""Seconds between pings while Redis answers (only under ``watch_health``)."""
+
+HealthListener = Callable[[str | None], None]
+"""Told why the store is out, or None when it answers again."""
 
 _ACQUIRE = """
 local held = redis.call('GET', KEYS[1])
@@ -115,16 +133,24 @@ class RedisSessionStore:
         lock_ttl: float = 15.0,
         history_bytes: int = 0,
         ttl: float = DEFAULT_SESSION_TTL,
+        timeout: float = TIMEOUT,
     ) -> None:
-        retry = Retry(ExponentialBackoff(cap=1.0, base=0.02), RETRIES)
+        retry = Retry(ExponentialBackoff(cap=0.25, base=0.02), RETRIES)
         self._redis: Redis = Redis.from_url(
             url,
             retry=retry,
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
-            socket_connect_timeout=2.0,
-            socket_timeout=5.0,
+            socket_connect_timeout=timeout,
+            socket_timeout=timeout,
             health_check_interval=30,
         )
+        self.timeout = timeout
+        """Seconds one operation may take, retries included, before Redis counts as out."""
+        self.outage: str | None = None
+        """Why Redis is out, while it is: every operation fails at once meanwhile."""
+        self._listeners: list[HealthListener] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._probing = False
         self.key_prefix = key_prefix
         self.lock_ttl = lock_ttl
         """Seconds a holder's lock outlives its last renewal (renewed every third of it)."""
@@ -143,16 +169,88 @@ class RedisSessionStore:
     def _key(self, session_id: str, what: str) -> str:
         return f"{self.key_prefix}{{{session_id}}}:{what}"
 
+    @asynccontextmanager
+    async def _command(self, doing: str) -> AsyncIterator[None]:
+        """One operation: at once ``SessionStoreUnavailable`` while Redis is out, else at
+        most ``timeout`` seconds; a failure marks Redis out."""
+        if self.outage is not None:
+            raise _unavailable(doing, self.outage)
+        try:
+            async with asyncio.timeout(self.timeout):
+                yield
+        except (RedisError, TimeoutError) as exc:
+            reason = self._why(exc)
+            self._set_outage(reason)
+            raise _unavailable(doing, reason) from None
+
+    def _why(self, error: Exception) -> str:
+        if isinstance(error, TimeoutError | RedisTimeoutError):
+            return f"Redis did not answer within {self.timeout:g} s (sessions.timeout)"
+        return f"Redis failed ({type(error).__name__})"
+
+    def _set_outage(self, reason: str | None) -> None:
+        if (reason is None) == (self.outage is None):
+            return
+        self.outage = reason
+        if reason is None:
+            logger.info("the session store answers again: runs with a session are served")
+        else:
+            logger.warning(
+                "the session store is out: {}; runs with a session answer 503 until it answers",
+                reason,
+            )
+        for listener in self._listeners:
+            listener(reason)
+        if reason is not None and not self._probing:
+            self._probing = True
+            self._start(self._probe())
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answers(self) -> str | None:
+        """None when Redis answers a ping within ``timeout``, else why not."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._redis.ping()
+        except (RedisError, TimeoutError) as exc:
+            return self._why(exc)
+        return None
+
+    async def _probe(self) -> None:
+        """Ping while Redis is out; the first answer ends the outage."""
+        try:
+            while self.outage is not None:
+                await asyncio.sleep(PROBE_EVERY)
+                if await self._answers() is None:
+                    self._set_outage(None)
+        finally:
+            self._probing = False
+
+    def watch_health(self, listener: HealthListener) -> None:
+        """Tell ``listener`` of every outage and recovery; Redis is pinged every
+        ``HEALTH_EVERY`` seconds, so an outage shows without session traffic too."""
+        self._listeners.append(listener)
+        if len(self._listeners) == 1:
+            self._start(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(HEALTH_EVERY)
+            if self.outage is None:
+                reason = await self._answers()
+                if reason is not None:
+                    self._set_outage(reason)
+
     async def load(self, session_id: str) -> list[Message]:
         ttl_ms = max(1, int(self.ttl * 1000))
-        try:
-            async with self._redis.pipeline(transaction=False) as both:
-                both.lrange(self._key(session_id, "turns"), 0, -1)
-                for what in ("turns", "bytes", "written", "fence"):  # a read renews it
-                    both.pexpire(self._key(session_id, what), ttl_ms)
-                turns, *_ = await both.execute()
-        except RedisError as exc:
-            raise _unavailable("reading", exc) from None
+        async with self._command("reading"), self._redis.pipeline(transaction=False) as both:
+            both.lrange(self._key(session_id, "turns"), 0, -1)
+            for what in ("turns", "bytes", "written", "fence"):  # a read renews it
+                both.pexpire(self._key(session_id, what), ttl_ms)
+            turns, *_ = await both.execute()
         messages: list[Message] = []
         for turn in turns:
             messages.extend(json.loads(turn))
@@ -169,12 +267,10 @@ class RedisSessionStore:
         keys = [self._key(session_id, k) for k in ("turns", "bytes", "written", "lock", "fence")]
         turn = json.dumps(list(messages), ensure_ascii=False)
         ttl_ms = max(1, int(self.ttl * 1000))
-        try:
+        async with self._command("saving"):
             result = await self._append(
                 keys=keys, args=[hold.token, hold.value, turn, self.history_bytes, ttl_ms]
             )
-        except RedisError as exc:
-            raise _unavailable("saving", exc) from None
         if int(result) < 0:
             raise SessionConflict(
                 f"session {session_id!r} was taken over by another run after this one's lock "
@@ -197,8 +293,10 @@ class RedisSessionStore:
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewing
                 del self._holds[session_id]
-                with contextlib.suppress(RedisError):
-                    await self._release(keys=[self._key(session_id, "lock")], args=[hold.value])
+                # Best effort: an unreleased lock expires after lock_ttl.
+                with contextlib.suppress(SessionStoreUnavailable):
+                    async with self._command("unlocking"):
+                        await self._release(keys=[self._key(session_id, "lock")], args=[hold.value])
 
     async def _take(self, session_id: str) -> _Hold:
         """Wait for the session's lock (bounded by the run's own timeout)."""
@@ -206,10 +304,8 @@ class RedisSessionStore:
         keys = [self._key(session_id, "lock"), self._key(session_id, "fence")]
         pause = 0.005
         while True:
-            try:
+            async with self._command("locking"):
                 token = int(await self._acquire(keys=keys, args=[self._ttl_ms, nonce]))
-            except RedisError as exc:
-                raise _unavailable("locking", exc) from None
             if token > 0:
                 return _Hold(token, f"{token}:{nonce}")
             await asyncio.sleep(pause)  # another replica runs this session: poll, backing off
@@ -220,9 +316,10 @@ class RedisSessionStore:
         key = self._key(session_id, "lock")
         while True:
             await asyncio.sleep(self.lock_ttl / 3)
-            with contextlib.suppress(RedisError):
-                if not await self._renew(keys=[key], args=[hold.value, self._ttl_ms]):
-                    return
+            with contextlib.suppress(SessionStoreUnavailable):
+                async with self._command("renewing the lock of"):
+                    if not await self._renew(keys=[key], args=[hold.value, self._ttl_ms]):
+                        return
 
     @property
     def _ttl_ms(self) -> int:
@@ -230,27 +327,30 @@ class RedisSessionStore:
 
     async def pin(self, key: str, value: str) -> str:
         name = f"{self.key_prefix}pin:{key}"
-        try:
+        async with self._command("pinning"):
             await self._redis.set(name, value, nx=True, ex=PIN_SECONDS)
             found = await self._redis.get(name)
-        except RedisError as exc:
-            raise _unavailable("pinning", exc) from None
         if found is None:
             return value
         return found.decode() if isinstance(found, bytes) else str(found)
 
     async def ping(self) -> None:
-        """Raise ``SessionStoreUnavailable`` unless Redis answers."""
-        try:
-            await self._redis.ping()
-        except RedisError as exc:
-            raise _unavailable("reaching", exc) from None
+        """Raise ``SessionStoreUnavailable`` unless Redis answers (now, outage or not)."""
+        reason = await self._answers()
+        self._set_outage(reason)
+        if reason is not None:
+            raise _unavailable("reaching", reason)
 
     async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._redis.aclose()
 
 
-def _unavailable(doing: str, error: RedisError) -> SessionStoreUnavailable:
+def _unavailable(doing: str, reason: str) -> SessionStoreUnavailable:
     return SessionStoreUnavailable(
-        f"{doing} the session in Redis failed ({type(error).__name__}); retry later"
+        f"{doing} the session failed: the session store is unavailable ({reason}); "
+        "retry in a moment",
+        retry_after=PROBE_EVERY,
     )

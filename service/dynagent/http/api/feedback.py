@@ -58,7 +58,9 @@ class FeedbackResponse(Answer):
     score: float
     comment: str | None
     counted: bool
-    """False when that revision no longer serves as that variant (kept on the trace only)."""
+    """False (the rating is kept on the trace only) when that revision no longer serves as
+    that variant, or when the run's variant was pinned by its caller: the figures and the
+    guard take ratings of runs the router chose."""
 
 
 routes = Routes("traces")
@@ -78,11 +80,12 @@ async def feedback(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     body = await read_body(request, FeedbackRequest)
     rating = {"score": body.value, "comment": body.comment}
-    run = service(request).traces.rate(trace_id, caller(request), rating)
+    the = service(request)
+    run = the.traces.rate(trace_id, caller(request), rating)
     agent, revision, variant = run.agent, run.revision, run.variant
-    counted = service(request).registry.rollouts.rate(agent, revision, variant, body.value)
+    counted = run.routed and the.registry.rollouts.rate(agent, revision, variant, body.value)
     if counted:
-        service(request).metrics.observe_feedback(agent, variant, body.value)
+        the.metrics.observe_feedback(agent, variant, body.value)
     answer = FeedbackResponse(
         trace_id=trace_id,
         agent=agent,

@@ -177,6 +177,8 @@ class Health(Answer):
 
 
 class Readiness(Answer):
-    status: Literal["ready", "loading"]
+    status: Literal["ready", "degraded", "loading"]
+    """``degraded``: serving, with something it depends on out (see ``degraded``)."""
     agents: int
     degraded: dict[str, str]
+    """What is out, and why: a config source serving its snapshot, the session store."""

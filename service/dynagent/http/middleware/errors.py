@@ -9,7 +9,14 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from dynagent.exceptions import CircuitOpen, DynagentError, ErrorKind, ResponseNotFound, RunError
+from dynagent.exceptions import (
+    CircuitOpen,
+    DynagentError,
+    ErrorKind,
+    ResponseNotFound,
+    RunError,
+    SessionStoreUnavailable,
+)
 from dynagent.http.state import REVISION_HEADER, TRACE_HEADER, VARIANT_HEADER
 
 STATUS: dict[ErrorKind, int] = {
@@ -104,9 +111,21 @@ def from_error(error: DynagentError, *, openai: bool = False) -> web.Response:
         response.headers[VARIANT_HEADER] = error.variant
     if trace_id:
         response.headers[TRACE_HEADER] = trace_id
-    if isinstance(error, CircuitOpen):  # whole seconds, never 0: clients must not spin
-        response.headers["Retry-After"] = str(max(math.ceil(error.retry_after), 1))
+    retry_after = _retry_after(error, status)
+    if retry_after is not None:  # whole seconds, never 0: clients must not spin
+        response.headers["Retry-After"] = str(max(math.ceil(retry_after), 1))
     return response
+
+
+UNAVAILABLE_RETRY_AFTER = 1.0
+"""``Retry-After`` of a 503 whose error names no better time: an outage of a store or of the
+config center, a replica stopping (the next try reaches another)."""
+
+
+def _retry_after(error: DynagentError, status: int) -> float | None:
+    if isinstance(error, CircuitOpen | SessionStoreUnavailable):
+        return error.retry_after
+    return UNAVAILABLE_RETRY_AFTER if status == 503 else None
 
 
 CLIENT_CLOSED = 499

@@ -28,11 +28,15 @@ async def healthz(request: web.Request) -> web.Response:
     )
 )
 async def readyz(request: web.Request) -> web.Response:
+    """200 once loaded: ``ready``, or ``degraded`` while a config source or the session
+    store is out (the replica still serves what does not need it; taking every replica
+    out of a balancer for a shared outage would fail those requests too)."""
     registry = service(request).registry
+    degraded = registry.degraded
     body = Readiness(
-        status="ready" if registry.ready else "loading",
+        status=("degraded" if degraded else "ready") if registry.ready else "loading",
         agents=len(registry),
-        degraded=registry.degraded,
+        degraded=degraded,
     )
     return json(body, status=200 if registry.ready else 503)
 
