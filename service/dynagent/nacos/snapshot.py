@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from loguru import logger
+
 
 class Snapshot:
     """Dynagent's own last-good copy of a group's documents, one file per dataId."""
@@ -41,6 +43,25 @@ class Snapshot:
             except OSError as exc:
                 unreadable[path.name] = exc.strerror or type(exc).__name__
         return documents, unreadable
+
+    def load_at_start(
+        self, accepts: Callable[[str], bool], location: str, reason: str
+    ) -> tuple[dict[str, str], str]:
+        """``load_accepted``, logged as what a start with Nacos unreachable serves."""
+        saved, skipped = self.load_accepted(accepts)
+        logger.error(
+            "Nacos source {} unavailable at start ({}); serving {} definitions from the "
+            "snapshot in {}",
+            location,
+            reason,
+            len(saved),
+            self.directory,
+        )
+        if skipped:
+            logger.error(
+                "Nacos source {}: unreadable snapshot files skipped: {}", location, skipped
+            )
+        return saved, skipped
 
     def load_accepted(self, accepts: Callable[[str], bool]) -> tuple[dict[str, str], str]:
         """(the documents by dataId that ``accepts`` takes, the unreadable files skipped as

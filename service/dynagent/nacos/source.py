@@ -1,12 +1,11 @@
 """Agent documents in one Nacos namespace and group.
 
-Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the
-Nacos 3 fuzzy watch of the whole group (a new or deleted dataId, pushed in tens
-of milliseconds; ``_fuzzy``), and our own reconciliation, which lists the
-group's md5s every ``poll_seconds``: a safety net that also catches up after a
-Nacos restart, and the only way to find new dataIds on a server without fuzzy
-watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
-only queue the change: nothing blocks the SDK.
+Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the Nacos 3
+fuzzy watch of the whole group (a new or deleted dataId, pushed in tens of milliseconds;
+``_fuzzy``), and our own reconciliation, which lists the group's md5s every
+``poll_seconds``: a safety net that also catches up after a Nacos restart, and the only way
+to find new dataIds on a server without fuzzy watch (then it runs at least every
+``FALLBACK_POLL_SECONDS``). Push callbacks only queue the change: nothing blocks the SDK.
 
 Reads of one dataId never race: a load's read and the read a fuzzy-watch notice asks for
 take turns (``_turns``), and the notice's read is skipped once the dataId is served. Its
@@ -29,14 +28,14 @@ from typing import assert_never
 from loguru import logger
 
 from dynagent.logs import state_changed
+from dynagent.nacos._documents import annotated, config_document
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
+from dynagent.nacos._grace import DeleteGrace
 from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns
 from dynagent.nacos.client import ConfigRead, NacosClient, NacosError, content_md5
 from dynagent.nacos.snapshot import Snapshot
 from dynagent.runtime._health import SourceHealth
-from dynagent.runtime.agent import SourceInfo
 from dynagent.sources.base import Document, OnChange
-from dynagent.spec.agent import format_of
 
 FETCH_CONCURRENCY = 16
 """Configs read from Nacos at once while reconciling (a first load reads every dataId)."""
@@ -77,8 +76,7 @@ class NacosSource:
         hands this source its changes (``group_changed``)."""
         self.owns_client = owns_client
         """Close the client on stop; False when sources share one."""
-        self._deletes: dict[str, asyncio.Task[None]] = {}
-        """Deleted dataIds still served, by the task that removes them after the grace."""
+        self._grace = DeleteGrace(delete_grace_seconds, self.location)
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
         self._listening: set[str] = set()
@@ -117,7 +115,7 @@ class NacosSource:
         """Connect (a no-op when connected) and, once per connection, watch the group."""
         await self.client.connect()
         if self._fuzzy is None and self.watch:
-            self._fuzzy = await self.client.watch_group(self.group, self._group_changed)
+            self._fuzzy = await self.client.watch_group(self.group, self.group_changed)
             if self._fuzzy is None:
                 logger.info(
                     "Nacos at {} offers no fuzzy watch: new dataIds in {} are found by listing",
@@ -130,11 +128,8 @@ class NacosSource:
         return not self.watch or (self._fuzzy is not None and self._fuzzy.active)
 
     def group_changed(self, change: GroupChange) -> None:
-        """A dataId of the group appeared, changed or went (fuzzy watch push)."""
-        self._group_changed(change)
-
-    def _group_changed(self, change: GroupChange) -> None:
-        # Runs inside the SDK's stream reader. Content pushes cover dataIds listened to.
+        """A dataId of the group appeared, changed or went (fuzzy watch push). Runs inside
+        the SDK's stream reader; content pushes cover the dataIds listened to."""
         if not self.accepts(change.data_id):
             return
         if change.kind == "deleted":
@@ -150,7 +145,7 @@ class NacosSource:
     async def stop(self) -> None:
         if self._fuzzy is not None:
             await self._fuzzy.stop()
-        tasks = [*self._tasks, *self._deletes.values()]
+        tasks = [*self._tasks, *self._grace.tasks.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -162,8 +157,7 @@ class NacosSource:
             await self.client.close()
 
     async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
-        # Runs inside the SDK's listen task: hand over and return at once. An empty push
-        # means deleted.
+        # Inside the SDK's listen task: hand over, return at once. Empty: deleted.
         self._push(Pushed(data_id, content) if content else Deleted(data_id))
 
     async def _pump(self) -> None:
@@ -177,20 +171,15 @@ class NacosSource:
     async def _apply(self, item: Push) -> None:
         match item:
             case Pushed(data_id, content):
-                await self._deliver(data_id, await self._annotated(data_id, content))
+                await self._deliver(
+                    data_id, await annotated(self.client, self.group, data_id, content)
+                )
             case Announced(data_id):
                 await self._read_new(data_id)
             case Deleted(data_id):  # confirmed: a failed read looks the same
                 await self._deliver(data_id, await self.client.read(data_id, self.group))
             case _:
                 assert_never(item)
-
-    async def _annotated(self, data_id: str, content: str) -> ConfigRead:
-        """A pushed content with the md5 and gray marker Nacos reports for it."""
-        read = await self.client.read(data_id, self.group)
-        if read is not None and read.content == content:
-            return read
-        return ConfigRead(content, content_md5(content))
 
     async def _read_new(self, data_id: str) -> None:
         """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s.
@@ -298,9 +287,8 @@ class NacosSource:
         if text is None and self.delete_grace_seconds and not final:
             self._delete_later(data_id)
             return
-        pending = self._deletes.pop(data_id, None)
-        if pending is not None and text is not None:
-            pending.cancel()  # re-created within the grace period
+        if text is not None:
+            self._grace.cancel(data_id)  # re-created within the grace period
         async with self._lock:
             if text is None:
                 if self._md5.pop(data_id, None) is None:
@@ -322,58 +310,29 @@ class NacosSource:
     def _delete_later(self, data_id: str) -> None:
         """Keep serving a deleted dataId for ``delete_grace_seconds``, then remove it
         unless it came back."""
-        if data_id not in self._md5 or data_id in self._deletes:
-            return
+        if data_id in self._md5:
+            self._grace.start(data_id, lambda: self._remove_after_grace(data_id))
 
-        async def remove() -> None:
-            await asyncio.sleep(self.delete_grace_seconds)
-            try:
-                back = await self.client.read(data_id, self.group)
-            except NacosError:
-                back = None  # Nacos said it was deleted; an outage since does not undo that
-            self._deletes.pop(data_id, None)
-            await self._deliver(data_id, back, final=True)
-
-        logger.info(
-            "{}/{} deleted in Nacos; still served for {:g} s",
-            self.location,
-            data_id,
-            self.delete_grace_seconds,
-        )
-        self._deletes[data_id] = asyncio.create_task(remove(), name=f"nacos-delete {data_id}")
+    async def _remove_after_grace(self, data_id: str) -> None:
+        try:
+            back = await self.client.read(data_id, self.group)
+        except NacosError:
+            back = None  # Nacos said it was deleted; an outage since does not undo that
+        await self._deliver(data_id, back, final=True)
 
     def _document(
         self, data_id: str, read: ConfigRead | None, *, from_snapshot: bool = False
     ) -> Document:
-        details = {
-            "namespace": self.client.namespace or "public",
-            "group": self.group,
-            "data_id": data_id,
-        }
-        if read is not None:
-            details["md5"] = read.md5 or content_md5(read.content)
-            if read.gray:
-                details["gray"] = read.gray
-        if from_snapshot:
-            details["from"] = "snapshot"
-        info = SourceInfo("nacos", f"{self.location}/{data_id}", details, self.health)
-        text = read.content if read is not None else None
-        return Document(data_id, text, format_of(data_id), info)
+        namespace = self.client.namespace or "public"
+        return config_document(
+            namespace, self.group, data_id, read, self.health, from_snapshot=from_snapshot
+        )
 
     async def _serve_snapshot(self, reason: str) -> None:
-        saved, skipped = await asyncio.to_thread(self.snapshot.load_accepted, self.accepts)
-        logger.error(
-            "Nacos source {} unavailable at start ({}); serving {} definitions from the "
-            "snapshot in {}",
-            self.location,
-            reason,
-            len(saved),
-            self.snapshot.directory,
+        saved, skipped = await asyncio.to_thread(
+            self.snapshot.load_at_start, self.accepts, self.location, reason
         )
         if skipped:
-            logger.error(
-                "Nacos source {}: unreadable snapshot files skipped: {}", self.location, skipped
-            )
             reason += f"; unreadable snapshot files skipped: {skipped}"
         self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
         assert self._on_change is not None
