@@ -27,7 +27,7 @@ from typing import assert_never
 
 from loguru import logger
 
-from dynagent.logs import state_changed
+from dynagent.nacos._degraded import Degradation, HealthCallback, Kind
 from dynagent.nacos._documents import annotated, config_document
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
 from dynagent.nacos._grace import DeleteGrace
@@ -45,9 +45,6 @@ FALLBACK_POLL_SECONDS = 2.0
 
 READ_RETRIES = (0.05, 0.1, 0.2, 0.4)
 """Pauses between reads of a dataId the fuzzy watch announced, while reads still lag."""
-
-HealthCallback = Callable[[str | None], None]
-"""Told the reason the source is degraded, or None when it is healthy again."""
 
 
 class NacosSource:
@@ -69,7 +66,6 @@ class NacosSource:
         self.accepts = accepts
         self.snapshot = snapshot
         self.poll_seconds = poll_seconds
-        self.on_health = on_health
         self.delete_grace_seconds = delete_grace_seconds
         self.watch = watch
         """Fuzzy-watch the group; False when the owner watches many groups at once and
@@ -91,9 +87,9 @@ class NacosSource:
         self._lock = asyncio.Lock()
         self._on_change: OnChange | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self.degraded: str | None = None
         self.health = SourceHealth()
         """Shared by every document handed out: each agent's ``source.state``."""
+        self._degradation = Degradation(self.location, self.health, on_health)
 
     @property
     def location(self) -> str:
@@ -229,6 +225,7 @@ class NacosSource:
                 self.client.announce_listeners()
         for data_id in sorted(set(self._md5) - set(listing)):
             await self._deliver(data_id, None)
+        self._set_degraded(None, kind="snapshot")  # every listed dataId is read from Nacos
         self._set_degraded(None)
 
     async def _fetch_and_deliver(self, listed: dict[str, str]) -> None:
@@ -332,10 +329,10 @@ class NacosSource:
         saved, skipped = await asyncio.to_thread(
             self.snapshot.load_at_start, self.accepts, self.location, reason
         )
-        if skipped:
-            reason += f"; unreadable snapshot files skipped: {skipped}"
         self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
         assert self._on_change is not None
+        if skipped:  # kept until Nacos serves the group again, whatever else comes
+            self._set_degraded(f"unreadable snapshot files skipped: {skipped}", kind="snapshot")
         for data_id, text in saved.items():
             # Marked, not the real md5: the first reconcile with Nacos re-delivers even
             # unchanged content, so the status stops saying "from snapshot".
@@ -343,14 +340,10 @@ class NacosSource:
             read = ConfigRead(text, content_md5(text))
             await self._on_change(self._document(data_id, read, from_snapshot=True))
 
-    def _set_degraded(self, reason: str | None) -> None:
-        if reason == self.degraded:
-            return
-        state_changed()  # the SDK's repeated connection errors may show once for this state
-        if reason is None:
-            logger.info("Nacos source {} is reachable again", self.location)
-        elif self.degraded is None:
-            logger.warning("Nacos source {}: {}", self.location, reason)
-        self.degraded = reason
-        self.health.set(reachable=reason is None)
-        self.on_health(reason)
+    def _set_degraded(self, reason: str | None, *, kind: Kind = "connection") -> None:
+        self._degradation.set(reason, kind)
+
+    @property
+    def degraded(self) -> str | None:
+        """Every reason the source is degraded now, joined; None when it is healthy."""
+        return self._degradation.text
