@@ -270,8 +270,9 @@ async def test_a_source_started_while_a_gray_is_live_loads_it_with_the_rest(
     )
     delivered: list[tuple[str, str | None, Any]] = []
 
-    async def on_change(document: Document) -> None:
+    async def on_change(document: Document) -> bool:
         delivered.append((document.key, document.text, document.info.details.get("gray")))
+        return True
 
     try:
         await client.connect()

@@ -1,5 +1,4 @@
-"""A restart while Nacos is down: what the service says about itself, every reason it
-is degraded until each clears.
+"""What a restart serves: the last version accepted here, never one that was refused.
 
 "Nacos down" for a restarted service is an address nothing listens on, with the same
 snapshot folder: the session's server keeps running for the other tests."""
@@ -11,11 +10,18 @@ from typing import Any
 
 from dynagent.config import NacosConfig
 from tests.support.nacos import (
+    NacosAdmin,
+    invoke,
     nacos_service_config,
+    nacos_source,
+    status_of,
     yaml_text,
 )
 from tests.support.process import free_port
-from tests.support.service import RunningService, agent_document, running_service
+from tests.support.service import RunningService, agent_document, revision_of, running_service
+
+BROKEN = "name: bot\nmodel: {provider: test}\nprompt: {system: hi}\ntemprature: 0.2\n"
+"""A definition the service refuses (a misspelt field)."""
 
 
 def nacos_down(settings: NacosConfig) -> NacosConfig:
@@ -26,6 +32,73 @@ def nacos_down(settings: NacosConfig) -> NacosConfig:
 async def readyz(service: RunningService) -> tuple[int, Any]:
     response = await service.client.get("/readyz")
     return response.status, await response.json()
+
+
+async def test_a_refused_edit_or_gray_never_replaces_the_last_accepted_copy_across_restarts(
+    nacos: NacosAdmin, nacos_settings: NacosConfig, agents_dir: Path, state_dir: Path
+) -> None:
+    """A broken formal edit (``bot``) and a broken tag gray aimed at this instance
+    (``gray-bot``) are refused while the service keeps serving; a restart with Nacos up
+    (it can only read the broken text there) serves the last accepted version with the
+    refusal beside it, and one with Nacos down serves exactly what served before."""
+    group, tag = nacos_settings.group, "blue-pods"
+    settings = nacos_settings.model_copy(update={"gray_tag": tag})
+    bot = agent_document("bot", system="The last good bot.")
+    formal = agent_document("gray-bot", system="The formal version.")
+    gray = agent_document("gray-bot", system="A good gray version.")
+    await nacos.publish("bot.agent.yaml", group, yaml_text(bot))
+    await nacos.publish("gray-bot.agent.yaml", group, yaml_text(formal))
+    await nacos.publish("gray-bot.agent.yaml", group, yaml_text(gray), tag=tag)
+    config = nacos_service_config(settings, agents_dir, state_dir)
+    served = {"bot": revision_of(bot), "gray-bot": revision_of(gray)}
+
+    async with running_service(config) as service:
+        for name, revision in served.items():
+            await service.wait_serving(name, revision)
+        await nacos.publish("bot.agent.yaml", group, BROKEN)
+        await nacos.publish(
+            "gray-bot.agent.yaml", group, BROKEN.replace("bot", "gray-bot"), tag=tag
+        )
+        for name in served:
+            await service.wait_error(name, "unknown field 'temprature'")
+        assert {name: service.serving(name) for name in served} == served
+
+    snapshot = settings.snapshot_dir / "public" / group
+    assert {p.name: p.read_text() for p in snapshot.iterdir()} == {
+        "bot.agent.yaml": yaml_text(bot),
+        "gray-bot.agent.yaml": yaml_text(gray),
+    }
+
+    # Nacos up: it holds only the refused versions for this instance.
+    async with running_service(config) as service:
+        assert {name: service.serving(name) for name in served} == served
+        for name, document in (("bot", bot), ("gray-bot", gray)):
+            status = await status_of(service, name)
+            data_id = f"{name}.agent.yaml"
+            refused = status.pop("last_error")
+            assert status == {
+                "name": name,
+                "state": "serving",
+                "revision": served[name],
+                "description": "",
+                "source": {**nacos_source(group, data_id, yaml_text(document)), "from": "snapshot"},
+                "factory": "nacos",
+            }
+            assert refused["source"] == f"public/{group}/{data_id}"
+            assert "unknown field 'temprature'" in refused["message"], refused
+            code, body = await invoke(service, name)
+            assert (code, body["revision"]) == (200, served[name])
+
+    # Nacos down: what served before the restart serves after it.
+    async with running_service(
+        nacos_service_config(nacos_down(settings), agents_dir, state_dir)
+    ) as service:
+        assert {name: service.serving(name) for name in served} == served
+        code, ready = await readyz(service)
+        assert (code, ready["status"], ready["agents"]) == (200, "ready", 2)
+        for name, revision in served.items():
+            code, body = await invoke(service, name)
+            assert (code, body["revision"]) == (200, revision)
 
 
 async def test_every_degradation_reason_stays_until_it_clears(

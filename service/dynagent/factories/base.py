@@ -124,28 +124,29 @@ class DocumentApplier:
             if known is not None:
                 await self.apply(known[0])
 
-    async def apply(self, document: Document) -> None:
+    async def apply(self, document: Document) -> bool:
+        """Apply ``document``; True when it was accepted, False when it was refused."""
         async with self._lock:  # a rebuild and a new document never interleave
-            await self._apply(document)
+            return await self._apply(document)
 
-    async def _apply(self, document: Document) -> None:
+    async def _apply(self, document: Document) -> bool:
         self._documents.pop(document.key, None)
         if is_canary_key(document.key):
-            await self._apply_canary(document)
-            return
+            return await self._apply_canary(document)
         known = self._names.get(document.key)
         blame = known or name_from_key(document.key)
         where = document.info.location or document.key
         if document.error is not None:
             self._fail(document.key, ConfigError(document.error, source=where, agent=blame))
-        elif document.text is None:
-            if self._names.pop(document.key, None) is not None and known is not None:
-                self.registry.table.remove(known, removal_reason(document.info))
-            self._forget_failure(document.key)
-        else:
-            await self._define(document, blame, where)
+            return False
+        if document.text is not None:
+            return await self._define(document, blame, where)
+        if self._names.pop(document.key, None) is not None and known is not None:
+            self.registry.table.remove(known, removal_reason(document.info))
+        self._forget_failure(document.key)
+        return True
 
-    async def _define(self, document: Document, blame: str, where: str) -> None:
+    async def _define(self, document: Document, blame: str, where: str) -> bool:
         assert document.text is not None
         try:
             spec = load_spec(document.text, fmt=document.fmt, source=where)
@@ -166,10 +167,10 @@ class DocumentApplier:
                 document.key,
                 ConfigError(exc.reason, source=where, agent=name, issues=exc.issues),
             )
-            return
+            return False
         except Exception as exc:  # a bug must not end the watch nor leave no trace in status
             self._fail(document.key, _unexpected(exc, where, blame))
-            return
+            return False
         previous = self._names.get(document.key)
         self._names[document.key] = spec.name
         if previous is not None and previous != spec.name:
@@ -179,8 +180,9 @@ class DocumentApplier:
         canary = self._canaries.get(spec.name)
         if canary is not None and self.registry.entry(spec.name).canary is None:
             await self._apply_canary(canary)
+        return True
 
-    async def _apply_canary(self, document: Document) -> None:
+    async def _apply_canary(self, document: Document) -> bool:
         """``{name}.canary.yaml``: a candidate spec and its rollout; deleting it ends the canary."""
         name = name_from_key(document.key)
         where = document.info.location or document.key
@@ -188,7 +190,7 @@ class DocumentApplier:
             self._canaries.pop(name, None)
             self._forget_failure(document.key)
             self.registry.rollouts.remove_canary(name)
-            return
+            return True
         self._canaries[name] = document
         try:
             if document.error is not None:
@@ -200,12 +202,13 @@ class DocumentApplier:
             self._fail(
                 document.key, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
             )
-            return
+            return False
         except Exception as exc:  # as in _define
             self._fail(document.key, _unexpected(exc, where, name))
-            return
+            return False
         self._forget_failure(document.key, keep=name)
         self.registry.rollouts.put_canary(agent, policy)
+        return True
 
     async def _built(self, spec: AgentSpec, document: Document) -> Agent:
         agent = self.build(spec, document)

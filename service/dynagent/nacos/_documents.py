@@ -38,3 +38,8 @@ async def annotated(client: NacosClient, group: str, data_id: str, content: str)
     if read is not None and read.content == content:
         return read
     return ConfigRead(content, content_md5(content))
+
+
+async def refused(document: Document) -> bool:
+    """What a source hands documents to before it starts: nothing is accepted."""
+    return False

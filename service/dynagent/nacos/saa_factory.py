@@ -152,6 +152,7 @@ class SpringAiAlibabaAgentBuilderFactory:
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
             watch=watch,
             owns_client=False,
+            verdicts=False,  # an assembly decides: pieces are kept once it is served
         )
 
     def _snapshot_groups(self) -> set[str]:
@@ -200,7 +201,8 @@ class SpringAiAlibabaAgentBuilderFactory:
 
     # -- pieces ------------------------------------------------------------------
 
-    async def _piece_changed(self, document: Document) -> None:
+    async def _piece_changed(self, document: Document) -> bool:
+        """Held until the agent is assembled; ``_keep`` snapshots what that accepts."""
         group = document.info.details.get("group", "")
         name = group.removeprefix(layout.GROUP_PREFIX)
         pieces = self._pieces.setdefault(name, {})
@@ -209,8 +211,9 @@ class SpringAiAlibabaAgentBuilderFactory:
         else:
             pieces[document.key] = _piece(document)
         self._schedule(name)
+        return False
 
-    async def _prompt_changed(self, document: Document) -> None:
+    async def _prompt_changed(self, document: Document) -> bool:
         if document.text is None:
             self._prompts.pop(document.key, None)
         else:
@@ -220,6 +223,16 @@ class SpringAiAlibabaAgentBuilderFactory:
             with contextlib.suppress(ConfigError):
                 if base and layout.prompt_data_id(layout.prompt_key_of(base)) == document.key:
                     self._schedule(name)
+        return False
+
+    async def _keep(self, pieces: Mapping[str, layout.Piece], prompt: layout.Piece | None) -> None:
+        """Snapshot the pieces of an agent just served: only what was accepted is kept."""
+        for piece in [*pieces.values(), *([prompt] if prompt is not None else [])]:
+            source = self._groups.get(piece.group)
+            if piece.group == layout.PROMPT_GROUP:
+                source = self._prompt_source
+            if source is not None:
+                await source.keep(piece.data_id, piece.text)
 
     def _schedule(self, name: str, *, settling: bool = False) -> None:
         """Assemble ``name`` once no piece of it changed for ``ASSEMBLY_WINDOW``."""
@@ -314,6 +327,7 @@ class SpringAiAlibabaAgentBuilderFactory:
             registry.table.fail(name, _unexpected(exc, where, name))
             return
         registry.table.put(agent)
+        await self._keep(pieces, prompt)
 
     def _prompt_of(self, pieces: Mapping[str, layout.Piece]) -> layout.Piece | None:
         base = pieces.get(layout.AGENT_BASE)

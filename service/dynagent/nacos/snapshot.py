@@ -1,5 +1,5 @@
 """Dynagent's own last-good copy of a Nacos group: what a restart serves while Nacos is
-down."""
+down, and what it serves while Nacos holds only a refused edit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from loguru import logger
 
 
 class Snapshot:
-    """Dynagent's own last-good copy of a group's documents, one file per dataId."""
+    """Dynagent's own copy of a group's documents as last accepted here, one file per
+    dataId: the version this instance served, gray or formal. A document that was
+    refused never replaces the one accepted before it."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -20,6 +22,14 @@ class Snapshot:
         temporary = self.directory / f".{data_id}.tmp"
         temporary.write_text(text, encoding="utf-8")
         temporary.replace(self.directory / data_id)
+
+    def read(self, data_id: str) -> str | None:
+        """The copy of ``data_id`` last accepted, or None when there is none (or it cannot
+        be read)."""
+        try:
+            return (self.directory / data_id).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def delete(self, data_id: str) -> None:
         (self.directory / data_id).unlink(missing_ok=True)

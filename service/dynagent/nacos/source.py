@@ -14,8 +14,9 @@ with the server and pushes any newer content. So the watch's first notices, whic
 every dataId the load is reading, neither drop nor repeat a read, and ``start`` returns
 with every listed dataId handed on.
 
-Every document applied is also written to a local snapshot, so that a
-restart while Nacos is down serves the last good definitions.
+Only documents accepted go to the local snapshot, so that a restart while Nacos is down
+serves what served before it, and one that finds only a refused edit in Nacos serves the
+snapshot's copy with the refusal beside it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import assert_never
 from loguru import logger
 
 from dynagent.nacos._degraded import Degradation, HealthCallback, Kind
-from dynagent.nacos._documents import annotated, config_document
+from dynagent.nacos._documents import annotated, config_document, refused
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
 from dynagent.nacos._grace import DeleteGrace
 from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns
@@ -60,6 +61,7 @@ class NacosSource:
         delete_grace_seconds: float = 0.0,
         watch: bool = True,
         owns_client: bool = True,
+        verdicts: bool = True,
     ) -> None:
         self.client = client
         self.group = group
@@ -72,10 +74,15 @@ class NacosSource:
         hands this source its changes (``group_changed``)."""
         self.owns_client = owns_client
         """Close the client on stop; False when sources share one."""
+        self.verdicts = verdicts
+        """The snapshot keeps only what the consumer says it accepted; False when it
+        decides later (several documents make one agent) and calls ``keep`` itself."""
         self._grace = DeleteGrace(delete_grace_seconds, self.location)
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
         self._listening: set[str] = set()
+        self._kept: set[str] = set()
+        """dataIds with a version accepted (or served from the snapshot) in this run."""
         self._pushes: dict[str, int] = {}
         """Content pushes and deletions received per dataId: a read older than the latest is
         dropped, the pump applies what came. Fuzzy-watch notices carry no content and never
@@ -85,7 +92,7 @@ class NacosSource:
         self._queue: asyncio.Queue[Push] = asyncio.Queue()
         self._fuzzy: FuzzyWatch | None = None
         self._lock = asyncio.Lock()
-        self._on_change: OnChange | None = None
+        self._on_change: OnChange = refused
         self._tasks: list[asyncio.Task[None]] = []
         self.health = SourceHealth()
         """Shared by every document handed out: each agent's ``source.state``."""
@@ -293,16 +300,42 @@ class NacosSource:
                 await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
                 await self.client.unlisten(data_id, self.group, self._listener)
-            else:
-                if data_id not in self._listening:
-                    await self.client.listen(data_id, self.group, self._listener, announce=announce)
-                    self._listening.add(data_id)
-                if self._md5.get(data_id) == content_md5(text):
-                    return
-                self._md5[data_id] = content_md5(text)
-                await asyncio.to_thread(self.snapshot.save, data_id, text)
-            assert self._on_change is not None
-            await self._on_change(self._document(data_id, read))
+                self._kept.discard(data_id)
+                await self._on_change(self._document(data_id, read))
+                return
+            if data_id not in self._listening:
+                await self.client.listen(data_id, self.group, self._listener, announce=announce)
+                self._listening.add(data_id)
+            if self._md5.get(data_id) == content_md5(text):
+                return
+            self._md5[data_id] = content_md5(text)
+            document = self._document(data_id, read)
+            accepted = await self._on_change(document)
+            if not self.verdicts:
+                return  # the consumer keeps what it accepts (``keep``)
+            if accepted:
+                await self.keep(data_id, text)
+            elif data_id not in self._kept:
+                await self._fall_back(document)
+
+    async def keep(self, data_id: str, text: str) -> None:
+        """Record ``text`` as the last accepted version of ``data_id`` (the snapshot)."""
+        self._kept.add(data_id)
+        await asyncio.to_thread(self.snapshot.save, data_id, text)
+
+    async def _fall_back(self, refused: Document) -> None:
+        """A dataId whose first version here was refused (a restart finding a broken edit
+        in Nacos): serve the copy last accepted, kept in the snapshot, then show the
+        refusal beside it."""
+        text = await asyncio.to_thread(self.snapshot.read, refused.key)
+        if text is None or text == refused.text:
+            return
+        last_good = self._document(
+            refused.key, ConfigRead(text, content_md5(text)), from_snapshot=True
+        )
+        if await self._on_change(last_good):
+            self._kept.add(refused.key)
+            await self._on_change(refused)
 
     def _delete_later(self, data_id: str) -> None:
         """Keep serving a deleted dataId for ``delete_grace_seconds``, then remove it
@@ -330,13 +363,13 @@ class NacosSource:
             self.snapshot.load_at_start, self.accepts, self.location, reason
         )
         self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
-        assert self._on_change is not None
         if skipped:  # kept until Nacos serves the group again, whatever else comes
             self._set_degraded(f"unreadable snapshot files skipped: {skipped}", kind="snapshot")
         for data_id, text in saved.items():
             # Marked, not the real md5: the first reconcile with Nacos re-delivers even
             # unchanged content, so the status stops saying "from snapshot".
             self._md5[data_id] = f"snapshot:{content_md5(text)}"
+            self._kept.add(data_id)
             read = ConfigRead(text, content_md5(text))
             await self._on_change(self._document(data_id, read, from_snapshot=True))
 
