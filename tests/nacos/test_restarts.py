@@ -1,14 +1,21 @@
-"""What a restart serves: the last version accepted here, never one that was refused.
+"""What a restart serves: the last version accepted here, never one that was refused;
+and, for a dataId this machine cannot follow, a refusal that says why and costs nothing
+more.
 
 "Nacos down" for a restarted service is an address nothing listens on, with the same
 snapshot folder: the session's server keeps running for the other tests."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dynagent.config import NacosConfig
+from dynagent.nacos.client import SDK_LOGGER
 from tests.support.nacos import (
     NacosAdmin,
     invoke,
@@ -99,6 +106,62 @@ async def test_a_refused_edit_or_gray_never_replaces_the_last_accepted_copy_acro
         for name, revision in served.items():
             code, body = await invoke(service, name)
             assert (code, body["revision"]) == (200, revision)
+
+
+@pytest.fixture
+def sdk_errors() -> Iterator[list[str]]:
+    """Every error the Nacos SDK logs while the test runs."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    handler = Collect(logging.ERROR)
+    SDK_LOGGER.addHandler(handler)
+    yield lines
+    SDK_LOGGER.removeHandler(handler)
+
+
+async def test_data_ids_too_long_for_the_local_cache_are_refused_and_cost_nothing_more(
+    nacos: NacosAdmin,
+    nacos_settings: NacosConfig,
+    agents_dir: Path,
+    state_dir: Path,
+    sdk_errors: list[str],
+) -> None:
+    """The SDK names its local copy of a config ``{dataId}@@{group}@@{namespace}``; past
+    255 bytes its write fails and it retried at once, for good (a core's worth of error
+    lines), while the agent never showed. The longest dataId whose name fits is served;
+    one character more, and the longest dataId Nacos accepts (255), are refused saying
+    why, and the SDK is never asked to follow them."""
+    group = nacos_settings.group
+    fits = 255 - len(f"@@{group}@@")
+    suffix = ".agent.yaml"
+    names = {length: "x" * (length - len(suffix)) for length in (fits, fits + 1, 251, 255)}
+    for length, stem in names.items():
+        await nacos.publish(f"{stem}{suffix}", group, yaml_text(agent_document(f"long-{length}")))
+    config = nacos_service_config(nacos_settings, agents_dir, state_dir)
+    async with running_service(config) as service:
+        longest = agent_document(f"long-{fits}")
+        await service.wait_serving(f"long-{fits}", revision_of(longest))
+        for length in (fits + 1, 251, 255):
+            stem = names[length]
+            status = await service.wait_error(stem, "dataId too long to follow here")
+            over = length + len(f"@@{group}@@")
+            assert (status["state"], status["revision"], status["last_error"]["message"]) == (
+                "refused",
+                None,
+                f"agent '{stem}' public/{group}/{stem}{suffix}: dataId too long to follow "
+                "here: the Nacos client's local cache names its file after the dataId, "
+                f"group and namespace, {over} bytes, and file names here hold 255; shorten "
+                f"the dataId by {over - 255} characters",
+            )
+        # The listen task still works for everything else: a change is pushed and served.
+        changed = agent_document(f"long-{fits}", system="Changed.")
+        await nacos.publish(f"{names[fits]}{suffix}", group, yaml_text(changed))
+        await service.wait_serving(f"long-{fits}", revision_of(changed))
+    assert sdk_errors == []
 
 
 async def test_every_degradation_reason_stays_until_it_clears(

@@ -3,6 +3,7 @@ down, and what it serves while Nacos holds only a refused edit."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +20,9 @@ class Snapshot:
 
     def save(self, data_id: str, text: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        temporary = self.directory / f".{data_id}.tmp"
+        # A short temporary name: a dataId may be as long as a file name can be (255).
+        digest = hashlib.sha256(data_id.encode()).hexdigest()[:16]
+        temporary = self.directory / f".{digest}.tmp"
         temporary.write_text(text, encoding="utf-8")
         temporary.replace(self.directory / data_id)
 

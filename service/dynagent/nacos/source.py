@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import assert_never
 
 from loguru import logger
@@ -83,6 +84,8 @@ class NacosSource:
         self._listening: set[str] = set()
         self._kept: set[str] = set()
         """dataIds with a version accepted (or served from the snapshot) in this run."""
+        self._unheld: set[str] = set()
+        """dataIds the SDK cannot follow (``NacosClient.cannot_hold``): refused, unheard."""
         self._pushes: dict[str, int] = {}
         """Content pushes and deletions received per dataId: a read older than the latest is
         dropped, the pump applies what came. Fuzzy-watch notices carry no content and never
@@ -223,7 +226,8 @@ class NacosSource:
         stale = {
             data_id: md5
             for data_id, md5 in sorted(listing.items())
-            if self._md5.get(data_id) != md5 or data_id not in self._listening
+            if self._md5.get(data_id) != md5
+            or (data_id not in self._listening and data_id not in self._unheld)
         }
         try:
             await self._fetch_and_deliver(stale)
@@ -299,17 +303,22 @@ class NacosSource:
                     return
                 await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
+                self._unheld.discard(data_id)
                 await self.client.unlisten(data_id, self.group, self._listener)
                 self._kept.discard(data_id)
                 await self._on_change(self._document(data_id, read))
                 return
-            if data_id not in self._listening:
+            unheld = self.client.cannot_hold(data_id, self.group)
+            if data_id not in self._listening and unheld is None:
                 await self.client.listen(data_id, self.group, self._listener, announce=announce)
                 self._listening.add(data_id)
             if self._md5.get(data_id) == content_md5(text):
                 return
             self._md5[data_id] = content_md5(text)
             document = self._document(data_id, read)
+            if unheld is not None:
+                self._unheld.add(data_id)
+                document = replace(document, text=None, error=unheld)
             accepted = await self._on_change(document)
             if not self.verdicts:
                 return  # the consumer keeps what it accepts (``keep``)
