@@ -1,6 +1,6 @@
-"""What a restart serves: the last version accepted here, never one that was refused;
-and, for a dataId this machine cannot follow, a refusal that says why and costs nothing
-more.
+"""What a restart serves: the last version accepted here, never one that was refused; the
+same owner of every agent name whatever the order documents load in; and, for a dataId
+this machine cannot follow, a refusal that says why and costs nothing more.
 
 "Nacos down" for a restarted service is an address nothing listens on, with the same
 snapshot folder: the session's server keeps running for the other tests."""
@@ -106,6 +106,58 @@ async def test_a_refused_edit_or_gray_never_replaces_the_last_accepted_copy_acro
         for name, revision in served.items():
             code, body = await invoke(service, name)
             assert (code, body["revision"]) == (200, revision)
+
+
+async def test_the_document_named_after_an_agent_owns_its_name_whatever_the_load_order(
+    nacos: NacosAdmin, nacos_settings: NacosConfig, agents_dir: Path, state_dir: Path
+) -> None:
+    """``aaa.agent.yaml`` naming ``faq-bot`` loads before ``faq-bot.agent.yaml``: it is
+    refused on its own entry live, after a restart with Nacos up and one with Nacos down;
+    published first, it serves only until the document named after the agent comes, and
+    again once that one is deleted."""
+    group = nacos_settings.group
+    faq = agent_document("faq-bot", system="The real faq-bot.")
+    impostor = agent_document("faq-bot", system="An impostor.")
+    await nacos.publish("aaa.agent.yaml", group, yaml_text(impostor))
+    config = nacos_service_config(nacos_settings, agents_dir, state_dir)
+    message = (
+        f"agent 'aaa' public/{group}/aaa.agent.yaml: this document names agent 'faq-bot', "
+        "which faq-bot.agent.yaml already defines; rename it (e.g. name: aaa) or delete it"
+    )
+
+    async def owned_by_faq_bot(service: RunningService) -> None:
+        await service.wait_serving("faq-bot", revision_of(faq))
+        await service.wait_error("aaa", "already defines")
+        listed = await (await service.client.get("/v1/agents")).json()
+        assert [(a["name"], a["state"]) for a in listed["agents"]] == [
+            ("aaa", "refused"),
+            ("faq-bot", "serving"),
+        ]
+        assert (await status_of(service, "faq-bot"))["last_error"] is None
+        assert (await status_of(service, "aaa"))["last_error"] == {
+            "source": f"public/{group}/aaa.agent.yaml",
+            "path": "",
+            "message": message,
+        }
+
+    async with running_service(config) as service:
+        await service.wait_serving("faq-bot", revision_of(impostor))
+        await nacos.publish("faq-bot.agent.yaml", group, yaml_text(faq))
+        await owned_by_faq_bot(service)
+
+    for settings in (nacos_settings, nacos_down(nacos_settings)):
+        restarted = nacos_service_config(settings, agents_dir, state_dir)
+        async with running_service(restarted) as service:
+            await owned_by_faq_bot(service)
+            # aaa.agent.yaml loads first, and never serves the name, not even for a moment.
+            history = service.registry.history("faq-bot")
+            assert [r.revision for r in history] == [revision_of(faq)]
+
+    async with running_service(config) as service:
+        await owned_by_faq_bot(service)
+        await nacos.delete("faq-bot.agent.yaml", group)
+        await service.wait_serving("faq-bot", revision_of(impostor))
+        await service.registry.wait_for(lambda r: "aaa" not in r)
 
 
 @pytest.fixture

@@ -90,10 +90,13 @@ class NacosPromptAgentBuilderFactory:
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
         )
         await self._nacos.start(self._prompt_changed)
-        self._applier = DocumentApplier(
-            registry, self._prepared_build, rebuilds=self._template.rebuilds
-        )
         self._files = await asyncio.to_thread(FileSource, self.directory)
+        self._applier = DocumentApplier(
+            registry,
+            self._prepared_build,
+            rebuilds=self._template.rebuilds,
+            siblings=self._files.keys,
+        )
         await self._files.start(self._apply)
 
     async def _apply(self, document: Document) -> bool:

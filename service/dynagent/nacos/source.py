@@ -81,6 +81,8 @@ class NacosSource:
         self._grace = DeleteGrace(delete_grace_seconds, self.location)
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
+        self._listed: set[str] = set()
+        """The dataIds the last listing (or the snapshot served at start) held."""
         self._listening: set[str] = set()
         self._kept: set[str] = set()
         """dataIds with a version accepted (or served from the snapshot) in this run."""
@@ -100,6 +102,10 @@ class NacosSource:
         self.health = SourceHealth()
         """Shared by every document handed out: each agent's ``source.state``."""
         self._degradation = Degradation(self.location, self.health, on_health)
+
+    def keys(self) -> set[str]:
+        """The dataIds the group holds as far as this source knows, handed on or not."""
+        return self._listed | set(self._md5)
 
     @property
     def location(self) -> str:
@@ -223,6 +229,7 @@ class NacosSource:
         listing = {
             k: v for k, v in (await self.client.list_group(self.group)).items() if self.accepts(k)
         }
+        self._listed = set(listing)
         stale = {
             data_id: md5
             for data_id, md5 in sorted(listing.items())
@@ -304,6 +311,7 @@ class NacosSource:
                 await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
                 self._unheld.discard(data_id)
+                self._listed.discard(data_id)
                 await self.client.unlisten(data_id, self.group, self._listener)
                 self._kept.discard(data_id)
                 await self._on_change(self._document(data_id, read))
@@ -374,6 +382,7 @@ class NacosSource:
         self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
         if skipped:  # kept until Nacos serves the group again, whatever else comes
             self._set_degraded(f"unreadable snapshot files skipped: {skipped}", kind="snapshot")
+        self._listed = set(saved)
         for data_id, text in saved.items():
             # Marked, not the real md5: the first reconcile with Nacos re-delivers even
             # unchanged content, so the status stops saying "from snapshot".
