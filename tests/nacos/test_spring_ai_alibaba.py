@@ -318,7 +318,8 @@ async def test_a_refused_piece_never_replaces_the_last_accepted_one_in_the_snaps
     state_dir: Path,
 ) -> None:
     """A broken ``model.json`` is refused while the last good revision serves; the
-    snapshot keeps the pieces of that revision, so a restart with Nacos down serves it."""
+    snapshot keeps the pieces of that revision, so a restart serves it: with Nacos up
+    (which holds only the broken piece) beside the refusal, with Nacos down as before."""
     name = f"saa-{uuid.uuid4().hex[:6]}"
     agent = SaaAgent(nacos, name, model_server)
     await agent.publish_all("You are kept on disk.")
@@ -333,6 +334,13 @@ async def test_a_refused_piece_never_replaces_the_last_accepted_one_in_the_snaps
 
     pieces = nacos_settings.snapshot_dir / "public" / agent.group
     assert (pieces / "model.json").read_text() == agent.texts[f"{agent.group}/model.json"]
+    async with running_service(config) as service:
+        error = await service.wait_error(name, "expected a number")
+        assert service.registry.get(name).revision == revision
+        assert error["last_error"]["source"] == f"public/{agent.group}"
+        model_server.script(DEFAULT_MODEL, [Reply("kept")])
+        code, body = await invoke(service, name)
+        assert (code, body["revision"], body["output"]) == (200, revision, "kept")
     down = nacos_settings.model_copy(update={"server_addr": f"127.0.0.1:{free_port()}"})
     restarted = nacos_service_config(down, agents_dir, state_dir, factories=factories)
     async with running_service(restarted) as service:
