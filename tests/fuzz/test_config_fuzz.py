@@ -157,9 +157,10 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedFolder]
         queue: asyncio.Queue[Document] = asyncio.Queue()
         source = FileSource(folder, settle=0.01)
 
-        async def apply(document: Document) -> None:
-            await applier.apply(document)
+        async def apply(document: Document) -> bool:
+            accepted = await applier.apply(document)
             queue.put_nowait(document)
+            return accepted
 
         async def start() -> None:
             await source.start(apply)

@@ -69,6 +69,11 @@ async def test_a_copy_paste_slip_is_refused_on_its_own_entry_and_a_delete_leaves
         }
         assert (await status_of(service, "faq-bot"))["last_error"] is None
 
+        # The slip deleted: its entry goes. (Left in place, it would serve faq-bot once
+        # faq-bot.agent.yaml is gone, as a restart would: the name would be free.)
+        await nacos.delete("billing.agent.yaml", group)
+        await service.registry.wait_for(lambda r: "billing" not in r)
+
         # Deleted in Nacos: gone, and its 404 says when and where.
         await nacos.delete("faq-bot.agent.yaml", group)
         await service.registry.wait_for(lambda r: "faq-bot" not in r)
@@ -270,8 +275,9 @@ async def test_a_source_started_while_a_gray_is_live_loads_it_with_the_rest(
     )
     delivered: list[tuple[str, str | None, Any]] = []
 
-    async def on_change(document: Document) -> None:
+    async def on_change(document: Document) -> bool:
         delivered.append((document.key, document.text, document.info.details.get("gray")))
+        return True
 
     try:
         await client.connect()

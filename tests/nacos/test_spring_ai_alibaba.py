@@ -21,6 +21,7 @@ from dynagent.runtime.builder import AgentBuilder
 from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
 from tests.support.first_load import NoticeDuringGroupLoad, fuzzy_watch_works, until_served
 from tests.support.nacos import NacosAdmin, NacosServer, invoke, nacos_service_config
+from tests.support.process import free_port
 from tests.support.service import RunningService, running_service
 
 META = "nacos-ai-meta"
@@ -307,3 +308,41 @@ async def test_a_piece_whose_push_is_late_is_read_before_the_release_is_assemble
         assert dict(registry.get(agent.name).source.details) == served_details(agent)
     finally:
         await factory.stop()
+
+
+async def test_a_refused_piece_never_replaces_the_last_accepted_one_in_the_snapshot(
+    nacos: NacosAdmin,
+    nacos_settings: NacosConfig,
+    model_server: ScriptedModelServer,
+    agents_dir: Path,
+    state_dir: Path,
+) -> None:
+    """A broken ``model.json`` is refused while the last good revision serves; the
+    snapshot keeps the pieces of that revision, so a restart serves it: with Nacos up
+    (which holds only the broken piece) beside the refusal, with Nacos down as before."""
+    name = f"saa-{uuid.uuid4().hex[:6]}"
+    agent = SaaAgent(nacos, name, model_server)
+    await agent.publish_all("You are kept on disk.")
+    factories = {"nacos": False, "spring_ai_alibaba": True}
+    config = nacos_service_config(nacos_settings, agents_dir, state_dir, factories=factories)
+    async with running_service(config) as service:
+        await service.registry.wait_for(lambda r: name in r)
+        revision = service.registry.get(name).revision
+        await nacos.publish("model.json", agent.group, '{"maxTokens": "lots"}', kind="json")
+        await service.wait_error(name, "expected a number")
+        assert service.registry.get(name).revision == revision
+
+    pieces = nacos_settings.snapshot_dir / "public" / agent.group
+    assert (pieces / "model.json").read_text() == agent.texts[f"{agent.group}/model.json"]
+    async with running_service(config) as service:
+        error = await service.wait_error(name, "expected a number")
+        assert service.registry.get(name).revision == revision
+        assert error["last_error"]["source"] == f"public/{agent.group}"
+        model_server.script(DEFAULT_MODEL, [Reply("kept")])
+        code, body = await invoke(service, name)
+        assert (code, body["revision"], body["output"]) == (200, revision, "kept")
+    down = nacos_settings.model_copy(update={"server_addr": f"127.0.0.1:{free_port()}"})
+    restarted = nacos_service_config(down, agents_dir, state_dir, factories=factories)
+    async with running_service(restarted) as service:
+        assert service.registry.get(name).revision == revision
+        assert service.registry.entry(name).last_error is None

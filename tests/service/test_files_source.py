@@ -20,10 +20,11 @@ class Recorder:
         self.queue: asyncio.Queue[Document] = asyncio.Queue()
         self.fail_on: set[str] = set()
 
-    async def __call__(self, document: Document) -> None:
+    async def __call__(self, document: Document) -> bool:
         self.queue.put_nowait(document)
         if document.key in self.fail_on:
             raise RuntimeError(f"cannot apply {document.key}")
+        return True
 
     async def next(self) -> Document:
         async with asyncio.timeout(5):

@@ -165,9 +165,10 @@ class Deliveries:
         self.log: list[tuple[str, str | None, str | None]] = []
         self._changed = asyncio.Event()
 
-    async def record(self, document: Document) -> None:
+    async def record(self, document: Document) -> bool:
         self.log.append((document.key, document.text, document.info.details.get("gray")))
         self._changed.set()
+        return True
 
     async def wait_for(self, count: int, within: float = 10.0) -> None:
         """Until ``count`` documents were handed on (woken by each, never polled)."""

@@ -12,6 +12,7 @@ the SDK's own tables, here and nowhere else:
 - the proxy's listen task, which waits up to 5 s on ``execute_config_listen_channel``
   between two rounds and stops on ``stop_event``: woken at once, so that a listener is
   announced (and a client shut down) without waiting out that tick;
+- ``get_config_cache_key``: the name of the file its local cache keeps a config in;
 - the ``RpcClient``'s ``register_server_request_handler``, ``register_connection_listener``
   and ``request``: requests and pushes the SDK has no API for (Nacos 3 fuzzy watch).
 
@@ -35,6 +36,7 @@ PRIVATE_PARTS = (
     "v2.nacos.transport.rpc_client:RpcClient.register_server_request_handler",
     "v2.nacos.transport.rpc_client:RpcClient.register_connection_listener",
     "v2.nacos.transport.rpc_client:RpcClient.request",
+    "v2.nacos.config.util.config_client_util:get_config_cache_key",
 )
 """What this module reaches, as ``module:attribute``; the attributes each client makes
 for itself (``grpc_client_proxy``, ``execute_config_listen_channel``, ``stop_event``)
@@ -97,3 +99,13 @@ def stop_listen_task(service: Any) -> None:
     does not wait up to 5 s for its tick."""
     service.grpc_client_proxy.stop_event.set()
     wake_listen_task(service)
+
+
+def cache_file_name(data_id: str, group: str, tenant: str) -> str:
+    """The file name the SDK's local config cache gives a config (``{dataId}@@{group}@@
+    {tenant}``): written each time it fetches a change of a config listened to, and when
+    that write fails its listen task retries at once, round after round."""
+    from v2.nacos.config.util.config_client_util import get_config_cache_key
+
+    name: str = get_config_cache_key(data_id, group, tenant)
+    return name

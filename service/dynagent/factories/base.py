@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import json
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 import yaml
@@ -93,11 +93,14 @@ class DocumentApplier:
         build: Callable[[AgentSpec, Document], Agent | Awaitable[Agent]],
         *,
         rebuilds: list[Callable[[frozenset[str]], None]] | None = None,
+        siblings: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         """``build`` may be a coroutine function; ``rebuilds``: where to listen for agents
-        to build again (an MCP server they use changed)."""
+        to build again (an MCP server they use changed); ``siblings``: the keys the source
+        holds now, handed on or not."""
         self.registry = registry
         self.build = build
+        self.siblings = siblings
         self._lock = asyncio.Lock()
         self._rebuilding: set[asyncio.Task[None]] = set()
         self._documents: dict[str, tuple[Document, str]] = {}
@@ -105,6 +108,10 @@ class DocumentApplier:
         if rebuilds is not None:
             rebuilds.append(self._rebuild_soon)
         self._names: dict[str, str] = {}
+        """Document key → the agent it serves."""
+        self._claims: dict[str, tuple[Document, str]] = {}
+        """Document key → (the document, the agent it names) while it is refused because
+        another document owns that name; applied again when the name is free."""
         self._failed: dict[str, tuple[str, str]] = {}
         """Document key → (agent, location) of its last refused definition."""
         self._canaries: dict[str, Document] = {}
@@ -124,37 +131,45 @@ class DocumentApplier:
             if known is not None:
                 await self.apply(known[0])
 
-    async def apply(self, document: Document) -> None:
+    async def apply(self, document: Document) -> bool:
+        """Apply ``document``; True when it was accepted, False when it was refused."""
         async with self._lock:  # a rebuild and a new document never interleave
-            await self._apply(document)
+            return await self._apply(document)
 
-    async def _apply(self, document: Document) -> None:
+    async def _apply(self, document: Document) -> bool:
         self._documents.pop(document.key, None)
+        self._claims.pop(document.key, None)
         if is_canary_key(document.key):
-            await self._apply_canary(document)
-            return
+            return await self._apply_canary(document)
         known = self._names.get(document.key)
         blame = known or name_from_key(document.key)
         where = document.info.location or document.key
-        if document.error is not None:
-            self._fail(document.key, ConfigError(document.error, source=where, agent=blame))
-        elif document.text is None:
-            if self._names.pop(document.key, None) is not None and known is not None:
-                self.registry.table.remove(known, removal_reason(document.info))
-            self._forget_failure(document.key)
-        else:
-            await self._define(document, blame, where)
+        if document.text is not None or document.error is not None:
+            if document.error is not None:
+                self._fail(document.key, ConfigError(document.error, source=where, agent=blame))
+            accepted = document.error is None and await self._define(document, blame, where)
+            own = name_from_key(document.key)
+            if self._owner(own) is None:  # it does not take the name it is named after
+                await self._released(own)
+            return accepted
+        if self._names.pop(document.key, None) is not None and known is not None:
+            self.registry.table.remove(known, removal_reason(document.info))
+            await self._released(known)
+        self._forget_failure(document.key)
+        return True
 
-    async def _define(self, document: Document, blame: str, where: str) -> None:
+    async def _define(self, document: Document, blame: str, where: str) -> bool:
         assert document.text is not None
         try:
             spec = load_spec(document.text, fmt=document.fmt, source=where)
-            owner = self._owner(spec.name)
-            if owner is not None and owner != document.key:
-                raise ConfigError(
-                    f"this document names agent {spec.name!r}, which {owner} already defines; "
-                    f"rename it (e.g. name: {name_from_key(document.key)}) or delete it"
-                )
+            owner = self._owner_of(spec.name, document.key)
+            if (
+                owner is not None
+                and owner != document.key
+                and not _outranks(document.key, owner, spec.name)
+            ):
+                self._claims[document.key] = (document, spec.name)
+                raise ConfigError(_claimed(spec.name, owner, document.key))
             self._documents[document.key] = (document, spec.name)
             agent = await self._built(spec, document)
         except ConfigError as exc:
@@ -166,21 +181,55 @@ class DocumentApplier:
                 document.key,
                 ConfigError(exc.reason, source=where, agent=name, issues=exc.issues),
             )
-            return
+            return False
         except Exception as exc:  # a bug must not end the watch nor leave no trace in status
             self._fail(document.key, _unexpected(exc, where, blame))
-            return
+            return False
         previous = self._names.get(document.key)
+        evicted = self._owner(spec.name)
+        if evicted is not None and evicted != document.key:
+            self._names.pop(evicted)  # the document named after the agent takes it over
         self._names[document.key] = spec.name
         if previous is not None and previous != spec.name:
             self.registry.table.remove(previous, f"renamed to {spec.name!r} in {where}")
         self._forget_failure(document.key, keep=spec.name)
         self.registry.table.put(agent)
+        if evicted is not None and evicted != document.key:
+            await self._evict(evicted, spec.name, document.key)
+        if previous is not None and previous != spec.name:
+            await self._released(previous)
         canary = self._canaries.get(spec.name)
         if canary is not None and self.registry.entry(spec.name).canary is None:
             await self._apply_canary(canary)
+        return True
 
-    async def _apply_canary(self, document: Document) -> None:
+    async def _evict(self, key: str, name: str, owner: str) -> None:
+        """Refuse ``key``, which served ``name`` until ``owner`` (named after the agent)
+        came: on its own entry, as it would be had ``owner`` been there first."""
+        known = self._documents.pop(key, None)
+        if known is None:
+            return
+        document = known[0]
+        where = document.info.location or document.key
+        self._claims[key] = (document, name)
+        self._fail(
+            key, ConfigError(_claimed(name, owner, key), source=where, agent=name_from_key(key))
+        )
+
+    async def _released(self, name: str) -> None:
+        """``name`` has no document any more: a document refused only because another
+        one owned it is applied again (the one named after the agent first, then by key),
+        so the outcome is the one a restart would reach."""
+        waiting = sorted(
+            (key for key, (_, claimed) in self._claims.items() if claimed == name),
+            key=lambda key: (name_from_key(key) != name, key),
+        )
+        for key in waiting:  # those after the new owner are refused again, naming it
+            claim = self._claims.get(key)
+            if claim is not None:
+                await self._apply(claim[0])
+
+    async def _apply_canary(self, document: Document) -> bool:
         """``{name}.canary.yaml``: a candidate spec and its rollout; deleting it ends the canary."""
         name = name_from_key(document.key)
         where = document.info.location or document.key
@@ -188,7 +237,7 @@ class DocumentApplier:
             self._canaries.pop(name, None)
             self._forget_failure(document.key)
             self.registry.rollouts.remove_canary(name)
-            return
+            return True
         self._canaries[name] = document
         try:
             if document.error is not None:
@@ -200,12 +249,13 @@ class DocumentApplier:
             self._fail(
                 document.key, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
             )
-            return
+            return False
         except Exception as exc:  # as in _define
             self._fail(document.key, _unexpected(exc, where, name))
-            return
+            return False
         self._forget_failure(document.key, keep=name)
         self.registry.rollouts.put_canary(agent, policy)
+        return True
 
     async def _built(self, spec: AgentSpec, document: Document) -> Agent:
         agent = self.build(spec, document)
@@ -231,6 +281,45 @@ class DocumentApplier:
 
     def _owner(self, name: str) -> str | None:
         return next((key for key, owned in self._names.items() if owned == name), None)
+
+    def _owner_of(self, name: str, key: str) -> str | None:
+        """Who owns ``name`` against ``key``: the document serving it; else, for a ``key``
+        named otherwise, one named after it that the source holds but has not handed on
+        yet (a start loads by key: ``aaa.agent.yaml`` before ``faq-bot.agent.yaml``)."""
+        owner = self._owner(name)
+        if owner is not None or name_from_key(key) == name:
+            return owner
+        waiting = (
+            k
+            for k in sorted(self.siblings())
+            if name_from_key(k) == name and k != key and not is_canary_key(k)
+        )
+        return next((k for k in waiting if k not in self._names and k not in self._failed), None)
+
+
+def _outranks(key: str, owner: str, name: str) -> bool:
+    """Whether ``key`` takes ``name`` from the document ``owner`` that serves it now.
+
+    A name belongs to the document named after it (``faq-bot.agent.yaml`` for
+    ``faq-bot``), whatever the order documents load in, so every replica and every
+    restart agree on it; of two such (``bot.yaml``, ``bot.json``) the first by key. A
+    document named otherwise serves a name only while no such document claims it."""
+    mine, theirs = name_from_key(key) == name, name_from_key(owner) == name
+    return mine and (not theirs or key < owner)
+
+
+def _claimed(name: str, owner: str, key: str) -> str:
+    """Why ``key`` may not define ``name``: how to fix it, never "rename it to its name"."""
+    own = name_from_key(key)
+    if own == name:
+        return (
+            f"this document names agent {name!r}, which {owner} also defines and owns (the "
+            "first by name of two documents named after an agent); delete one of them"
+        )
+    return (
+        f"this document names agent {name!r}, which {owner} already defines; "
+        f"rename it (e.g. name: {own}) or delete it"
+    )
 
 
 def removal_reason(info: SourceInfo) -> str:

@@ -43,8 +43,10 @@ class DefaultAgentBuilderFactory:
         if self.specs and rebuilds is not None:
             rebuilds.append(lambda names: self._rebuild_code(names, registry))
         if self.directory is not None:
-            applier = DocumentApplier(registry, self._build, rebuilds=self._template.rebuilds)
             self._source = await asyncio.to_thread(FileSource, self.directory)
+            applier = DocumentApplier(
+                registry, self._build, rebuilds=self._template.rebuilds, siblings=self._source.keys
+            )
             await self._source.start(applier.apply)
 
     async def _put_code(self, spec: AgentSpec, registry: AgentRegistry) -> None:

@@ -24,6 +24,9 @@ from typing import Any
 
 from dynagent import _regex
 from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.nacos.client import content_md5
+from dynagent.runtime.agent import SourceInfo
+from dynagent.sources.base import Document
 
 GROUP_PREFIX = "ai-agent-"
 PROMPT_GROUP = "nacos-ai-meta"
@@ -168,3 +171,29 @@ def _partner_tools(piece: Piece | None) -> list[dict[str, Any]]:
         for agent in (agents if isinstance(agents, list) else [])
         if isinstance(agent, dict) and (name := agent.get("agentName"))
     ]
+
+
+def kept_piece(group: str, data_id: str, text: str) -> Piece:
+    """A piece as the snapshot kept it."""
+    return Piece(group, data_id, text, content_md5(text))
+
+
+def document_piece(document: Document) -> Piece:
+    """A piece as a source handed it on, with the md5 and gray marker Nacos reported."""
+    assert document.text is not None
+    details = document.info.details
+    group, md5, gray = details.get("group", ""), details.get("md5", ""), details.get("gray")
+    return Piece(group, document.key, document.text, md5, gray=bool(gray))
+
+
+def source_info(
+    where: str, group: str, pieces: Mapping[str, Piece], prompt: Piece | None
+) -> SourceInfo:
+    """Names every dataId that went into the revision, with the md5 Nacos reported."""
+    details = {"group": group}
+    details.update(
+        {f"{group}/{p.data_id}": p.md5 for p in sorted(pieces.values(), key=lambda p: p.data_id)}
+    )
+    if prompt is not None:
+        details[f"{prompt.group}/{prompt.data_id}"] = prompt.md5
+    return SourceInfo("nacos", where, details)

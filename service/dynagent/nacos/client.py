@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -119,6 +120,7 @@ class NacosClient:
         self._hub: FuzzyHub | None = None
         """The fuzzy watches on the current SDK connection."""
         self._hub_service: Any = None
+        self._name_max: int | None = None  # the longest file name there (``cannot_hold``)
 
     @property
     def namespace(self) -> str:
@@ -204,6 +206,24 @@ class NacosClient:
         if self._service is None:
             raise NacosUnavailable("not connected to Nacos")
         return self._service
+
+    def cannot_hold(self, data_id: str, group: str) -> str | None:
+        """Why the SDK cannot follow ``data_id`` here, or None: it keeps each config it
+        listens to in a file named after dataId, group and namespace, and past the longest
+        file name a failed write is retried at once, for good."""
+        name = len(sdk.cache_file_name(data_id, group, self.namespace).encode())
+        if self._name_max is None:
+            try:
+                self._name_max = os.pathconf(self._work_dir or tempfile.gettempdir(), "PC_NAME_MAX")
+            except (OSError, ValueError):
+                self._name_max = 255
+        if name <= self._name_max:
+            return None
+        return (
+            "dataId too long to follow here: the Nacos client's local cache names its file "
+            f"after the dataId, group and namespace, {name} bytes, and file names here hold "
+            f"{self._name_max}; shorten the dataId by {name - self._name_max} characters"
+        )
 
     async def get(self, data_id: str, group: str) -> str | None:
         """The content of a config, or None when it does not exist."""

@@ -59,7 +59,9 @@ class NacosAgentBuilderFactory:
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
             delete_grace_seconds=settings.delete_grace_seconds,
         )
-        applier = DocumentApplier(registry, self._build, rebuilds=self._template.rebuilds)
+        applier = DocumentApplier(
+            registry, self._build, rebuilds=self._template.rebuilds, siblings=self.source.keys
+        )
         await self.source.start(applier.apply)
 
     async def _build(self, spec: AgentSpec, document: Document) -> Agent:

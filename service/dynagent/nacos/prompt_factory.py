@@ -90,17 +90,20 @@ class NacosPromptAgentBuilderFactory:
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
         )
         await self._nacos.start(self._prompt_changed)
-        self._applier = DocumentApplier(
-            registry, self._prepared_build, rebuilds=self._template.rebuilds
-        )
         self._files = await asyncio.to_thread(FileSource, self.directory)
+        self._applier = DocumentApplier(
+            registry,
+            self._prepared_build,
+            rebuilds=self._template.rebuilds,
+            siblings=self._files.keys,
+        )
         await self._files.start(self._apply)
 
-    async def _apply(self, document: Document) -> None:
+    async def _apply(self, document: Document) -> bool:
         assert self._applier is not None
         if document.text is None:
             self._documents.pop(document.key, None)
-        await self._applier.apply(document)
+        return await self._applier.apply(document)
 
     async def write(
         self, name: str, variant: Variant, spec: AgentSpec | None, current: SourceInfo | None
@@ -127,17 +130,21 @@ class NacosPromptAgentBuilderFactory:
         if self._nacos is not None:
             await self._nacos.stop()
 
-    async def _prompt_changed(self, document: Document) -> None:
+    async def _prompt_changed(self, document: Document) -> bool:
+        """True unless an agent using the prompt refused it (then the snapshot keeps the
+        prompt those agents still serve)."""
         if document.text is None:
             self._prompts.pop(document.key, None)
         else:
             self._prompts[document.key] = RemotePrompt.parse(document.text)
         if self._applier is None:
-            return  # still loading prompts: agents are built afterwards
+            return True  # still loading prompts: agents are built afterwards
+        accepted = True
         for spec_document, data_id in list(self._documents.values()):
             if data_id == document.key:
                 logger.info("prompt {} changed: rebuilding {}", data_id, spec_document.key)
-                await self._applier.apply(spec_document)
+                accepted = await self._applier.apply(spec_document) and accepted
+        return accepted
 
     async def _prepared_build(self, spec: AgentSpec, document: Document) -> Agent:
         await self.builder().prepare(spec)

@@ -31,7 +31,7 @@ from dynagent.nacos.client import NacosClient, NacosError
 from dynagent.nacos.snapshot import Snapshot
 from dynagent.nacos.source import NacosSource
 from dynagent.registry.facade import AgentRegistry
-from dynagent.runtime.agent import SourceInfo, Variant
+from dynagent.runtime.agent import Agent, SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document
 from dynagent.spec.agent import AgentSpec, load_spec
@@ -152,6 +152,7 @@ class SpringAiAlibabaAgentBuilderFactory:
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
             watch=watch,
             owns_client=False,
+            verdicts=False,  # an assembly decides: pieces are kept once it is served
         )
 
     def _snapshot_groups(self) -> set[str]:
@@ -200,26 +201,38 @@ class SpringAiAlibabaAgentBuilderFactory:
 
     # -- pieces ------------------------------------------------------------------
 
-    async def _piece_changed(self, document: Document) -> None:
+    async def _piece_changed(self, document: Document) -> bool:
+        """Held until the agent is assembled; ``_keep`` snapshots what that accepts."""
         group = document.info.details.get("group", "")
         name = group.removeprefix(layout.GROUP_PREFIX)
         pieces = self._pieces.setdefault(name, {})
         if document.text is None:
             pieces.pop(document.key, None)
         else:
-            pieces[document.key] = _piece(document)
+            pieces[document.key] = layout.document_piece(document)
         self._schedule(name)
+        return False
 
-    async def _prompt_changed(self, document: Document) -> None:
+    async def _prompt_changed(self, document: Document) -> bool:
         if document.text is None:
             self._prompts.pop(document.key, None)
         else:
-            self._prompts[document.key] = _piece(document)
+            self._prompts[document.key] = layout.document_piece(document)
         for name, pieces in self._pieces.items():
             base = pieces.get(layout.AGENT_BASE)
             with contextlib.suppress(ConfigError):
                 if base and layout.prompt_data_id(layout.prompt_key_of(base)) == document.key:
                     self._schedule(name)
+        return False
+
+    async def _keep(self, pieces: Mapping[str, layout.Piece], prompt: layout.Piece | None) -> None:
+        """Snapshot the pieces of an agent just served: only what was accepted is kept."""
+        for piece in [*pieces.values(), *([prompt] if prompt is not None else [])]:
+            source = self._groups.get(piece.group)
+            if piece.group == layout.PROMPT_GROUP:
+                source = self._prompt_source
+            if source is not None:
+                await source.keep(piece.data_id, piece.text)
 
     def _schedule(self, name: str, *, settling: bool = False) -> None:
         """Assemble ``name`` once no piece of it changed for ``ASSEMBLY_WINDOW``."""
@@ -294,26 +307,52 @@ class SpringAiAlibabaAgentBuilderFactory:
             if name in registry:
                 registry.table.remove(name, f"deleted in Nacos ({group}/{layout.AGENT_BASE})")
             return
-        prompt: layout.Piece | None = None
         try:
-            key = layout.prompt_key_of(pieces[layout.AGENT_BASE])
-            prompt = self._prompts.get(layout.prompt_data_id(key)) if key else None
-            document = layout.spec_document(name, pieces, prompt)
-            self._check_tool_types(document)
-            spec = load_spec(document, source=where)
-            info = _source_info(where, group, pieces, prompt)
-            source = self._groups.get(group)
-            info = replace(info, health=source.health) if source is not None else info
-            agent = self.builder().build(spec, source=info)
-        except ConfigError as exc:
-            registry.table.fail(
-                name, ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
-            )
-            return
+            agent, prompt = self._built(name, where, pieces, self._prompts)
         except Exception as exc:  # as in DocumentApplier: a bug must not end the watch
-            registry.table.fail(name, _unexpected(exc, where, name))
+            error = _unexpected(exc, where, name)
+            if isinstance(exc, ConfigError):
+                error = ConfigError(exc.reason, source=where, agent=name, issues=exc.issues)
+            await self._fall_back(name, group, where)
+            registry.table.fail(name, error)
             return
         registry.table.put(agent)
+        await self._keep(pieces, prompt)
+
+    def _built(
+        self,
+        name: str,
+        where: str,
+        pieces: Mapping[str, layout.Piece],
+        prompts: Mapping[str, layout.Piece],
+    ) -> tuple[Agent, layout.Piece | None]:
+        """``name`` built from ``pieces`` and the prompt of ``prompts`` they name."""
+        key = layout.prompt_key_of(pieces[layout.AGENT_BASE])
+        prompt = prompts.get(layout.prompt_data_id(key)) if key else None
+        document = layout.spec_document(name, pieces, prompt)
+        self._check_tool_types(document)
+        spec = load_spec(document, source=where)
+        group = f"{layout.GROUP_PREFIX}{name}"
+        info = layout.source_info(where, group, pieces, prompt)
+        source = self._groups.get(group)
+        info = replace(info, health=source.health) if source is not None else info
+        return self.builder().build(spec, source=info), prompt
+
+    async def _fall_back(self, name: str, group: str, where: str) -> None:
+        """Nothing serves ``name`` and its release in Nacos is refused (a restart finding a
+        broken piece there): serve the revision whose pieces the snapshot kept."""
+        assert self._registry is not None
+        entry = self._registry.table.find(name)
+        source, prompts = self._groups.get(group), self._prompt_source
+        if (entry is not None and entry.stable is not None) or source is None or prompts is None:
+            return
+        saved, _ = await asyncio.to_thread(source.snapshot.load)
+        kept, _ = await asyncio.to_thread(prompts.snapshot.load)
+        pieces = {d: layout.kept_piece(group, d, t) for d, t in saved.items() if d in layout.PIECES}
+        prompt_pieces = {d: layout.kept_piece(layout.PROMPT_GROUP, d, t) for d, t in kept.items()}
+        if layout.AGENT_BASE in pieces:
+            with contextlib.suppress(Exception):  # nothing kept builds: the refusal shows alone
+                self._registry.table.put(self._built(name, where, pieces, prompt_pieces)[0])
 
     def _prompt_of(self, pieces: Mapping[str, layout.Piece]) -> layout.Piece | None:
         base = pieces.get(layout.AGENT_BASE)
@@ -337,25 +376,3 @@ class SpringAiAlibabaAgentBuilderFactory:
                 f"'type: {missing[0]}' tools, which this build of Dynagent does not have yet; "
                 "the agent is not served without them"
             )
-
-
-def _piece(document: Document) -> layout.Piece:
-    assert document.text is not None
-    details = document.info.details
-    group, md5, gray = details.get("group", ""), details.get("md5", ""), details.get("gray")
-    return layout.Piece(group, document.key, document.text, md5, gray=bool(gray))
-
-
-def _source_info(
-    where: str, group: str, pieces: Mapping[str, layout.Piece], prompt: layout.Piece | None
-) -> SourceInfo:
-    """Names every dataId that went into the revision, with the md5 Nacos reported."""
-    details = {"group": group}
-    details.update({f"{group}/{p.data_id}": p.md5 for p in sorted(pieces.values(), key=_key)})
-    if prompt is not None:
-        details[f"{prompt.group}/{prompt.data_id}"] = prompt.md5
-    return SourceInfo("nacos", where, details)
-
-
-def _key(piece: layout.Piece) -> str:
-    return piece.data_id

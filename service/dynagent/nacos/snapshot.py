@@ -1,23 +1,38 @@
 """Dynagent's own last-good copy of a Nacos group: what a restart serves while Nacos is
-down."""
+down, and what it serves while Nacos holds only a refused edit."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
+from loguru import logger
+
 
 class Snapshot:
-    """Dynagent's own last-good copy of a group's documents, one file per dataId."""
+    """Dynagent's own copy of a group's documents as last accepted here, one file per
+    dataId: the version this instance served, gray or formal. A document that was
+    refused never replaces the one accepted before it."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
     def save(self, data_id: str, text: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        temporary = self.directory / f".{data_id}.tmp"
+        # A short temporary name: a dataId may be as long as a file name can be (255).
+        digest = hashlib.sha256(data_id.encode()).hexdigest()[:16]
+        temporary = self.directory / f".{digest}.tmp"
         temporary.write_text(text, encoding="utf-8")
         temporary.replace(self.directory / data_id)
+
+    def read(self, data_id: str) -> str | None:
+        """The copy of ``data_id`` last accepted, or None when there is none (or it cannot
+        be read)."""
+        try:
+            return (self.directory / data_id).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def delete(self, data_id: str) -> None:
         (self.directory / data_id).unlink(missing_ok=True)
@@ -41,6 +56,25 @@ class Snapshot:
             except OSError as exc:
                 unreadable[path.name] = exc.strerror or type(exc).__name__
         return documents, unreadable
+
+    def load_at_start(
+        self, accepts: Callable[[str], bool], location: str, reason: str
+    ) -> tuple[dict[str, str], str]:
+        """``load_accepted``, logged as what a start with Nacos unreachable serves."""
+        saved, skipped = self.load_accepted(accepts)
+        logger.error(
+            "Nacos source {} unavailable at start ({}); serving {} definitions from the "
+            "snapshot in {}",
+            location,
+            reason,
+            len(saved),
+            self.directory,
+        )
+        if skipped:
+            logger.error(
+                "Nacos source {}: unreadable snapshot files skipped: {}", location, skipped
+            )
+        return saved, skipped
 
     def load_accepted(self, accepts: Callable[[str], bool]) -> tuple[dict[str, str], str]:
         """(the documents by dataId that ``accepts`` takes, the unreadable files skipped as

@@ -1,12 +1,11 @@
 """Agent documents in one Nacos namespace and group.
 
-Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the
-Nacos 3 fuzzy watch of the whole group (a new or deleted dataId, pushed in tens
-of milliseconds; ``_fuzzy``), and our own reconciliation, which lists the
-group's md5s every ``poll_seconds``: a safety net that also catches up after a
-Nacos restart, and the only way to find new dataIds on a server without fuzzy
-watch (then it runs at least every ``FALLBACK_POLL_SECONDS``). Push callbacks
-only queue the change: nothing blocks the SDK.
+Changes arrive three ways: the SDK's gRPC push of a known dataId's content, the Nacos 3
+fuzzy watch of the whole group (a new or deleted dataId, pushed in tens of milliseconds;
+``_fuzzy``), and our own reconciliation, which lists the group's md5s every
+``poll_seconds``: a safety net that also catches up after a Nacos restart, and the only way
+to find new dataIds on a server without fuzzy watch (then it runs at least every
+``FALLBACK_POLL_SECONDS``). Push callbacks only queue the change: nothing blocks the SDK.
 
 Reads of one dataId never race: a load's read and the read a fuzzy-watch notice asks for
 take turns (``_turns``), and the notice's read is skipped once the dataId is served. Its
@@ -15,8 +14,9 @@ with the server and pushes any newer content. So the watch's first notices, whic
 every dataId the load is reading, neither drop nor repeat a read, and ``start`` returns
 with every listed dataId handed on.
 
-Every document applied is also written to a local snapshot, so that a
-restart while Nacos is down serves the last good definitions.
+Only documents accepted go to the local snapshot, so that a restart while Nacos is down
+serves what served before it, and one that finds only a refused edit in Nacos serves the
+snapshot's copy with the refusal beside it.
 """
 
 from __future__ import annotations
@@ -24,19 +24,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import assert_never
 
 from loguru import logger
 
-from dynagent.logs import state_changed
+from dynagent.nacos._degraded import Degradation, HealthCallback, Kind
+from dynagent.nacos._documents import annotated, config_document, refused
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
+from dynagent.nacos._grace import DeleteGrace
 from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns
 from dynagent.nacos.client import ConfigRead, NacosClient, NacosError, content_md5
 from dynagent.nacos.snapshot import Snapshot
 from dynagent.runtime._health import SourceHealth
-from dynagent.runtime.agent import SourceInfo
 from dynagent.sources.base import Document, OnChange
-from dynagent.spec.agent import format_of
 
 FETCH_CONCURRENCY = 16
 """Configs read from Nacos at once while reconciling (a first load reads every dataId)."""
@@ -46,9 +47,6 @@ FALLBACK_POLL_SECONDS = 2.0
 
 READ_RETRIES = (0.05, 0.1, 0.2, 0.4)
 """Pauses between reads of a dataId the fuzzy watch announced, while reads still lag."""
-
-HealthCallback = Callable[[str | None], None]
-"""Told the reason the source is degraded, or None when it is healthy again."""
 
 
 class NacosSource:
@@ -64,24 +62,32 @@ class NacosSource:
         delete_grace_seconds: float = 0.0,
         watch: bool = True,
         owns_client: bool = True,
+        verdicts: bool = True,
     ) -> None:
         self.client = client
         self.group = group
         self.accepts = accepts
         self.snapshot = snapshot
         self.poll_seconds = poll_seconds
-        self.on_health = on_health
         self.delete_grace_seconds = delete_grace_seconds
         self.watch = watch
         """Fuzzy-watch the group; False when the owner watches many groups at once and
         hands this source its changes (``group_changed``)."""
         self.owns_client = owns_client
         """Close the client on stop; False when sources share one."""
-        self._deletes: dict[str, asyncio.Task[None]] = {}
-        """Deleted dataIds still served, by the task that removes them after the grace."""
+        self.verdicts = verdicts
+        """The snapshot keeps only what the consumer says it accepted; False when it
+        decides later (several documents make one agent) and calls ``keep`` itself."""
+        self._grace = DeleteGrace(delete_grace_seconds, self.location)
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
+        self._listed: set[str] = set()
+        """The dataIds the last listing (or the snapshot served at start) held."""
         self._listening: set[str] = set()
+        self._kept: set[str] = set()
+        """dataIds with a version accepted (or served from the snapshot) in this run."""
+        self._unheld: set[str] = set()
+        """dataIds the SDK cannot follow (``NacosClient.cannot_hold``): refused, unheard."""
         self._pushes: dict[str, int] = {}
         """Content pushes and deletions received per dataId: a read older than the latest is
         dropped, the pump applies what came. Fuzzy-watch notices carry no content and never
@@ -91,11 +97,15 @@ class NacosSource:
         self._queue: asyncio.Queue[Push] = asyncio.Queue()
         self._fuzzy: FuzzyWatch | None = None
         self._lock = asyncio.Lock()
-        self._on_change: OnChange | None = None
+        self._on_change: OnChange = refused
         self._tasks: list[asyncio.Task[None]] = []
-        self.degraded: str | None = None
         self.health = SourceHealth()
         """Shared by every document handed out: each agent's ``source.state``."""
+        self._degradation = Degradation(self.location, self.health, on_health)
+
+    def keys(self) -> set[str]:
+        """The dataIds the group holds as far as this source knows, handed on or not."""
+        return self._listed | set(self._md5)
 
     @property
     def location(self) -> str:
@@ -117,7 +127,7 @@ class NacosSource:
         """Connect (a no-op when connected) and, once per connection, watch the group."""
         await self.client.connect()
         if self._fuzzy is None and self.watch:
-            self._fuzzy = await self.client.watch_group(self.group, self._group_changed)
+            self._fuzzy = await self.client.watch_group(self.group, self.group_changed)
             if self._fuzzy is None:
                 logger.info(
                     "Nacos at {} offers no fuzzy watch: new dataIds in {} are found by listing",
@@ -130,11 +140,8 @@ class NacosSource:
         return not self.watch or (self._fuzzy is not None and self._fuzzy.active)
 
     def group_changed(self, change: GroupChange) -> None:
-        """A dataId of the group appeared, changed or went (fuzzy watch push)."""
-        self._group_changed(change)
-
-    def _group_changed(self, change: GroupChange) -> None:
-        # Runs inside the SDK's stream reader. Content pushes cover dataIds listened to.
+        """A dataId of the group appeared, changed or went (fuzzy watch push). Runs inside
+        the SDK's stream reader; content pushes cover the dataIds listened to."""
         if not self.accepts(change.data_id):
             return
         if change.kind == "deleted":
@@ -150,7 +157,7 @@ class NacosSource:
     async def stop(self) -> None:
         if self._fuzzy is not None:
             await self._fuzzy.stop()
-        tasks = [*self._tasks, *self._deletes.values()]
+        tasks = [*self._tasks, *self._grace.tasks.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -162,8 +169,7 @@ class NacosSource:
             await self.client.close()
 
     async def _listener(self, tenant: str, group: str, data_id: str, content: str) -> None:
-        # Runs inside the SDK's listen task: hand over and return at once. An empty push
-        # means deleted.
+        # Inside the SDK's listen task: hand over, return at once. Empty: deleted.
         self._push(Pushed(data_id, content) if content else Deleted(data_id))
 
     async def _pump(self) -> None:
@@ -177,20 +183,15 @@ class NacosSource:
     async def _apply(self, item: Push) -> None:
         match item:
             case Pushed(data_id, content):
-                await self._deliver(data_id, await self._annotated(data_id, content))
+                await self._deliver(
+                    data_id, await annotated(self.client, self.group, data_id, content)
+                )
             case Announced(data_id):
                 await self._read_new(data_id)
             case Deleted(data_id):  # confirmed: a failed read looks the same
                 await self._deliver(data_id, await self.client.read(data_id, self.group))
             case _:
                 assert_never(item)
-
-    async def _annotated(self, data_id: str, content: str) -> ConfigRead:
-        """A pushed content with the md5 and gray marker Nacos reports for it."""
-        read = await self.client.read(data_id, self.group)
-        if read is not None and read.content == content:
-            return read
-        return ConfigRead(content, content_md5(content))
 
     async def _read_new(self, data_id: str) -> None:
         """Read a dataId the fuzzy watch announced; reads may trail the push by ~0.1 s.
@@ -228,10 +229,12 @@ class NacosSource:
         listing = {
             k: v for k, v in (await self.client.list_group(self.group)).items() if self.accepts(k)
         }
+        self._listed = set(listing)
         stale = {
             data_id: md5
             for data_id, md5 in sorted(listing.items())
-            if self._md5.get(data_id) != md5 or data_id not in self._listening
+            if self._md5.get(data_id) != md5
+            or (data_id not in self._listening and data_id not in self._unheld)
         }
         try:
             await self._fetch_and_deliver(stale)
@@ -240,6 +243,7 @@ class NacosSource:
                 self.client.announce_listeners()
         for data_id in sorted(set(self._md5) - set(listing)):
             await self._deliver(data_id, None)
+        self._set_degraded(None, kind="snapshot")  # every listed dataId is read from Nacos
         self._set_degraded(None)
 
     async def _fetch_and_deliver(self, listed: dict[str, str]) -> None:
@@ -298,100 +302,99 @@ class NacosSource:
         if text is None and self.delete_grace_seconds and not final:
             self._delete_later(data_id)
             return
-        pending = self._deletes.pop(data_id, None)
-        if pending is not None and text is not None:
-            pending.cancel()  # re-created within the grace period
+        if text is not None:
+            self._grace.cancel(data_id)  # re-created within the grace period
         async with self._lock:
             if text is None:
                 if self._md5.pop(data_id, None) is None:
                     return
                 await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
+                self._unheld.discard(data_id)
+                self._listed.discard(data_id)
                 await self.client.unlisten(data_id, self.group, self._listener)
-            else:
-                if data_id not in self._listening:
-                    await self.client.listen(data_id, self.group, self._listener, announce=announce)
-                    self._listening.add(data_id)
-                if self._md5.get(data_id) == content_md5(text):
-                    return
-                self._md5[data_id] = content_md5(text)
-                await asyncio.to_thread(self.snapshot.save, data_id, text)
-            assert self._on_change is not None
-            await self._on_change(self._document(data_id, read))
+                self._kept.discard(data_id)
+                await self._on_change(self._document(data_id, read))
+                return
+            unheld = self.client.cannot_hold(data_id, self.group)
+            if data_id not in self._listening and unheld is None:
+                await self.client.listen(data_id, self.group, self._listener, announce=announce)
+                self._listening.add(data_id)
+            if self._md5.get(data_id) == content_md5(text):
+                return
+            self._md5[data_id] = content_md5(text)
+            document = self._document(data_id, read)
+            if unheld is not None:
+                self._unheld.add(data_id)
+                document = replace(document, text=None, error=unheld)
+            accepted = await self._on_change(document)
+            if not self.verdicts:
+                return  # the consumer keeps what it accepts (``keep``)
+            if accepted:
+                await self.keep(data_id, text)
+            elif data_id not in self._kept:
+                await self._fall_back(document)
+
+    async def keep(self, data_id: str, text: str) -> None:
+        """Record ``text`` as the last accepted version of ``data_id`` (the snapshot)."""
+        self._kept.add(data_id)
+        await asyncio.to_thread(self.snapshot.save, data_id, text)
+
+    async def _fall_back(self, refused: Document) -> None:
+        """A dataId whose first version here was refused (a restart finding a broken edit
+        in Nacos): serve the copy last accepted, kept in the snapshot, then show the
+        refusal beside it."""
+        text = await asyncio.to_thread(self.snapshot.read, refused.key)
+        if text is None or text == refused.text:
+            return
+        last_good = self._document(
+            refused.key, ConfigRead(text, content_md5(text)), from_snapshot=True
+        )
+        if await self._on_change(last_good):
+            self._kept.add(refused.key)
+            await self._on_change(refused)
 
     def _delete_later(self, data_id: str) -> None:
         """Keep serving a deleted dataId for ``delete_grace_seconds``, then remove it
         unless it came back."""
-        if data_id not in self._md5 or data_id in self._deletes:
-            return
+        if data_id in self._md5:
+            self._grace.start(data_id, lambda: self._remove_after_grace(data_id))
 
-        async def remove() -> None:
-            await asyncio.sleep(self.delete_grace_seconds)
-            try:
-                back = await self.client.read(data_id, self.group)
-            except NacosError:
-                back = None  # Nacos said it was deleted; an outage since does not undo that
-            self._deletes.pop(data_id, None)
-            await self._deliver(data_id, back, final=True)
-
-        logger.info(
-            "{}/{} deleted in Nacos; still served for {:g} s",
-            self.location,
-            data_id,
-            self.delete_grace_seconds,
-        )
-        self._deletes[data_id] = asyncio.create_task(remove(), name=f"nacos-delete {data_id}")
+    async def _remove_after_grace(self, data_id: str) -> None:
+        try:
+            back = await self.client.read(data_id, self.group)
+        except NacosError:
+            back = None  # Nacos said it was deleted; an outage since does not undo that
+        await self._deliver(data_id, back, final=True)
 
     def _document(
         self, data_id: str, read: ConfigRead | None, *, from_snapshot: bool = False
     ) -> Document:
-        details = {
-            "namespace": self.client.namespace or "public",
-            "group": self.group,
-            "data_id": data_id,
-        }
-        if read is not None:
-            details["md5"] = read.md5 or content_md5(read.content)
-            if read.gray:
-                details["gray"] = read.gray
-        if from_snapshot:
-            details["from"] = "snapshot"
-        info = SourceInfo("nacos", f"{self.location}/{data_id}", details, self.health)
-        text = read.content if read is not None else None
-        return Document(data_id, text, format_of(data_id), info)
+        namespace = self.client.namespace or "public"
+        return config_document(
+            namespace, self.group, data_id, read, self.health, from_snapshot=from_snapshot
+        )
 
     async def _serve_snapshot(self, reason: str) -> None:
-        saved, skipped = await asyncio.to_thread(self.snapshot.load_accepted, self.accepts)
-        logger.error(
-            "Nacos source {} unavailable at start ({}); serving {} definitions from the "
-            "snapshot in {}",
-            self.location,
-            reason,
-            len(saved),
-            self.snapshot.directory,
+        saved, skipped = await asyncio.to_thread(
+            self.snapshot.load_at_start, self.accepts, self.location, reason
         )
-        if skipped:
-            logger.error(
-                "Nacos source {}: unreadable snapshot files skipped: {}", self.location, skipped
-            )
-            reason += f"; unreadable snapshot files skipped: {skipped}"
         self._set_degraded(f"Nacos unreachable at start, serving snapshot: {reason}")
-        assert self._on_change is not None
+        if skipped:  # kept until Nacos serves the group again, whatever else comes
+            self._set_degraded(f"unreadable snapshot files skipped: {skipped}", kind="snapshot")
+        self._listed = set(saved)
         for data_id, text in saved.items():
             # Marked, not the real md5: the first reconcile with Nacos re-delivers even
             # unchanged content, so the status stops saying "from snapshot".
             self._md5[data_id] = f"snapshot:{content_md5(text)}"
+            self._kept.add(data_id)
             read = ConfigRead(text, content_md5(text))
             await self._on_change(self._document(data_id, read, from_snapshot=True))
 
-    def _set_degraded(self, reason: str | None) -> None:
-        if reason == self.degraded:
-            return
-        state_changed()  # the SDK's repeated connection errors may show once for this state
-        if reason is None:
-            logger.info("Nacos source {} is reachable again", self.location)
-        elif self.degraded is None:
-            logger.warning("Nacos source {}: {}", self.location, reason)
-        self.degraded = reason
-        self.health.set(reachable=reason is None)
-        self.on_health(reason)
+    def _set_degraded(self, reason: str | None, *, kind: Kind = "connection") -> None:
+        self._degradation.set(reason, kind)
+
+    @property
+    def degraded(self) -> str | None:
+        """Every reason the source is degraded now, joined; None when it is healthy."""
+        return self._degradation.text

@@ -23,7 +23,10 @@ class Document:
     """Set when the source could not read the document (too large, not UTF-8 …)."""
 
 
-OnChange = Callable[[Document], Awaitable[None]]
+OnChange = Callable[[Document], Awaitable[bool]]
+"""Applies a document; True when it was accepted (served, or its removal done), False when
+it was refused and what served before still serves. A source keeps a copy of what was
+accepted only (the Nacos snapshot), never of what was refused."""
 
 
 class ConfigSource(Protocol):

@@ -84,6 +84,8 @@ class FileSource:
         """Seconds to wait for more events on a file before reading it."""
         self._seen: dict[Path, str] = {}
         """The text of each readable agent file, to tell a change from a touch."""
+        self._present: set[str] = set()
+        """The agent files the folder holds as far as the watch has seen."""
         self._observer: BaseObserver | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -94,7 +96,9 @@ class FileSource:
         self._observer = await asyncio.to_thread(
             self._watch, _Handler(asyncio.get_running_loop(), queue)
         )
-        for path in await asyncio.to_thread(self._agent_files):
+        paths = await asyncio.to_thread(self._agent_files)
+        self._present = {path.name for path in paths}
+        for path in paths:
             await on_change(await asyncio.to_thread(self._read, path))
         # Events queued while the folder was read are applied now, in order.
         self._task = asyncio.create_task(self._pump(queue, on_change), name="file-source")
@@ -107,6 +111,11 @@ class FileSource:
         observer.daemon = True
         observer.start()
         return observer
+
+    def keys(self) -> set[str]:
+        """The agent files in the folder as last seen, read or not (the first load lists
+        them all before reading one)."""
+        return self._present
 
     def _agent_files(self) -> list[Path]:
         return [p for p in sorted(self.directory.iterdir()) if is_agent_file(p) and p.is_file()]
@@ -206,6 +215,10 @@ class FileSource:
             pass
         except (OSError, UnicodeDecodeError) as exc:
             error = f"cannot read the file: {exc}"
+        if text is None and error is None:
+            self._present.discard(path.name)
+        else:
+            self._present.add(path.name)
         if text is None:
             # Gone (remembering every deleted name would grow forever), or unreadable:
             # either way its next event must be handed over, a deletion included.
