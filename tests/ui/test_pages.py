@@ -186,6 +186,33 @@ async def test_promote_from_the_page_changes_what_serves(service: RunningService
         assert service.serving("bot") == before
 
 
+async def test_roll_back_offers_only_earlier_stable_revisions_never_the_canarys(
+    service: RunningService,
+) -> None:
+    """A rollback restores what served before; the canary's revision (or any revision that
+    only ran as a canary) is promotion's business, so the list never offers it."""
+    entry = service.registry.entry("bot")
+    assert entry.canary is not None and entry.stable is not None
+    first, candidate = entry.stable.revision, entry.canary.agent.revision
+    second = agent_document("bot", system="Second stable.")
+    service.write_agent(second)
+    await service.wait_serving("bot", revision_of(second))
+    async with ops_page(service.url, key=ADMIN_KEY, shot="agent-rollback-list") as ui:
+        await ui.open("#/agent/bot")
+        options = ui.page.locator("#rollback-to option")
+        await expect(options).to_have_count(1)
+        assert await ui.page.locator("#rollback-to").input_value() == first
+        assert candidate not in await ui.page.locator("#rollback-to").inner_text()
+        await ui.page.locator("#rollback").click()
+        await expect(ui.page.locator("#confirm-text")).to_contain_text(f"back to revision {first}")
+        await ui.page.locator("#confirm-ok").click()
+        result = ui.page.locator("#action-result")
+        await expect(result).to_have_text(f"Done: bot now serves {first} (canary {candidate}).")
+        # Serving the first again, the list offers the second stable one, still not the canary.
+        await expect(options).to_have_count(1)
+        assert await ui.page.locator("#rollback-to").input_value() == revision_of(second)
+
+
 async def test_a_trace_timeline_shows_the_steps_of_a_tool_run(
     agents_dir: Path, state_dir: Path, model_server: ScriptedModelServer
 ) -> None:

@@ -432,7 +432,10 @@ function agentDetail(s, series) {
   const admin = state.me && state.me.admin;
   const revs = s.revisions || [];
   const revKey = (r) => `${r.revision}|${r.variant}`;
-  const stableRevs = revs.filter((r) => r.revision !== s.revision);
+  // Earlier stable revisions only, newest first: a revision that only ran as a canary (the
+  // canary's own, typically) is not a rollback target; promoting is the canary's own button.
+  const stableRevs = revs.filter((r, i) => r.variant === "stable" && r.revision !== s.revision
+    && revs.findIndex((o) => o.variant === "stable" && o.revision === r.revision) === i);
   return `
 <section class="card summary">
   <div>${stateBadge(s)} <span class="mono">${esc(s.revision || "–")}</span> · ${esc(s.factory || "")} · loaded ${when(s.loaded_at)}</div>
@@ -447,7 +450,7 @@ ${s.canary ? canaryPanel(s, series) : `<section class="card"><h2>Canary</h2><p c
   ${admin ? `<div class="actions">
     ${s.canary ? `<button id="promote" type="button">Promote canary ${esc(s.canary.revision)}</button>` : ""}
     ${pauseButton(s)}
-    ${stableRevs.length ? `<label>Roll back to <select id="rollback-to">${stableRevs.map((r) => `<option value="${esc(r.revision)}">${esc(r.revision)} (${esc(r.variant)}, ${esc(ago(r.loaded_at))})</option>`).join("")}</select></label> <button id="rollback" type="button">Roll back</button>` : ""}
+    ${stableRevs.length ? `<label>Roll back to <select id="rollback-to">${stableRevs.map((r) => `<option value="${esc(r.revision)}">${esc(r.revision)} (stable, ${esc(ago(r.loaded_at))})</option>`).join("")}</select></label> <button id="rollback" type="button">Roll back</button>` : ""}
   </div>` : `<p class="dim">Promote, roll back and pause need an admin key.</p>`}
   <div id="action-result"></div>
 </section>
