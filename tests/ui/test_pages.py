@@ -106,6 +106,43 @@ async def test_the_sample_agents_are_listed(tmp_path: Path) -> None:
             await ui.shot("trace-nested")
 
 
+LAYOUT = """() => {
+  const box = document.querySelector(".scroll");
+  const right = (el) => el.getBoundingClientRect().right;
+  const row = document.querySelector('tr[data-agent="bot"]');
+  return {
+    overflow: box.scrollWidth - box.clientWidth,
+    beyond: Math.max(...[...document.querySelectorAll("table.agents th")].map(right))
+      - document.documentElement.clientWidth,
+    spark: right(row.querySelector("svg.spark")) - right(row.lastElementChild),
+  };
+}"""
+"""Pixels the table scrolls sideways, its header reaches past the window, and the
+sparkline past its cell: all at most 0 when the table fits."""
+
+
+@pytest.mark.parametrize("width", [1280, 1366, 1440, 1920])
+async def test_the_agents_table_fits_a_laptop_window_whole_sparkline_included(
+    service: RunningService, width: int
+) -> None:
+    for variant in ("stable", "canary"):
+        response = await service.client.post(
+            "/v1/agents/bot/invoke",
+            json={"input": "hi"},
+            headers={**admin(), "X-Agent-Variant": variant},
+        )
+        assert response.status == 200, await response.text()
+    async with ops_page(service.url, key=ADMIN_KEY, viewport_width=width) as ui:
+        await ui.open()
+        spark = ui.page.locator('tr[data-agent="bot"] svg.spark rect.spark-canary')
+        await expect(spark).not_to_have_count(0, timeout=LIVE)
+        layout = await ui.page.evaluate(LAYOUT)
+        await ui.shot(f"agents-{width}px")
+    assert {k: max(v, 0) for k, v in layout.items()} == {"overflow": 0, "beyond": 0, "spark": 0}, (
+        layout
+    )
+
+
 async def test_a_broken_definition_shows_its_error_and_clears_when_fixed(
     service: RunningService,
 ) -> None:

@@ -284,9 +284,7 @@ function agentRow(status) {
 <td><a href="#/agent/${encodeURIComponent(status.name)}" class="name">${esc(status.name)}</a>${status.description ? `<div class="dim small">${esc(status.description)}</div>` : ""}</td>
 <td class="state-cell">${stateBadge(status)}</td>
 <td class="mono">${esc(status.revision || "–")}</td>
-<td class="source">${sourceCell(status.source)}</td>
-<td>${esc(status.factory || "–")}</td>
-<td>${when(status.loaded_at)}</td>
+<td class="source">${sourceCell(status.source)}<div class="dim small">${esc(status.factory || "–")} · loaded ${when(status.loaded_at)}</div></td>
 <td class="error-cell">${errorCell(status.last_error)}</td>
 <td class="canary-cell">${canaryCell(status.canary)}</td>
 <td class="traffic" data-variant="stable">${trafficCell(t.stable)}</td>
@@ -309,7 +307,7 @@ function renderAgents() {
 <input id="filter" type="search" placeholder="filter by name" aria-label="filter by name">
 <label class="small"><input id="problems" type="checkbox"> only problems</label>
 <span id="degraded"></span></div>
-<div class="scroll"><table class="agents"><colgroup><col class="c-name"><col class="c-state"><col class="c-rev"><col class="c-source"><col class="c-factory"><col class="c-loaded"><col class="c-error"><col class="c-canary"><col class="c-traffic"><col class="c-traffic"><col class="c-spark"></colgroup><thead><tr><th>agent</th><th>state</th><th>revision</th><th>source</th><th>factory</th><th>loaded</th><th>last error</th><th>canary</th>
+<div class="scroll"><table class="agents"><colgroup><col class="c-name"><col class="c-state"><col class="c-rev"><col class="c-source"><col class="c-error"><col class="c-canary"><col class="c-traffic"><col class="c-traffic"><col class="c-spark"></colgroup><thead><tr><th>agent</th><th>state</th><th>revision</th><th>source · factory · loaded</th><th>last error</th><th>canary</th>
 <th title="requests · recent error rate · p95">stable req · err · p95</th><th title="requests · recent error rate · p95">canary req · err · p95</th><th>15 min</th></tr></thead>
 <tbody id="agent-rows"></tbody></table></div>`;
   document.getElementById("filter").addEventListener("input", () => updateAgentsView(null));
