@@ -5,14 +5,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CODE   := service tests bench
 
-.PHONY: setup browser run test test-fast lint typecheck pytest nacos-start nacos-stop bench clean
+.PHONY: setup browser run test test-fast lint typecheck pytest nacos-start nacos-stop bench image-check clean
 .PHONY: docs docs-check
 
-setup: $(VENV)/.installed browser
+A2A_1X := .cache/a2a-sdk-1
+
+setup: $(VENV)/.installed browser $(A2A_1X)/.installed
 
 ## Debian's Chromium for the operations page tests (apt-get install when missing).
 browser:
 	scripts/browser.sh
+
+## The a2a-sdk 1.x client in a virtualenv of its own: the A2A tests drive the service with the
+## clients of both protocol lines, and the service itself uses the 0.3 line.
+$(A2A_1X)/.installed:
+	$(PYTHON) -m venv $(A2A_1X)
+	$(A2A_1X)/bin/pip install --quiet 'a2a-sdk>=1,<2'
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +39,7 @@ run: setup
 test: setup lint typecheck docs-check pytest
 
 ## The inner loop (under 3 minutes on 2 cores): lint, types, and every test but the nacos, browser and slow ones.
-test-fast: lint typecheck
+test-fast: lint typecheck $(A2A_1X)/.installed
 	$(BIN)/pytest -q -n 2 -m "not nacos and not browser and not slow"
 
 lint: $(VENV)/.installed
@@ -64,6 +73,10 @@ bench: setup $(VENV)/.bench-installed
 $(VENV)/.bench-installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $@
+
+## The image, built with buildah (no engine) and started: its own check, about 3 minutes.
+image-check:
+	scripts/image.sh check
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache var

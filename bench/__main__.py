@@ -4,8 +4,9 @@ One scripted OpenAI-compatible model server (its own process, loopback) serves
 every figure. In order: runtime overhead against the raw loop and the peer
 frameworks; service throughput against the floor; swapping versions under
 load; hot reload from files; real tools (an MCP round trip against the SDK client, an
-agent called as a tool against ``Agent.run``); hostile text, and a flooding model's 1 MB
-answer (``bench.model_stream``, its own model process); then, with a real Nacos started by
+agent called as a tool against ``Agent.run``); hostile text, the ``dynagent`` command's start
+against Python's own (``bench.cli_start``), and a flooding model's 1 MB answer
+(``bench.model_stream``, its own model process); then, with a real Nacos started by
 ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
 1,000 agents loaded from it; then a fleet (``scripts/fleet.sh``: three replicas behind
 nginx on Nacos and Redis). Prints the tables and writes the same figures
@@ -32,6 +33,7 @@ from typing import Any
 from loguru import logger
 
 from bench import (
+    cli_start,
     fleet,
     hostile_text,
     model_stream,
@@ -153,6 +155,11 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         )
         await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
         await run.part(
+            "cli_start",
+            lambda: asyncio.to_thread(cli_start.measure, 5 if quick else 15),
+            cli_start.table,
+        )
+        await run.part(
             "model_stream",
             lambda: asyncio.to_thread(model_stream.measure, 1 if quick else 3, sdk=not quick),
             model_stream.table,
@@ -268,6 +275,7 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             f"<= {hostile_text.LOOP_BAR_MS:.0f}",
             hold <= hostile_text.LOOP_BAR_MS,
         )
+    found += cli_start.bars(data.get("cli_start", {}))
     if "failed" in data.get("swap", {}):
         figures = data["swap"]
         bar("swap under load: failed requests", figures["failed"], "0", figures["failed"] == 0)

@@ -76,14 +76,16 @@ class Pattern:
         text is encoded once and offsets are converted as the scan moves forward."""
         data = text.encode()
         size, at, chars, found = len(data), 0, 0, []
-        end = 0
+        end, ascii_only = 0, len(data) == len(text)  # then bytes and characters line up
         while end <= size:
             spans = self._find(data, end, size)
             start, stop = spans[0]
             if start == _NO_MATCH:
                 break
             first, last = spans[group]
-            if first != _NO_MATCH:
+            if first != _NO_MATCH and ascii_only:
+                found.append((first, last))
+            elif first != _NO_MATCH:
                 chars += len(data[at:first].decode())
                 length = len(data[first:last].decode())
                 found.append((chars, chars + length))

@@ -29,6 +29,10 @@ class ListenConfig(_Section):
     """Larger request bodies get 413."""
     drain_seconds: float = Field(default=30, ge=0)
     """On SIGTERM, how long running requests may take to finish."""
+    max_watch_streams: int = Field(default=128, ge=1)
+    """Open ``GET /v1/watch/agents`` streams on this replica; more get 429."""
+    max_watch_streams_per_key: int = Field(default=8, ge=1)
+    """Open watch streams of one API key (a page per tab); more get 429."""
 
 
 class DefaultFactoryConfig(_Section):
@@ -112,7 +116,8 @@ class AuthConfig(_Section):
     metrics_keys_env: str = "DYNAGENT_METRICS_KEYS"
     """Environment variable holding comma-separated keys that may read ``/metrics`` only."""
     keys_file: Path | None = None
-    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool}]``,
+    """YAML file: ``keys: [{name, key, agents?: [...], admin?: bool, metrics?: bool,
+    feedback?: bool}]``,
     watched: a change applies within a second."""
 
 

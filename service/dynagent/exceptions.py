@@ -118,6 +118,12 @@ class BadRequest(DynagentError):
     kind: ErrorKind = "bad_request"
 
 
+class TooManyStreams(DynagentError):
+    """A stream limit (``listen.max_watch_streams``, ``…_per_key``) is reached: 429."""
+
+    kind: ErrorKind = "limit_exceeded"
+
+
 class Unauthorized(DynagentError):
     kind: ErrorKind = "unauthorized"
 

@@ -37,8 +37,9 @@ PROGRAM = textwrap.dedent(
                 name="echo-bot", input="What is 2 + 3?", session_id="s1", variables={},
                 pin=None, endpoint="embedded",
             )
-            agent, result = await run_agent(service, Caller("embedder"), run)
-            trace = service.traces.get(result.trace_id)
+            who = Caller("embedder")
+            agent, result = await run_agent(service, who, run)
+            trace = service.traces.get(result.trace_id, who)
             print(json.dumps({
                 "agent": agent.name,
                 "variant": result.variant,

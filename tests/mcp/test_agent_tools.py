@@ -63,9 +63,9 @@ async def invoke(service: RunningService, name: str, key: str = WIDE_KEY) -> dic
     return body
 
 
-async def trace(service: RunningService, trace_id: str) -> dict[str, Any]:
+async def trace(service: RunningService, trace_id: str, key: str = WIDE_KEY) -> dict[str, Any]:
     response = await service.client.get(
-        f"/v1/traces/{trace_id}", headers={"Authorization": f"Bearer {WIDE_KEY}"}
+        f"/v1/traces/{trace_id}", headers={"Authorization": f"Bearer {key}"}
     )
     body: dict[str, Any] = await response.json()
     return body
@@ -128,7 +128,7 @@ async def test_a_key_that_may_not_call_the_agent_cannot_reach_it_through_another
     await serve(service, billing, caller(model_server, "front", "billing"))
     model_server.script(DEFAULT_MODEL, [CallTools([("billing", {"input": "owed?"})]), Reply("no")])
     body = await invoke(service, "front", key=FRONT_KEY)
-    assert results(await trace(service, body["trace_id"])) == [
+    assert results(await trace(service, body["trace_id"], key=FRONT_KEY)) == [
         ("billing", "TOOL_ERROR: PermissionError: this API key may not call agent 'billing'")
     ]
 

@@ -1,5 +1,6 @@
 """API keys over HTTP: compared as digests in constant time, never logged, limited to
-agents (403, filtered listings and traces), and admin actions need an admin key."""
+agents (403, filtered listings; another key's traces are not found), and admin actions need
+an admin key."""
 
 from __future__ import annotations
 
@@ -123,9 +124,10 @@ async def test_a_key_limited_to_some_agents_reaches_nothing_else(service: Runnin
         "pinned chat": await status(
             service, "POST", "/v1/chat/completions", FRONTEND, **{**chat, "model": "other@stable"}
         ),
-        "trace": await status(service, "GET", f"/v1/traces/{others_trace}", FRONTEND),
     }
     assert refused == dict.fromkeys(refused, 403)
+    # Not this key's run: not found, as if it never was.
+    assert await status(service, "GET", f"/v1/traces/{others_trace}", FRONTEND) == 404
     assert await status(service, "GET", f"/v1/traces/{own_trace}", FRONTEND) == 200
     assert await status(service, "GET", f"/v1/traces/{others_trace}", ADMIN) == 200
 

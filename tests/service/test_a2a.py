@@ -34,11 +34,17 @@ def message(text: str, context: str | None = None) -> Message:
 
 
 def texts(events: list[Any]) -> list[str]:
+    """The text of each reply message; of a streamed task, its artifacts' at the end."""
     found = []
     for event in events:
-        reply = event if isinstance(event, Message) else None
-        if reply is not None:
-            found.append("".join(p.root.text for p in reply.parts if isinstance(p.root, TextPart)))
+        if isinstance(event, Message):
+            found.append("".join(p.root.text for p in event.parts if isinstance(p.root, TextPart)))
+    if events and isinstance(events[-1], tuple):
+        task = events[-1][0]
+        found += [
+            "".join(p.root.text for p in a.parts if isinstance(p.root, TextPart))
+            for a in task.artifacts or []
+        ]
     return found
 
 

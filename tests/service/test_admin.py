@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 import yaml
 
-from dynagent import load_spec
+from dynagent import cli, load_spec
 from dynagent.registry.table import HISTORY
 from tests.support.canary import Load, canary_document, canary_filename, canary_revision
 from tests.support.process import DYNAGENT, free_port, wait_ready
@@ -292,18 +292,18 @@ async def test_the_promote_and_rollback_commands_against_a_running_service(
         Load(session, f"{served}/v1/agents/bot/invoke", headers=USER, pause=0.01) as load,
     ):
         before = await load.until(30)
-        code, status = await command("promote", "bot", "--url", served, key=ADMIN_KEY)
+        code, status = await command("promote", "bot", "--json", "--url", served, key=ADMIN_KEY)
         during = len(load.answers) - before
         assert (code, status["revision"], status["canary"]) == (0, canary_revision(CANARY), None)
         assert sorted(p.name for p in agents_dir.iterdir()) == ["bot.yaml"]
 
-        code, status = await command("rollback", "bot", "--url", served, key=ADMIN_KEY)
+        code, status = await command("rollback", "bot", "--json", "--url", served, key=ADMIN_KEY)
         assert (code, status["revision"]) == (0, revision_of(V2))
-        to_canary = ("--to", canary_revision(CANARY))
+        to_canary = ("--to", canary_revision(CANARY), "--json")
         code, status = await command("rollback", "bot", *to_canary, "--url", served, key=ADMIN_KEY)
         assert (code, status["revision"]) == (0, canary_revision(CANARY))
 
-        code, error = await command("promote", "bot", "--url", served, key=USER_KEY)
+        code, error = await command("promote", "bot", "--json", "--url", served, key=USER_KEY)
         assert (code, error["error"]["type"]) == (1, "forbidden")
         await load.until(len(load.answers) + 30)
     print(f"promote + 2 rollbacks by command: {len(load.answers)} requests, none failed")
@@ -341,3 +341,43 @@ async def test_the_rollout_pause_and_resume_commands_against_a_running_service(
     code, status = await command("rollout", "resume", "bot", "--url", served, key=ADMIN_KEY)
     assert (code, status["canary"]["state"]) == (0, "serving")
     assert yaml.safe_load(canary_file.read_text(encoding="utf-8")) == CANARY
+
+
+async def test_promote_and_rollback_commands_print_one_line_and_the_status_with_json(
+    service: RunningService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a release owner reads after ``dynagent promote``: the outcome in one line (the
+    agent's whole status, 80 lines of JSON, only with ``--json``); a refusal on stderr."""
+
+    async def dynagent(*argv: str, key: str = ADMIN_KEY) -> tuple[int, str, str]:
+        args = [*argv, "--url", service.url, "--api-key", key]
+        code = await asyncio.to_thread(cli.main, args)  # the command blocks: not on this loop
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    promoted, stable = canary_revision(CANARY), revision_of(V2)
+    assert await dynagent("promote", "bot") == (
+        0,
+        f"bot: promoted; stable is revision {promoted}, no canary\n",
+        "",
+    )
+    assert await dynagent("promote", "bot") == (
+        1,
+        "",
+        "error: agent 'bot' has no canary to promote (conflict)\n",
+    )
+    assert await dynagent("rollback", "bot", key=USER_KEY) == (
+        1,
+        "",
+        "error: promote, rollback, pause and resume need an admin API key (forbidden)\n",
+    )
+    code, out, err = await dynagent("rollback", "bot", "--json")
+    assert (code, err) == (0, "")
+    status = await service.client.get("/v1/agents/bot", headers=ADMIN)
+    assert json.loads(out) == await status.json()
+    assert json.loads(out)["revision"] == stable
+    assert await dynagent("rollback", "bot", "--to", promoted) == (
+        0,
+        f"bot: rolled back; stable is revision {promoted}, no canary\n",
+        "",
+    )

@@ -135,12 +135,14 @@ async def test_a_key_limited_to_some_agents_sees_and_calls_only_those(
     assert (chat.status, await chat.json()) == (403, openai_forbidden)
 
     _, run = await call(service, "POST", "/v1/agents/other/invoke", RELEASE)
-    assert await call(service, "GET", f"/v1/traces/{run['trace_id']}", FRONTEND) == (
-        403,
+    trace_id = run["trace_id"]
+    assert await call(service, "GET", f"/v1/traces/{trace_id}", FRONTEND) == (
+        404,
         {
             "error": {
-                "type": "forbidden",
-                "message": "this API key may not read traces of that agent",
+                "type": "not_found",
+                "message": f"no recent trace {trace_id!r} of this API key; "
+                "only the last runs are kept",
             }
         },
     )

@@ -38,7 +38,14 @@ traces: {max_traces: 5}
     config = load_config(path, {"HOST": "0.0.0.0", "NACOS_PW": "pw"})
     base = path.parent
     assert config.model_dump(by_alias=True) == {
-        "listen": {"host": "0.0.0.0", "port": 9100, "max_body_bytes": 4096, "drain_seconds": 30},
+        "listen": {
+            "host": "0.0.0.0",
+            "port": 9100,
+            "max_body_bytes": 4096,
+            "drain_seconds": 30,
+            "max_watch_streams": 128,
+            "max_watch_streams_per_key": 8,
+        },
         "insecure": False,
         "factories": {
             "default": {"directory": base / "agents"},

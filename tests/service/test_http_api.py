@@ -235,6 +235,7 @@ async def test_a_streamed_run_sends_every_event_then_the_trace_keeps_them(
         "agent": "bot",
         "revision": service.serving("bot"),
         "variant": "stable",
+        "owner": "anonymous",
         "factory": "default",
         "source": {"kind": "file", "location": str((agents_dir / "bot.yaml").resolve())},
         "events": data,

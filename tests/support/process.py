@@ -49,8 +49,8 @@ def wait_ready(url: str, server: subprocess.Popen[str], within: float = STARTUP)
             with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
                 if response.status == 200:
                     return
-        except (urllib.error.URLError, ConnectionError):
-            pass
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass  # not listening yet, or too busy starting to answer within the second
         time.sleep(0.05)  # polling a starting process, not waiting for a reload
     raise AssertionError(f"{url}/readyz did not answer 200 within {within} s")
 

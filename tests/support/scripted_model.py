@@ -48,6 +48,9 @@ class Reply:
     gap: float = field(default=0.0, kw_only=True)
     """Seconds between two streamed chunks: a model writing at a human's reading pace
     (deltas closer together than the service's delta window reach callers joined)."""
+    pause: asyncio.Event | None = field(default=None, kw_only=True)
+    """Streaming: after the first piece, wait until the test sets this (or the server
+    stops) before the rest: an answer kept half-written until the caller has seen its start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +276,13 @@ class ScriptedModelServer:
             return web.json_response(completion(answer))
         options = body.get("stream_options") or {}
         gap = step.gap if isinstance(step, Reply) else 0.0
+        pause = step.pause if isinstance(step, Reply) else None
         return await _stream(
-            request, answer, include_usage=bool(options.get("include_usage")), gap=gap
+            request,
+            answer,
+            include_usage=bool(options.get("include_usage")),
+            gap=gap,
+            pause=(pause, self._stopping) if pause is not None else (),
         )
 
     async def _held(
@@ -340,14 +348,30 @@ def _failure(step: Fail) -> web.Response:
     )
 
 
+async def _either(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 async def _stream(
-    request: web.Request, answer: WireAnswer, *, include_usage: bool, gap: float = 0.0
+    request: web.Request,
+    answer: WireAnswer,
+    *,
+    include_usage: bool,
+    gap: float = 0.0,
+    pause: Sequence[asyncio.Event] = (),
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     for number, chunk in enumerate(chunks(answer, include_usage=include_usage)):
         if gap and number > 1:  # the role chunk and the first text go out together
             await asyncio.sleep(gap)  # the model's pace, not a wait for the service
+        if pause and number == 2:  # the role chunk and the first piece are out
+            await _either(*pause)
         await response.write(sse(chunk))
     await response.write(sse("[DONE]"))
     await response.write_eof()

@@ -4,6 +4,7 @@ real app: auth and scoping like the rest of the API, secrets masked, the live fe
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -46,9 +47,11 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-async def invoke(service: RunningService, name: str, text: str, **body: Any) -> dict[str, Any]:
+async def invoke(
+    service: RunningService, name: str, text: str, key: str = ADMIN_KEY, **body: Any
+) -> dict[str, Any]:
     response = await service.client.post(
-        f"/v1/agents/{name}/invoke", json={"input": text, **body}, headers=bearer(ADMIN_KEY)
+        f"/v1/agents/{name}/invoke", json={"input": text, **body}, headers=bearer(key)
     )
     assert response.status == 200, await response.text()
     data: dict[str, Any] = await response.json()
@@ -102,14 +105,20 @@ async def test_whoami_says_what_the_key_may_do(service: RunningService) -> None:
 async def test_recent_traces_are_filtered_and_scoped(service: RunningService) -> None:
     first = await invoke(service, "bot", "one", session_id="s-1")
     second = await invoke(service, "other", "two")
+    own = await invoke(service, "bot", "three", key=USER_KEY)
     everything = await (await service.client.get("/v1/traces", headers=bearer(ADMIN_KEY))).json()
-    assert [t["trace_id"] for t in everything["traces"]] == [second["trace_id"], first["trace_id"]]
-    summary = everything["traces"][1]
+    assert [t["trace_id"] for t in everything["traces"]] == [
+        own["trace_id"],
+        second["trace_id"],
+        first["trace_id"],
+    ]
+    summary = everything["traces"][2]
     assert summary == {
         "trace_id": first["trace_id"],
         "agent": "bot",
         "revision": first["revision"],
         "variant": "stable",
+        "owner": f"digest:{hashlib.sha256(ADMIN_KEY.encode()).hexdigest()[:12]}",
         "session_id": "s-1",
         "status": "ok",
         "started_at": summary["started_at"],
@@ -121,14 +130,17 @@ async def test_recent_traces_are_filtered_and_scoped(service: RunningService) ->
         "input": "one",
     }
     assert isinstance(summary["started_at"], float) and summary["duration_ms"] > 0
+    # Another key's runs of the same agent are not this key's to see.
     mine = await (await service.client.get("/v1/traces", headers=bearer(USER_KEY))).json()
-    assert [t["trace_id"] for t in mine["traces"]] == [first["trace_id"]]
+    assert [(t["trace_id"], t["owner"]) for t in mine["traces"]] == [
+        (own["trace_id"], "key:ops-user")
+    ]
     for query, expected in (
         ("agent=other", [second["trace_id"]]),
         ("session_id=s-1", [first["trace_id"]]),
         ("status=error", []),
         ("variant=canary", []),
-        ("limit=1", [second["trace_id"]]),
+        ("limit=1", [own["trace_id"]]),
     ):
         found = await (
             await service.client.get(f"/v1/traces?{query}", headers=bearer(ADMIN_KEY))

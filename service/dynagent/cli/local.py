@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from dynagent.exceptions import ConfigError
-from dynagent.runtime.builder import AgentBuilder
-from dynagent.sources.files import load_agent_file
-from dynagent.spec.agent import json_schema
 
 
 def add_commands(commands: Any) -> None:
@@ -22,6 +19,9 @@ def add_commands(commands: Any) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
+    from dynagent.runtime.builder import AgentBuilder  # not for ``--help``
+    from dynagent.sources.files import load_agent_file
+
     failed = 0
     builder = AgentBuilder(offline=True)
     for path in args.files:
@@ -42,5 +42,7 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
+    from dynagent.spec.agent import json_schema  # not for ``--help``
+
     print(json.dumps(json_schema(), indent=2))
     return 0

@@ -9,22 +9,21 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loguru import logger
-
-from dynagent._compat import check_all as check_dependencies
-from dynagent.config import ServiceConfig
-from dynagent.core.auth import ApiKeys
+from dynagent.cli.health import config_path
 from dynagent.exceptions import StartupError
-from dynagent.http.app import create_app, run
-from dynagent.logs import configure_logging
 from dynagent.nacos.cli import nacos_config, nacos_options
+
+if TYPE_CHECKING:
+    from dynagent.config import ServiceConfig
 
 
 def add_commands(commands: Any) -> None:
     run = commands.add_parser("serve", help="run the service")
-    run.add_argument("--config", type=Path, help="service config (YAML)")
+    run.add_argument(
+        "--config", type=Path, default=config_path(), help="service config (YAML; DYNAGENT_CONFIG)"
+    )
     run.add_argument("--agents", type=Path, help="folder of agent files (default factory)")
     run.add_argument("--host")
     run.add_argument("--port", type=int)
@@ -58,6 +57,14 @@ def _serve_config(args: argparse.Namespace) -> ServiceConfig:
 
 
 def serve(args: argparse.Namespace) -> int:
+    # The service, imported when it is served (see the ``dynagent.cli`` docstring).
+    from loguru import logger
+
+    from dynagent._compat import check_all as check_dependencies
+    from dynagent.core.auth import ApiKeys
+    from dynagent.http.app import create_app, run
+    from dynagent.logs import configure_logging
+
     check_dependencies()  # an untested version of a dependency: one line, before anything
     config = _serve_config(args)
     mask = configure_logging(config.logging.level, json_lines=config.logging.json_lines)
@@ -85,6 +92,8 @@ def _serving(host: str, port: int) -> None:
     # What startup built (modules, schemas, agents: ~200,000 objects) lives as long as the
     # process. Frozen out of the garbage collector, they are no longer walked by each full
     # collection, which took 30-400 ms in the middle of requests: the p99 tail under load.
+    from loguru import logger
+
     gc.collect()
     gc.freeze()
     logger.info("listening on http://{}:{}", host, port)

@@ -38,7 +38,9 @@ class Caller:
     principal: str = ANONYMOUS_PRINCIPAL
     """Who the caller is, stably and without the key: ``key:<name>`` for a keys-file
     entry, ``digest:<sha-256 of the key>`` for a key from the environment. Sessions are
-    scoped to it (``sessions/scope.py``)."""
+    scoped to it (``sessions/scope.py``), and every run records it as its owner."""
+    feedback: bool = False
+    """May rate any run of its agents (a labelling service), not only its own."""
 
     def check_agent(self, agent: str) -> None:
         if self.agents is not None and agent not in self.agents:
@@ -46,6 +48,15 @@ class Caller:
 
     def may_see(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
+
+    def may_read_run(self, owner: str, agent: str) -> bool:
+        """What a run leaves (its trace, summary, stored response) is shown to the identity
+        that made it and to admins, and only for an agent the reader may call."""
+        return self.may_see(agent) and (self.admin or owner == self.principal)
+
+    def may_rate_run(self, owner: str, agent: str) -> bool:
+        """A run is rated by the identity that made it, or by a key given ``feedback``."""
+        return self.may_see(agent) and (self.feedback or owner == self.principal)
 
     def metrics_scope(self) -> frozenset[str] | None:
         """The agents whose series this caller may read (``None``: all, and the totals)."""
@@ -68,6 +79,7 @@ class _KeyEntry(BaseModel):
     agents: list[str] | None = None
     admin: bool = False
     metrics: bool = False
+    feedback: bool = False
 
 
 class _KeysFile(BaseModel):
@@ -96,6 +108,8 @@ class ApiKeys:
         self.secrets = [key for key, _ in entries]
         """Raw keys, only so the log mask can hide them."""
         self._enabled = bool(entries)
+        self.generation = 0
+        """Counts reloads: a holder of a ``Caller`` re-checks it when this moved."""
 
     def replace(self, other: ApiKeys) -> None:
         """Take ``other``'s keys (a reloaded keys file): one reference swap, so a request
@@ -103,6 +117,14 @@ class ApiKeys:
         a keys file emptied or deleted leaves no valid key, not an open service."""
         self._entries, self.secrets = other._entries, other.secrets
         self._enabled = self._enabled or other._enabled
+        self.generation += 1
+
+    def holds(self, caller: Caller) -> bool:
+        """Whether ``caller`` is still one of the keys, with the same rights: a stream that
+        outlives its request re-checks its key, so a removed or narrowed key ends it."""
+        if not self._enabled:
+            return caller is ANONYMOUS
+        return any(known == caller for _, known in self._entries)
 
     @property
     def enabled(self) -> bool:
@@ -190,6 +212,7 @@ def _from_file(path: Path) -> list[tuple[str, Caller]]:
                 key_digest=_short(entry.key),
                 metrics=entry.metrics,
                 principal=f"key:{entry.name}",
+                feedback=entry.feedback,
             ),
         )
         for entry in parsed.keys

@@ -1,6 +1,8 @@
 """Responses kept for ``GET /v1/responses/{id}`` and ``previous_response_id``: the
 newest of this process, in memory, at most ``max_responses`` of them and at most
-``max_bytes`` together, each readable only with the API key that created it. The
+``max_bytes`` together, each shown only to the identity that created it and to admins
+(``Caller.may_read_run``, as its run's trace). Its id is random, not derived from the
+run's trace id: knowing a response id tells nothing about the trace. The
 conversation a response carries on is cut to the history budget (whole turns, as a
 session is), so a ``previous_response_id`` chain never grows past it. Replicas do not
 share them (pin a conversation to one, or carry it yourself with ``input`` items)."""
@@ -8,10 +10,12 @@ share them (pin a conversation to one, or carry it yourself with ``input`` items
 from __future__ import annotations
 
 import json
+import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dynagent.core.auth import Caller
 from dynagent.exceptions import ResponseNotFound
 from dynagent.models.base import Message
 from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, first_kept
@@ -28,7 +32,14 @@ class StoredResponse:
     messages: tuple[Message, ...]
     """The conversation up to and including this response, as chat messages."""
     owner: str
-    """Digest of the API key that created it."""
+    """The identity (``Caller.principal``) that created it."""
+    agent: str
+    """The agent that answered: a key that may no longer call it no longer reads it."""
+
+
+def new_response_id() -> str:
+    """A response's id: 128 random bits from ``secrets``, unrelated to its run's trace id."""
+    return f"resp_{secrets.token_hex(16)}"
 
 
 class ResponseStore:
@@ -68,9 +79,11 @@ class ResponseStore:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def get(self, response_id: str, owner: str) -> StoredResponse:
+    def get(self, response_id: str, reader: Caller) -> StoredResponse:
+        """The response, if ``reader`` made it (or is an admin); else ``ResponseNotFound``,
+        the same answer as for an id never stored."""
         kept = self._kept.get(response_id)
-        if kept is None or kept[0].owner != owner:
+        if kept is None or not reader.may_read_run(kept[0].owner, kept[0].agent):
             raise ResponseNotFound(
                 f"no stored response {response_id!r}; only the last {self._max} "
                 "responses created with store: true by this API key are kept"

@@ -128,7 +128,9 @@ class _Served:
             )
             service.series.record(agent.name, self.variant, seconds, failed=error is not None)
         if trace_id:
-            service.traces.record(agent, self.variant, trace_id, events, nested=self.nested)
+            service.traces.record(
+                agent, self.variant, trace_id, events, owner=self.who.principal, nested=self.nested
+            )
         if error != "disconnected":
             failed = error in GUARDED_ERRORS
             service.registry.rollouts.observe(agent, self.variant, ok=not failed, seconds=seconds)
@@ -205,7 +207,13 @@ async def _shadow_of(served: _Served) -> ShadowCopy | None:
     scoped = _session_key(served.who, run)
     history = await store.load(scoped) if store is not None and scoped else []
     return ShadowCopy(
-        canary, run.input, run.session_id, run.variables, history, stable_span=served.span
+        canary,
+        run.input,
+        run.session_id,
+        run.variables,
+        history,
+        owner=served.who.principal,
+        stable_span=served.span,
     )
 
 

@@ -31,6 +31,7 @@ from dynagent.core.redact import Redactor
 from dynagent.core.response_store import ResponseStore
 from dynagent.core.series import RecentSeries
 from dynagent.core.shadows import ShadowRunner
+from dynagent.core.streams import StreamSlots
 from dynagent.core.traces import TraceStore
 from dynagent.core.tracing import RunTracer
 from dynagent.exceptions import ConfigError
@@ -85,6 +86,8 @@ class Service:
     """The last 15 minutes of requests per agent, for the operations page."""
     redactor: Redactor
     """Masks what the operations views show of definitions and traces."""
+    watchers: StreamSlots
+    """The open ``/v1/watch/agents`` streams, in all and per key, within their limits."""
     tracer: RunTracer | None = None
     """OpenTelemetry for runs; set when the ``otel`` extra is installed and configured."""
     factories: dict[str, AgentBuilderFactory] = field(default_factory=dict)
@@ -147,6 +150,9 @@ class Service:
             mcp=mcp_servers(config),
             series=RecentSeries(),
             redactor=Redactor(secrets),
+            watchers=StreamSlots(
+                config.listen.max_watch_streams, config.listen.max_watch_streams_per_key
+            ),
             tracer=tracer,
             factories=running,
             _tools=tools,

@@ -39,6 +39,8 @@ class ShadowCopy:
     variables: Mapping[str, str]
     history: Sequence[Message]
     """The conversation before the copied turn."""
+    owner: str
+    """The identity that made the copied request: its shadow's trace is theirs too."""
     stable_span: Any = None
     """The stable run's span handle (OpenTelemetry): the shadow's span is its child."""
 
@@ -122,7 +124,7 @@ class ShadowRunner:
             failed = error in GUARDED_ERRORS
             self.rollouts.observe(canary, "canary", ok=not failed, seconds=seconds)
         if events:
-            self.traces.record(canary, "canary", trace_id, events)
+            self.traces.record(canary, "canary", trace_id, events, owner=copy.owner)
         logger.bind(trace_id=trace_id).info(
             "shadow {}@{} {} in {:.0f} ms",
             canary.name,

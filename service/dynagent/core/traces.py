@@ -1,5 +1,10 @@
 """Recent runs, bounded in memory, for ``GET /v1/traces/{trace_id}``.
 
+A run belongs to the identity that made it (``owner``, set by the run path from the
+caller): every read of the store names its reader, and this module is the one place that
+decides what the reader is shown (``Caller.may_read_run``, ``Caller.may_rate_run``), so no
+route can forget to filter.
+
 A run's events are kept as they are (frozen) and turned into JSON only when a trace
 is read: most traces are never read, and converting every run's events was a
 measurable share of serving one (docs/benchmarks.md).
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynagent.config import DEFAULT_TRACE_BYTES
+from dynagent.core.auth import Caller
 from dynagent.events import (
     ErrorEvent,
     Event,
@@ -21,36 +27,48 @@ from dynagent.events import (
     RunStarted,
     ToolCallEvent,
 )
+from dynagent.exceptions import Conflict, Forbidden, NotFound
 from dynagent.runtime._redaction import TEXT_FIELDS, text_size
-from dynagent.runtime.agent import Agent, SourceInfo
+from dynagent.runtime.agent import Agent, SourceInfo, Variant
 
 
 @dataclass(frozen=True, slots=True)
 class _Recorded:
     agent: str
     revision: str
-    variant: str
+    variant: Variant
     factory: str
     source: SourceInfo
     events: tuple[Event, ...]
     nested: tuple[dict[str, Any], ...]
+    owner: str
+    """The identity (``Caller.principal``) that made the run."""
 
-    def as_dict(self, trace_id: str) -> dict[str, Any]:
+    def as_dict(self, trace_id: str, reader: Caller) -> dict[str, Any]:
         trace: dict[str, Any] = {
             "trace_id": trace_id,
             "agent": self.agent,
             "revision": self.revision,
             "variant": self.variant,
+            "owner": owner_label(self.owner),
             "factory": self.factory,
             "source": self.source.as_dict(),
             "events": [event.as_dict() for event in self.events],
         }
-        if self.nested:  # only runs that called agents as tools have it
+        # Runs of agents the reader may not call stay hidden, even inside a run it may read.
+        nested = [run for run in self.nested if reader.may_see(run["agent"])]
+        if nested:  # only runs that called agents as tools have it
             trace["nested"] = [
-                {**run, "events": [event.as_dict() for event in run["events"]]}
-                for run in self.nested
+                {**run, "events": [event.as_dict() for event in run["events"]]} for run in nested
             ]
         return trace
+
+
+def owner_label(principal: str) -> str:
+    """How a run's owner is shown: a keys-file key by its name (``key:<name>``), a key from
+    the environment by the first 12 hex digits of its SHA-256 (as ``key_digest``)."""
+    kind, _, rest = principal.partition(":")
+    return f"digest:{rest[:12]}" if kind == "digest" else principal
 
 
 def _size(events: Sequence[Event]) -> int:
@@ -79,13 +97,15 @@ class TraceStore:
     def record(
         self,
         agent: Agent,
-        variant: str,
+        variant: Variant,
         trace_id: str,
         events: Sequence[Event],
         *,
+        owner: str,
         nested: Sequence[dict[str, Any]] = (),
     ) -> None:
-        """``nested``: the runs of agents this run called as tools, with their events."""
+        """``owner``: the identity that made the run (``Caller.principal``); ``nested``: the
+        runs of agents this run called as tools, with their events."""
         self._forget(trace_id)
         size = _size(events) + sum(_size(run["events"]) for run in nested)
         if size > self.max_bytes:
@@ -100,6 +120,7 @@ class TraceStore:
             agent.source,
             tuple(events),
             tuple({**run, "events": tuple(run["events"])} for run in nested),
+            owner,
         )
         while len(self._traces) > self.max_traces or self.bytes > self.max_bytes:
             gone = next(iter(self._traces))
@@ -113,24 +134,55 @@ class TraceStore:
     def __len__(self) -> int:
         return len(self._traces)
 
-    def get(self, trace_id: str) -> dict[str, Any] | None:
+    def get(self, trace_id: str, reader: Caller) -> dict[str, Any] | None:
+        """The trace, as ``reader`` may see it; None when it is gone or not the reader's
+        (the same answer: an id reveals nothing about a run of someone else)."""
         recorded = self._traces.get(trace_id)
-        if recorded is None:
+        if recorded is None or not reader.may_read_run(recorded.owner, recorded.agent):
             return None
-        trace = recorded.as_dict(trace_id)
+        trace = recorded.as_dict(trace_id, reader)
         if trace_id in self._feedback:
             trace["feedback"] = self._feedback[trace_id]
         return trace
 
-    def rate(self, trace_id: str, feedback: dict[str, Any]) -> None:
-        """Keep the rating of a kept trace (shown with it)."""
-        if trace_id in self._traces:
-            self._feedback[trace_id] = feedback
+    def rate(self, trace_id: str, rater: Caller, feedback: dict[str, Any]) -> RatedRun:
+        """Keep ``rater``'s rating of a kept run (shown with it): the identity that made
+        the run, or a key with the ``feedback`` right, rates it once."""
+        recorded = self._traces.get(trace_id)
+        if recorded is None or not (
+            rater.may_rate_run(recorded.owner, recorded.agent)
+            or rater.may_read_run(recorded.owner, recorded.agent)
+        ):
+            raise NotFound(
+                f"no recent trace {trace_id!r} of this API key on this replica; "
+                "only the last runs are kept"
+            )
+        if not rater.may_rate_run(recorded.owner, recorded.agent):
+            raise Forbidden(
+                "a run is rated by the API key that made it, or by a key with feedback: true"
+            )
+        if trace_id in self._feedback:
+            raise Conflict(f"run {trace_id!r} has been rated already")
+        self._feedback[trace_id] = feedback
+        return RatedRun(recorded.agent, recorded.revision, recorded.variant)
 
-    def summaries(self) -> Iterator[dict[str, Any]]:
-        """One line per kept trace, newest first, read from the events as they are kept:
-        listing never converts a whole (perhaps 1 MB) trace to JSON."""
-        return (_summary(tid, recorded) for tid, recorded in reversed(self._traces.items()))
+    def summaries(self, reader: Caller) -> Iterator[dict[str, Any]]:
+        """One line per kept trace ``reader`` may read, newest first, read from the events
+        as they are kept: listing never converts a whole (perhaps 1 MB) trace to JSON."""
+        return (
+            _summary(tid, recorded)
+            for tid, recorded in reversed(self._traces.items())
+            if reader.may_read_run(recorded.owner, recorded.agent)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RatedRun:
+    """What served a rated run: the rating counts for it."""
+
+    agent: str
+    revision: str
+    variant: Variant
 
 
 PREVIEW = 200
@@ -149,6 +201,7 @@ def _summary(trace_id: str, recorded: _Recorded) -> dict[str, Any]:
         "agent": recorded.agent,
         "revision": recorded.revision,
         "variant": recorded.variant,
+        "owner": owner_label(recorded.owner),
         "session_id": started.session_id if started else None,
         "status": status,
         "started_at": events[0].at if events else None,

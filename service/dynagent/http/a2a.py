@@ -2,9 +2,10 @@
 
 ``GET /a2a/{name}/.well-known/agent-card.json`` describes the agent (version = its
 revision, one skill, streaming, bearer auth); ``POST /a2a/{name}`` answers JSON-RPC
-``message/send`` and ``message/stream`` (SSE). Both go through the same API keys and
-scopes and the same run path as ``/v1/agents/{name}/invoke``: routing, canaries,
-metrics and traces. A message's ``contextId`` is the run's session; prompt variables
+``message/send`` (the reply as one message) and ``message/stream`` (SSE: a task, then its
+status and artifact updates as the run goes, ``a2a/updates.py``). Both go through the
+same API keys and scopes and the same run path as ``/v1/agents/{name}/invoke``: routing,
+canaries, metrics and traces. A message's ``contextId`` is the run's session; prompt variables
 come as ``metadata.variables`` (a JSON object of strings) of the params or the message.
 """
 
@@ -17,7 +18,6 @@ from typing import Any
 from a2a.types import (
     A2ARequest,
     AgentCard,
-    InternalError,
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
@@ -33,14 +33,15 @@ from a2a.types import (
     SendStreamingMessageRequest,
     SendStreamingMessageResponse,
     SendStreamingMessageSuccessResponse,
+    Task,
     TextPart,
 )
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from dynagent.a2a.card import agent_card
+from dynagent.a2a.updates import TaskUpdates, Update, answer_text
 from dynagent.core.runs import RunRequest
-from dynagent.events import ErrorEvent, FinalOutput
 from dynagent.exceptions import DynagentError
 from dynagent.http import sse
 from dynagent.http._routes import AGENT_ERRORS, SSE, Route, Routes
@@ -145,17 +146,20 @@ async def _stream(
         }
     )
     await response.prepare(request)
+    asked = parsed.params.message
+    updates = TaskUpdates(uuid.uuid4().hex, asked.context_id or uuid.uuid4().hex, trace_id)
+    await _send(response, parsed.id, updates.task(asked))
     async for event in events:
-        answer: BaseModel | None = None
-        if isinstance(event, FinalOutput):
-            reply = _reply(event.output, parsed.params.message, trace_id)
-            answer = SendStreamingMessageSuccessResponse(id=parsed.id, result=reply)
-        elif isinstance(event, ErrorEvent):
-            answer = _error(parsed.id, InternalError(message=event.message))
-        if answer is not None:
-            await response.write(f"data: {json.dumps(_wire(answer))}\n\n".encode())
+        for update in updates.of(event):
+            await _send(response, parsed.id, update)
     await response.write_eof()
     return response
+
+
+async def _send(response: web.StreamResponse, request_id: Any, result: Task | Update) -> None:
+    """One server-sent event: a JSON-RPC response carrying ``result``."""
+    answer = SendStreamingMessageSuccessResponse(id=request_id, result=result)
+    await response.write(f"data: {sse.dumps(_wire(answer))}\n\n".encode())
 
 
 def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSONRPCErrorResponse:
@@ -228,7 +232,7 @@ def _text_of(message: Message) -> str:
 
 
 def _reply(output: Any, asked: Message, trace_id: str) -> Message:
-    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    text = answer_text(output)
     return Message(
         role=Role.agent,
         message_id=uuid.uuid4().hex,

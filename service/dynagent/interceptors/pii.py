@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 from pydantic import BaseModel, ConfigDict
 
@@ -112,15 +113,23 @@ _GLUE = frozenset("-_/#.:")
 def _is_phone(text: str, start: int, end: int) -> bool:
     candidate = text[start:end].rstrip(".")
     end = start + len(candidate)
-    plus = candidate.startswith("+")
-    if _glued(text, start, end, plus=plus) or not candidate[-1:].isdigit():
+    if _glued(text, start, end, plus=candidate.startswith("+")):
+        return False
+    return _phone_shape(candidate)
+
+
+@functools.lru_cache(maxsize=4096)
+def _phone_shape(candidate: str) -> bool:
+    """Whether a run (at most ``_LONGEST`` characters) is written as a phone number. Cached:
+    a text repeats the same few shapes, and this is most of the per-shape work."""
+    if not candidate[-1:].isdigit():
         return False
     if len(parts := candidate.split()) > 1 and any(_is_date(part) for part in parts):
         return False  # "2026-12-04 555-1234": a date, then a number
     groups = _digit_runs(candidate)
     if not _MIN_DIGITS <= sum(map(len, groups)) <= 15:
         return False
-    return plus or _national(candidate, groups)
+    return candidate.startswith("+") or _national(candidate, groups)
 
 
 def _national(candidate: str, groups: list[str]) -> bool:

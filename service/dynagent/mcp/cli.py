@@ -4,19 +4,21 @@ the agents (in the Nacos agent group, and in ``--agents DIR``) that use each."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dynagent.config import NacosConfig
 from dynagent.exceptions import ConfigError
-from dynagent.mcp.entry import McpToolSpec
 from dynagent.nacos.cli import nacos_config, nacos_options
-from dynagent.nacos.client import NacosClient, NacosUnavailable
-from dynagent.sources.files import is_agent_file, load_agent_file
-from dynagent.spec.agent import AgentSpec, load_spec
+
+if TYPE_CHECKING:
+    from dynagent.config import NacosConfig
+    from dynagent.nacos.client import NacosClient
+    from dynagent.spec.agent import AgentSpec
+
+# The Nacos SDK, the MCP entry and the spec are imported by the functions that use them:
+# building the ``dynagent`` parser must not import them (see ``dynagent.cli``).
 
 
 def add_commands(commands: Any) -> None:
@@ -30,12 +32,16 @@ def add_commands(commands: Any) -> None:
 
 
 def mcp_list(args: argparse.Namespace) -> int:
+    import asyncio
+
     config = nacos_config(args)
     return asyncio.run(list_servers(config.nacos, args.agents, args.json))
 
 
 def registry_users(specs: list[AgentSpec]) -> dict[str, set[str]]:
     """Registry server name → the agents whose tools name it."""
+    from dynagent.mcp.entry import McpToolSpec
+
     users: dict[str, set[str]] = {}
     for spec in specs:
         for entry in spec.tools:
@@ -45,6 +51,8 @@ def registry_users(specs: list[AgentSpec]) -> dict[str, set[str]]:
 
 
 async def _nacos_specs(client: NacosClient, group: str) -> list[AgentSpec]:
+    from dynagent.spec.agent import load_spec
+
     specs = []
     for data_id in sorted(await client.list_group(group)):
         if not data_id.endswith((".agent.yaml", ".agent.yml", ".agent.json")):
@@ -60,6 +68,8 @@ async def _nacos_specs(client: NacosClient, group: str) -> list[AgentSpec]:
 
 
 def _local_specs(directory: Path | None) -> list[AgentSpec]:
+    from dynagent.sources.files import is_agent_file, load_agent_file
+
     if directory is None:
         return []
     specs = []
@@ -73,6 +83,8 @@ def _local_specs(directory: Path | None) -> list[AgentSpec]:
 
 
 async def list_servers(settings: NacosConfig, agents: Path | None, as_json: bool) -> int:
+    from dynagent.nacos.client import NacosClient, NacosUnavailable
+
     client = NacosClient(settings)
     try:
         await client.connect()

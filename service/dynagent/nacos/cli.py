@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dynagent.config import ServiceConfig, load_config
+if TYPE_CHECKING:
+    from dynagent.config import ServiceConfig
 
 
 def add_commands(commands: Any) -> None:
@@ -29,6 +29,8 @@ def nacos_options(parser: argparse.ArgumentParser) -> None:
 
 
 def publish(args: argparse.Namespace) -> int:
+    import asyncio
+
     from dynagent.nacos.publish import publish_directory
 
     config = nacos_config(args)
@@ -36,6 +38,8 @@ def publish(args: argparse.Namespace) -> int:
 
 
 def nacos_config(args: argparse.Namespace) -> ServiceConfig:
+    from dynagent.config import load_config  # not for ``--help``
+
     config = load_config(args.config)
     if args.nacos is not None:
         config.nacos.server_addr = args.nacos

@@ -1,7 +1,9 @@
 """``POST /v1/traces/{trace_id}/feedback``: a caller's rating of one recent run, counted for
 the agent, revision and variant that served it (and for the guard's ``min_feedback_score``).
 
-A run takes one rating; the trace must still be in this replica's trace store."""
+A run takes one rating, from the API key that made it or from a key given ``feedback: true``
+in the keys file (a labelling service); the trace must still be in this replica's trace
+store."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dynagent.exceptions import Conflict, Forbidden, NotFound
 from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
 from dynagent.http.api.schemas import Answer
@@ -76,16 +77,10 @@ routes = Routes("traces")
 async def feedback(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     body = await read_body(request, FeedbackRequest)
-    trace: dict[str, Any] | None = service(request).traces.get(trace_id)
-    if trace is None:
-        raise NotFound(f"no recent trace {trace_id!r} on this replica; only the last runs are kept")
-    if not caller(request).may_see(trace["agent"]):
-        raise Forbidden("this API key may not rate runs of that agent")
-    if trace.get("feedback") is not None:
-        raise Conflict(f"run {trace_id!r} has been rated already")
-    agent, revision, variant = trace["agent"], trace["revision"], trace["variant"]
+    rating = {"score": body.value, "comment": body.comment}
+    run = service(request).traces.rate(trace_id, caller(request), rating)
+    agent, revision, variant = run.agent, run.revision, run.variant
     counted = service(request).registry.rollouts.rate(agent, revision, variant, body.value)
-    service(request).traces.rate(trace_id, {"score": body.value, "comment": body.comment})
     if counted:
         service(request).metrics.observe_feedback(agent, variant, body.value)
     answer = FeedbackResponse(

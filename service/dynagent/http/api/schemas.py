@@ -147,12 +147,15 @@ class Trace(Answer):
     agent: str
     revision: str
     variant: Literal["stable", "canary"]
+    owner: str
+    """Who made the run: ``key:<name>`` (a keys-file key), ``digest:<12 hex>`` (a key from
+    the environment) or ``anonymous`` (auth off)."""
     factory: str
     source: SourceBody
     events: list[dict[str, Any]]
     nested: list[dict[str, Any]] = []
     """Runs of agents this run called as tools (agent, revision, variant, caller, depth,
-    events); absent when it called none."""
+    events), of the agents the reader may call; absent when it called none."""
 
 
 class McpServerBody(Answer):

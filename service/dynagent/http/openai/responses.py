@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from dynagent.core.response_store import StoredResponse
+from dynagent.core.response_store import StoredResponse, new_response_id
 from dynagent.core.runs import RunRequest, split_model_name
 from dynagent.events import ErrorEvent, Event, RunFinished, Usage
 from dynagent.exceptions import ErrorKind
@@ -47,8 +47,8 @@ def _conversation(request: web.Request, body: ResponsesRequest) -> tuple[list[Me
     (``instructions`` do not carry over to a continuation, as in OpenAI's API)."""
     history: list[Message] = []
     if body.previous_response_id is not None:
-        owner = caller(request).principal
-        history = list(service(request).responses.get(body.previous_response_id, owner).messages)
+        previous = service(request).responses.get(body.previous_response_id, caller(request))
+        history = list(previous.messages)
     lead = [{"role": "system", "content": body.instructions}] if body.instructions else []
     return [*lead, *history, *input_messages(body.input)], len(lead)
 
@@ -62,7 +62,7 @@ def _keep(
         return
     messages = (*run.input[lead:], assistant_message(text, calls))
     owner = caller(request).principal
-    service(request).responses.put(StoredResponse(response, messages, owner))
+    service(request).responses.put(StoredResponse(response, messages, owner, run.name))
 
 
 @routes.add(
@@ -90,7 +90,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     answer = answer_of(agent, run)
     text = answer.text(result.events)
     calls = answer.client_calls()
-    response_id = f"resp_{result.trace_id}"
+    response_id = new_response_id()
     output = output_items(response_id, text, calls)
     response = response_body(
         response_id, body, status="completed", output=output, usage=result.usage
@@ -104,14 +104,13 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     Route(
         "GET",
         "/v1/responses/{response_id}",
-        "A stored response (created with store: true by the same key)",
+        "A stored response (created with store: true by the same key; an admin reads any)",
         response=ResponseObject,
         errors=(401, 404),
     )
 )
 async def get_response(request: web.Request) -> web.Response:
-    owner = caller(request).principal
-    stored = service(request).responses.get(request.match_info["response_id"], owner)
+    stored = service(request).responses.get(request.match_info["response_id"], caller(request))
     return json(ResponseObject.model_validate(stored.body), dumps=dumps)
 
 
@@ -121,7 +120,7 @@ async def _streamed(
     agent, variant, trace_id, events = await stream_agent(request, run, hold=True)
     headers = {**SSE_HEADERS, **headers_of(agent, variant, trace_id, body, run)}
     response = await open_stream(request, headers)
-    writer = _EventWriter(f"resp_{trace_id}", body, answer_of(agent, run))
+    writer = _EventWriter(new_response_id(), body, answer_of(agent, run))
     async for name, data in writer.events(events):
         await response.write(event(name, data))
     if writer.final is not None:

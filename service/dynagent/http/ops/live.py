@@ -6,18 +6,23 @@ holds only the agents whose entry changed (a swap, a refusal, a canary started o
 pulled …) or that served runs since the last event, the names removed, and the
 degraded sources when they changed. A stream wakes on every registry change and
 once a second for traffic; nothing runs while nobody watches.
+
+A stream outlives the request that checked its key, so it re-checks the key whenever the
+keys change: a key removed from the keys file (or given other rights) ends its streams
+within a tick. Streams are limited per key and in all (``listen.max_watch_streams*``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
 from aiohttp import web
 
 from dynagent import _regex
-from dynagent.core.auth import Caller
+from dynagent.core.auth import ApiKeys, Caller
 from dynagent.core.series import RecentSeries
 from dynagent.exceptions import BadRequest
 from dynagent.http._routes import SSE, Param, Route, Routes
@@ -120,15 +125,26 @@ async def _next_change(registry: AgentRegistry, seen: int, stopping: asyncio.Eve
         ),
         description="snapshot and update events",
         streams=(SSE,),
-        errors=(400, 401),
+        errors=(400, 401, 429),
     )
 )
 async def watch_agents(request: web.Request) -> web.StreamResponse:
-    """The agents' status as it changes; the stream ends after ``max_seconds``."""
+    """The agents' status as it changes; the stream ends after ``max_seconds``, when the
+    service stops, or when its key no longer holds."""
     who = caller(request)
     lifetime = _max_seconds(request.query.get("max_seconds"))
+    with request.app[SERVICE].watchers.hold(who):
+        response = await _watch(request, who, lifetime)
+    # The slot is free before the stream ends: a watcher that saw the end may open another.
+    with contextlib.suppress(ConnectionError):  # the page went away
+        await response.write_eof()
+    return response
+
+
+async def _watch(request: web.Request, who: Caller, lifetime: float) -> web.StreamResponse:
     app, loop = request.app, asyncio.get_running_loop()
     registry, stopping = app[SERVICE].registry, app[SERVICE].stopping
+    key = _KeyCheck(app[SERVICE].api_keys, who)
     feed = AgentFeed(registry, app[SERVICE].series, who)
     response = web.StreamResponse(
         headers={
@@ -144,6 +160,8 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
         await _send(response, "snapshot", payload, app[SERVICE].secrets)
         while loop.time() < deadline and not stopping.is_set():
             await _next_change(registry, seen, stopping)
+            if not key.holds() or _gone(request):
+                break
             seen, payload = registry.changes, feed.update()
             if payload is not None:
                 await _send(response, "update", payload, app[SERVICE].secrets)
@@ -151,10 +169,30 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
             elif loop.time() - quiet_since > KEEPALIVE:
                 await response.write(b": keepalive\n\n")
                 quiet_since = loop.time()
-        await response.write_eof()
-    except (ConnectionResetError, ConnectionError):
+    except ConnectionError:
         pass  # the page went away
     return response
+
+
+def _gone(request: web.Request) -> bool:
+    """The watcher went away: its slot is freed within a tick, not at the next write."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+class _KeyCheck:
+    """Whether a stream's key still holds, looked up again only after the keys changed."""
+
+    def __init__(self, keys: ApiKeys, who: Caller) -> None:
+        self._keys, self._who = keys, who
+        self._checked = keys.generation
+        self._holds = True
+
+    def holds(self) -> bool:
+        if self._keys.generation != self._checked:
+            self._checked = self._keys.generation
+            self._holds = self._keys.holds(self._who)
+        return self._holds
 
 
 async def _send(

@@ -19,6 +19,8 @@ class TraceSummary(Answer):
     agent: str
     revision: str
     variant: Literal["stable", "canary"]
+    owner: str
+    """Who made the run (as ``Trace.owner``)."""
     session_id: str | None
     status: Literal["ok", "error", "unfinished"]
     started_at: float | None

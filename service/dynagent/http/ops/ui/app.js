@@ -721,10 +721,10 @@ async function loadTraces() {
     const data = await api("/v1/traces?" + f);
     const box = document.getElementById("traces");
     if (!box) return;
-    box.innerHTML = data.traces.length ? `<table class="traces"><thead><tr><th>when</th><th>agent</th><th>variant</th><th>revision</th><th>status</th><th>duration</th><th>model calls</th><th>tool calls</th><th>tokens</th><th>session</th><th>input</th></tr></thead><tbody>
+    box.innerHTML = data.traces.length ? `<table class="traces"><thead><tr><th>when</th><th>agent</th><th>variant</th><th>revision</th><th>status</th><th>duration</th><th>model calls</th><th>tool calls</th><th>tokens</th><th>by</th><th>session</th><th>input</th></tr></thead><tbody>
 ${data.traces.map((t) => `<tr class="${t.status !== "ok" ? "has-error" : ""}" data-trace="${esc(t.trace_id)}"><td><a href="#/trace/${encodeURIComponent(t.trace_id)}">${when(t.started_at)}</a></td><td>${esc(t.agent)}</td><td>${esc(t.variant)}</td><td class="mono">${esc(t.revision)}</td>
 <td>${badge(t.status, t.status === "ok" ? "ok" : "bad", t.error ? t.error.type + ": " + t.error.message : "")}</td><td class="num">${ms(t.duration_ms)}</td><td class="num">${esc(t.steps)}</td><td class="num">${esc(t.tool_calls)}</td><td class="num">${t.usage ? esc(t.usage.total_tokens) : "–"}</td>
-<td class="mono small">${esc(t.session_id || "")}</td><td class="small">${esc(t.input)}</td></tr>`).join("")}</tbody></table>`
+<td class="mono small">${esc(t.owner || "")}</td><td class="mono small">${esc(t.session_id || "")}</td><td class="small">${esc(t.input)}</td></tr>`).join("")}</tbody></table>`
       : `<p class="dim">No recent runs match.</p>`;
   } catch (e) {
     const box = document.getElementById("traces");
@@ -795,7 +795,7 @@ async function renderTrace(id) {
   const rows = timelineRows(events, total);
   document.getElementById("trace").innerHTML = `<section class="card">
   <div>${badge(finished ? finished.status : "unfinished", finished && finished.status === "ok" ? "ok" : "bad")} <a href="#/agent/${encodeURIComponent(trace.agent)}">${esc(trace.agent)}</a> · <span class="mono">${esc(trace.revision)}</span> · ${esc(trace.variant)} · ${when(started.at)} · ${ms(finished && finished.duration_ms)}
-  ${finished ? ` · tokens ${esc(finished.usage.total_tokens)} (in ${esc(finished.usage.input_tokens)}, out ${esc(finished.usage.output_tokens)})` : ""}${started.session_id ? ` · session <span class="mono">${esc(started.session_id)}</span>` : ""}</div>
+  ${finished ? ` · tokens ${esc(finished.usage.total_tokens)} (in ${esc(finished.usage.input_tokens)}, out ${esc(finished.usage.output_tokens)})` : ""}${started.session_id ? ` · session <span class="mono">${esc(started.session_id)}</span>` : ""}${trace.owner ? ` · by <span class="mono">${esc(trace.owner)}</span>` : ""}</div>
   <div class="small">input: <span class="mono">${esc(typeof started.input === "string" ? started.input : JSON.stringify(started.input))}</span></div>
 </section>
 <section class="card"><h2>Timeline</h2><div class="timeline">${rows.join("") || `<p class="dim">No model or tool calls recorded.</p>`}</div></section>
