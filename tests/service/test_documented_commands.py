@@ -49,8 +49,14 @@ def _serve_configs() -> dict[str, Path | None]:
     run``, the image's command, and each ``dynagent serve`` line of a runnable block."""
     commands = {"make run": make_run_command()}
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()
-    cmd = next(line for line in dockerfile if line.startswith("CMD "))
-    commands["the image"] = " ".join(json.loads(cmd[4:])).replace("/app/", "")
+    cmd = " ".join(json.loads(next(line for line in dockerfile if line.startswith("CMD "))[4:]))
+    environment = " ".join(line[4:] for line in dockerfile if line.startswith("ENV "))
+    default = next(
+        (w.split("=", 1)[1] for w in environment.split() if w.startswith("DYNAGENT_CONFIG=")), ""
+    )  # serve's --config defaults to it
+    if "--config" not in cmd and default:
+        cmd += f" --config {default}"
+    commands["the image"] = cmd.replace("/app/", "")
     for block in blocks():
         if block.action in ("run", "setup"):
             for line in block.text.splitlines():
