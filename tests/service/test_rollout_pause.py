@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dynagent.rollout._yaml_lines import edited_lines
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (
     RunningService,
@@ -277,3 +278,39 @@ async def test_a_pause_and_resume_by_hand_keep_every_comment_of_a_canary_file(
             assert resumed == text.replace("{weight: 100}", '{"weight": 100}')
         else:
             assert resumed == text if text.endswith("\n") else text + "\n"
+
+
+PAUSED = {"reason": "r", "at": "2026-01-01T00:00:00+00:00", "by": "ops"}
+EDGE_LAYOUTS = [
+    "# rollout: an old note at the top\nname: bot\nrollout:\n  weight: 5\n",
+    "name: bot\nrollout_notes: keep\nrollout:\n  weight: 5\nafter: 1\n",
+    "---\nname: bot\nrollout:\r\n  weight: 5\r\n  paused: {reason: old}\r\n",
+    "name: bot\nrollout:\n  weight: 5\n  paused:\n    reason: old\n    by: guard\n  sticky: s\n",
+    "name: bot\nrollout: {weight: 5}  # half # of it\n",
+    "name: bot\nrollout:\n\n  # a blank line and a comment first\n  weight: 5\n",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_LAYOUTS)
+def test_a_rollout_edit_keeps_the_other_lines_or_reads_back_as_intended(text: str) -> None:
+    """The line edit either reads back as the edited document, with every line outside the
+    rollout entries it changed untouched, or is not used (the document is dumped whole)."""
+    data = yaml.safe_load(text)
+    before = dict(data["rollout"])
+    after = {**{k: v for k, v in before.items() if k != "paused"}, "paused": PAUSED}
+    edited = edited_lines(text, "rollout", before, after)
+    if edited is None:
+        return
+    try:
+        reads_back = yaml.safe_load(edited) == {**data, "rollout": after}
+    except yaml.YAMLError:
+        reads_back = False
+    if reads_back:
+        untouched = [
+            line
+            for line in text.splitlines()
+            if line.strip() and "paused" not in line and not line.startswith((" ", "\t", "rollout"))
+        ]
+        assert [line for line in untouched if line not in edited.splitlines()] == []
+        comments = [line.strip() for line in text.splitlines() if "#" in line]
+        assert [c for c in comments if c not in edited and "rollout: {" not in c] == []

@@ -99,7 +99,7 @@ def edited_lines(
     value = head.split(":", 1)[1]
     comment = value.find(" #")
     if (value[:comment] if comment >= 0 else value).strip():  # `rollout: {weight: 10}`
-        trailing = value[comment:].rstrip("\n") if comment >= 0 else ""
+        trailing = value[len(value[:comment].rstrip()) :].rstrip("\n") if comment >= 0 else ""
         lines[start] = f"{key}: {_flow(dict(after))}{trailing}\n"
         return "".join(lines)
     body = lines[start + 1 : end]
