@@ -8,6 +8,7 @@
 #   scripts/fleet.sh status    one line per component; exit 0 when all are up
 #   scripts/fleet.sh restart-replica N   stop replica N (1-based) and start it again
 #   scripts/fleet.sh stop-replica N | start-replica N
+#   scripts/fleet.sh publish-samples   publish config-samples/agents (`up` does, unless FLEET_SAMPLES=0)
 #
 # Environment (defaults):
 #   FLEET_HOME=<repo>/.cache/fleet   configs, logs and pid files of every component
@@ -109,7 +110,17 @@ nacos:
   snapshot_dir: snapshot
   poll_seconds: $FLEET_POLL_SECONDS
 sessions: {store: redis, url: "redis://$HOST:$REDIS_PORT/0", lock_ttl: 10}
+# The samples' stdio MCP server (librarian names it), as config-samples/ declares it.
+mcp_servers:
+  notes: {command: python, args: ["$REPO_ROOT/config-samples/mcp/notes_server.py"]}
 EOF
+}
+
+# The samples into the fleet's group, checked against the replicas' own config (so an
+# agent the replicas would refuse, e.g. one naming an MCP server they lack, is not published).
+publish_samples() {
+  write_replica_config 1
+  "$DYNAGENT" publish "$REPO_ROOT/config-samples/agents" --config "$(replica_dir 1)/service.yaml" >&2
 }
 
 start_replica() {
@@ -239,9 +250,7 @@ do_up() {
   save_run_info
   "$SCRIPT_DIR/nacos.sh" start
   "$SCRIPT_DIR/redis.sh" start
-  if [[ "$FLEET_SAMPLES" == 1 ]]; then
-    "$DYNAGENT" publish "$REPO_ROOT/config-samples/agents" --nacos "$HOST:$NACOS_PORT" --group "$FLEET_GROUP" >&2
-  fi
+  if [[ "$FLEET_SAMPLES" == 1 ]]; then publish_samples; fi
   local n
   for ((n = 1; n <= FLEET_REPLICAS; n++)); do start_replica "$n"; done
   for ((n = 1; n <= FLEET_REPLICAS; n++)); do
@@ -302,5 +311,6 @@ case "${1:-}" in
   down) do_down ;;
   status) do_status ;;
   restart-replica) do_restart_replica "${2:-}" ;;
-  *) die "usage: $0 up | down | status | restart-replica N | stop-replica N | start-replica N" ;;
+  publish-samples) load_run_info; publish_samples ;;
+  *) die "usage: $0 up | down | status | restart-replica N | stop-replica N | start-replica N | publish-samples" ;;
 esac

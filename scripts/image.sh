@@ -116,9 +116,13 @@ check_image() {
   # shellcheck disable=SC2086
   "${BUILDAH[@]}" run --network host "${env[@]}" "$ctr" -- $health
   say "runs as $("${BUILDAH[@]}" run "$ctr" -- id -u):$("${BUILDAH[@]}" run "$ctr" -- id -g)"
-  curl -fsS -H 'Authorization: Bearer image-check' -H 'Content-Type: application/json' \
-    -d '{"input": "What is 17 * 23?"}' "http://127.0.0.1:$IMAGE_PORT/v1/agents/assistant/invoke"
-  echo
+  # Every sample answers, the one on the samples' stdio MCP server and the one calling it too.
+  local agent
+  for agent in assistant support-bot ticket-triage librarian concierge; do
+    curl -fsS -H 'Authorization: Bearer image-check' -H 'Content-Type: application/json' \
+      -d '{"input": "What is 17 * 23?"}' "http://127.0.0.1:$IMAGE_PORT/v1/agents/$agent/invoke"
+    echo
+  done
 }
 
 # SIGTERM to the server inside the container, as an engine's stop does; the drain ends it.

@@ -48,8 +48,8 @@ def get_json(url: str) -> Any:
 
 
 @pytest.fixture
-def serve_nacos(nacos_server: NacosServer, nacos_group: str, tmp_path: Path) -> Iterator[str]:
-    """``dynagent serve --nacos HOST:PORT --group G`` in a real process; its base URL."""
+def service_yaml(tmp_path: Path) -> Path:
+    """A service config with no local agents that declares the samples' MCP server."""
     empty = tmp_path / "no-local-agents"
     empty.mkdir()
     config = tmp_path / "service.yaml"
@@ -61,7 +61,13 @@ def serve_nacos(nacos_server: NacosServer, nacos_group: str, tmp_path: Path) -> 
         f"mcp_servers: {{notes: {{command: python, args: [{NOTES_SERVER}]}}}}\n",
         encoding="utf-8",
     )
-    args = ["--config", str(config), "--nacos", nacos_server.addr, "--group", nacos_group]
+    return config
+
+
+@pytest.fixture
+def serve_nacos(nacos_server: NacosServer, nacos_group: str, service_yaml: Path) -> Iterator[str]:
+    """``dynagent serve --nacos HOST:PORT --group G`` in a real process; its base URL."""
+    args = ["--config", str(service_yaml), "--nacos", nacos_server.addr, "--group", nacos_group]
     with dynagent_serving(args, offline_environ()) as url:
         yield url
 
@@ -78,10 +84,17 @@ def sample_documents() -> dict[str, str]:
 
 
 async def test_publish_then_serve_lists_every_sample(
-    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, request: pytest.FixtureRequest
+    nacos_server: NacosServer,
+    nacos: NacosAdmin,
+    nacos_group: str,
+    service_yaml: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     documents = sample_documents()
-    done = dynagent("publish", str(SAMPLES), "--nacos", nacos_server.addr, "--group", nacos_group)
+    done = dynagent(
+        "publish", str(SAMPLES), "--config", str(service_yaml),
+        "--nacos", nacos_server.addr, "--group", nacos_group,
+    )  # fmt: skip
     assert (done.returncode, done.stdout.splitlines()) == (
         0,
         [f"published public/{nacos_group}/{data_id}" for data_id in documents],
@@ -129,6 +142,27 @@ async def test_publish_refuses_a_folder_with_an_invalid_file_and_publishes_nothi
     assert await nacos.data_ids(nacos_group) == []
 
 
+async def test_publish_refuses_an_agent_naming_a_stdio_server_its_config_does_not_declare(
+    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, tmp_path: Path
+) -> None:
+    """Served by a config without that server, the agent would be refused: the samples'
+    ``librarian`` published with no config (or one lacking ``notes``) publishes nothing."""
+    for config in (None, "mcp_servers: {other: {command: python, args: [x.py]}}\n"):
+        args = ["publish", str(SAMPLES), "--nacos", nacos_server.addr, "--group", nacos_group]
+        if config is not None:
+            (tmp_path / "service.yaml").write_text(config, encoding="utf-8")
+            args += ["--config", str(tmp_path / "service.yaml")]
+        known = "none" if config is None else "other"
+        done = dynagent(*args)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr.startswith("not published: agent 'librarian'"), done.stderr
+        assert (
+            "tools[notes].server: no MCP server 'notes' in mcp_servers of the service config; "
+            f"known: {known} (use the config of the service that will serve it: --config)"
+        ) in done.stderr
+        assert await nacos.data_ids(nacos_group) == []
+
+
 async def test_publish_refuses_a_spec_the_service_could_not_build(
     nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, tmp_path: Path
 ) -> None:
@@ -146,7 +180,8 @@ async def test_publish_refuses_a_spec_the_service_could_not_build(
 
 def test_publish_says_when_nacos_cannot_be_reached(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
-    done = dynagent("publish", str(SAMPLES), "--nacos", address, "--group", "unreachable")
+    config = ("--config", str(SAMPLES.parent / "nacos.yaml"))
+    done = dynagent("publish", str(SAMPLES), *config, "--nacos", address, "--group", "unreachable")
     assert (done.returncode, done.stdout, done.stderr) == (
         3,
         "",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from dynagent.config import NacosConfig
-from dynagent.nacos.client import NacosClient, NacosUnavailable, content_md5
+from dynagent.nacos.client import SDK_LOGGER, NacosClient, NacosUnavailable, content_md5
 from tests.support.nacos import NacosAdmin, NacosServer
 
 Call = tuple[str, str, str, str]
@@ -119,3 +120,33 @@ async def test_reads_fail_as_unavailable_while_the_server_is_down_and_recover_af
     assert await recorder.next_call() == ("", nacos_group, "bot.agent.yaml", "v: 2\n")
     assert await client.get("bot.agent.yaml", nacos_group) == "v: 2\n"
     assert await client.list_group(nacos_group) == {"bot.agent.yaml": content_md5("v: 2\n")}
+
+
+class Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.getMessage()}")
+
+
+async def test_configs_with_no_local_copy_yet_are_listened_to_and_read_without_a_warning(
+    client: NacosClient, nacos: NacosAdmin, nacos_group: str
+) -> None:
+    """A fresh SDK cache has no snapshot or failover file of any config, and the SDK warned
+    ``File not found: …@@GROUP@@`` for each: six lines at every start of the samples."""
+    kept = Kept()
+    SDK_LOGGER.addHandler(kept)
+    try:
+        for i in range(6):
+            await nacos.publish(f"a{i}.agent.yaml", nacos_group, f"name: a{i}\n")
+            await client.listen(f"a{i}.agent.yaml", nacos_group, Recorder())
+            await client.get(f"a{i}.agent.yaml", nacos_group)
+        await client.get("missing.agent.yaml", nacos_group)
+        # Any other warning of the SDK's still shows.
+        SDK_LOGGER.warning("File not found: %s", "/etc/other-file")
+    finally:
+        SDK_LOGGER.removeHandler(kept)
+    absent = [line for line in kept.lines if "File not found" in line]
+    assert absent == ["WARNING File not found: /etc/other-file"]

@@ -12,8 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from dynagent.rollout._yaml_lines import edited_lines
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (
     RunningService,
@@ -217,3 +219,98 @@ async def test_the_pause_of_a_linked_canary_file_is_409_and_changes_nothing(
         assert target.read_text(encoding="utf-8") == text
         assert (agents_dir / canary_filename("bot")).is_symlink()
         assert await variant(service, {}) == ("canary", canary_revision(CANARY))
+
+
+COMMENTED_CANARIES = {
+    "the sample's block, a comment on the weight": (
+        "# A candidate; delete this file to end the canary.\n"
+        "name: bot\n"
+        "prompt: {system: Candidate.}  # warmer\n"
+        "model: {provider: test, name: gpt-main}\n"
+        "rollout:\n"
+        "  # guard thresholds stay at their defaults\n"
+        "  weight: 100                # percent of traffic\n"
+        "\n"
+        "# notes after the block\n"
+    ),
+    "a flow-style block, as the README writes it": (
+        "name: bot  # the canary\n"
+        "prompt: {system: Candidate.}\n"
+        "model: {provider: test, name: gpt-main}\n"
+        "rollout: {weight: 100}\n"
+    ),
+    "the block first, nested entries, no final newline": (
+        "rollout:\n"
+        "    weight: 100\n"
+        "    guard:\n"
+        "      # a comment inside a nested mapping\n"
+        "      min_requests: 20\n"
+        "name: bot\n"
+        "prompt: {system: Candidate.}\n"
+        "model: {provider: test, name: gpt-main}"
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", list(COMMENTED_CANARIES))
+async def test_a_pause_and_resume_by_hand_keep_every_comment_of_a_canary_file(
+    agents_dir: Path, state_dir: Path, tmp_path: Path, layout: str
+) -> None:
+    """The decision is the only change to a canary file a person wrote: the pause adds the
+    ``paused`` entry, the resume takes it out, and every other line stays as written."""
+    text = COMMENTED_CANARIES[layout]
+    write_agent(agents_dir, STABLE)
+    path = agents_dir / canary_filename("bot")
+    path.write_text(text, encoding="utf-8")
+    async with keyed_service(agents_dir, state_dir, tmp_path) as service:
+        status, body = await post(service, "pause", {"reason": "checkout errors"})
+        assert status == 200, body
+        paused = path.read_text(encoding="utf-8")
+        kept = [line for line in text.splitlines() if line.strip() and "rollout" not in line]
+        assert [line for line in kept if line not in paused.splitlines()] == []
+        assert stored_rollout(path)["paused"]["reason"] == "checkout errors"
+        assert await variant(service) == ("stable", revision_of(STABLE))
+
+        status, body = await post(service, "resume")
+        assert (status, body["canary"]["state"]) == (200, "serving")
+        resumed = path.read_text(encoding="utf-8")
+        if "{weight" in text:
+            assert resumed == text.replace("{weight: 100}", '{"weight": 100}')
+        else:
+            assert resumed == text if text.endswith("\n") else text + "\n"
+
+
+PAUSED = {"reason": "r", "at": "2026-01-01T00:00:00+00:00", "by": "ops"}
+EDGE_LAYOUTS = [
+    "# rollout: an old note at the top\nname: bot\nrollout:\n  weight: 5\n",
+    "name: bot\nrollout_notes: keep\nrollout:\n  weight: 5\nafter: 1\n",
+    "---\nname: bot\nrollout:\r\n  weight: 5\r\n  paused: {reason: old}\r\n",
+    "name: bot\nrollout:\n  weight: 5\n  paused:\n    reason: old\n    by: guard\n  sticky: s\n",
+    "name: bot\nrollout: {weight: 5}  # half # of it\n",
+    "name: bot\nrollout:\n\n  # a blank line and a comment first\n  weight: 5\n",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_LAYOUTS)
+def test_a_rollout_edit_keeps_the_other_lines_or_reads_back_as_intended(text: str) -> None:
+    """The line edit either reads back as the edited document, with every line outside the
+    rollout entries it changed untouched, or is not used (the document is dumped whole)."""
+    data = yaml.safe_load(text)
+    before = dict(data["rollout"])
+    after = {**{k: v for k, v in before.items() if k != "paused"}, "paused": PAUSED}
+    edited = edited_lines(text, "rollout", before, after)
+    if edited is None:
+        return
+    try:
+        reads_back = yaml.safe_load(edited) == {**data, "rollout": after}
+    except yaml.YAMLError:
+        reads_back = False
+    if reads_back:
+        untouched = [
+            line
+            for line in text.splitlines()
+            if line.strip() and "paused" not in line and not line.startswith((" ", "\t", "rollout"))
+        ]
+        assert [line for line in untouched if line not in edited.splitlines()] == []
+        comments = [line.strip() for line in text.splitlines() if "#" in line]
+        assert [c for c in comments if c not in edited and "rollout: {" not in c] == []

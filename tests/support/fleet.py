@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .nacos import claimed_port, port_free
-from .process import free_port
+from .process import DYNAGENT, free_port
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "fleet.sh"
@@ -128,7 +128,8 @@ class Fleet:
                 check=True,
             )
 
-    def _environ(self) -> dict[str, str]:
+    def environ(self) -> dict[str, str]:
+        """What ``scripts/fleet.sh`` needs to find this fleet (``up`` is then a no-op)."""
         environ = {
             k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DYNAGENT_"))
         }
@@ -143,12 +144,13 @@ class Fleet:
             "FLEET_GROUP": self.group,
             "FLEET_SAMPLES": "0",
             "FLEET_POLL_SECONDS": f"{self.poll_seconds:g}",
+            "DYNAGENT": str(DYNAGENT),  # this environment's, wherever the checkout is
         }
 
     def _script(self, *args: str, timeout: float, check: bool = True) -> None:
         done = subprocess.run(
             [str(SCRIPT), *args],
-            env=self._environ(),
+            env=self.environ(),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -151,11 +151,9 @@ class NacosServer:
             if not await asyncio.to_thread(self.running):
                 await self.astart()
 
-    def _script(
-        self, *args: str, check: bool = True, timeout: float
-    ) -> subprocess.CompletedProcess[str]:
-        environ = {
-            **os.environ,
+    def environ(self) -> dict[str, str]:
+        """What ``scripts/nacos.sh`` needs to find this server (``start`` is then a no-op)."""
+        return {
             "NACOS_PORT": str(self.port),
             "NACOS_CONSOLE": "1" if self.console_port else "0",
             **({"NACOS_CONSOLE_PORT": str(self.console_port)} if self.console_port else {}),
@@ -166,9 +164,13 @@ class NacosServer:
             ).strip(),
             "NACOS_HOME": str(self.home),
         }
+
+    def _script(
+        self, *args: str, check: bool = True, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [str(SCRIPT), *args],
-            env=environ,
+            env={**os.environ, **self.environ()},
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -113,6 +113,43 @@ async def test_the_sample_agents_are_listed(tmp_path: Path) -> None:
             await ui.shot("trace-nested")
 
 
+LAYOUT = """() => {
+  const box = document.querySelector(".scroll");
+  const right = (el) => el.getBoundingClientRect().right;
+  const row = document.querySelector('tr[data-agent="bot"]');
+  return {
+    overflow: box.scrollWidth - box.clientWidth,
+    beyond: Math.max(...[...document.querySelectorAll("table.agents th")].map(right))
+      - document.documentElement.clientWidth,
+    spark: right(row.querySelector("svg.spark")) - right(row.lastElementChild),
+  };
+}"""
+"""Pixels the table scrolls sideways, its header reaches past the window, and the
+sparkline past its cell: all at most 0 when the table fits."""
+
+
+@pytest.mark.parametrize("width", [1280, 1366, 1440, 1920])
+async def test_the_agents_table_fits_a_laptop_window_whole_sparkline_included(
+    service: RunningService, width: int
+) -> None:
+    for variant in ("stable", "canary"):
+        response = await service.client.post(
+            "/v1/agents/bot/invoke",
+            json={"input": "hi"},
+            headers={**admin(), "X-Agent-Variant": variant},
+        )
+        assert response.status == 200, await response.text()
+    async with ops_page(service.url, key=ADMIN_KEY, viewport_width=width) as ui:
+        await ui.open()
+        spark = ui.page.locator('tr[data-agent="bot"] svg.spark rect.spark-canary')
+        await expect(spark).not_to_have_count(0, timeout=LIVE)
+        layout = await ui.page.evaluate(LAYOUT)
+        await ui.shot(f"agents-{width}px")
+    assert {k: max(v, 0) for k, v in layout.items()} == {"overflow": 0, "beyond": 0, "spark": 0}, (
+        layout
+    )
+
+
 async def test_a_broken_definition_shows_its_error_and_clears_when_fixed(
     service: RunningService,
 ) -> None:
@@ -192,6 +229,33 @@ async def test_promote_from_the_page_changes_what_serves(service: RunningService
         await ui.page.locator("#confirm-ok").click()
         await expect(result).to_have_text(f"Done: bot now serves {before}, no canary.")
         assert service.serving("bot") == before
+
+
+async def test_roll_back_offers_only_earlier_stable_revisions_never_the_canarys(
+    service: RunningService,
+) -> None:
+    """A rollback restores what served before; the canary's revision (or any revision that
+    only ran as a canary) is promotion's business, so the list never offers it."""
+    entry = service.registry.entry("bot")
+    assert entry.canary is not None and entry.stable is not None
+    first, candidate = entry.stable.revision, entry.canary.agent.revision
+    second = agent_document("bot", system="Second stable.")
+    service.write_agent(second)
+    await service.wait_serving("bot", revision_of(second))
+    async with ops_page(service.url, key=ADMIN_KEY, shot="agent-rollback-list") as ui:
+        await ui.open("#/agent/bot")
+        options = ui.page.locator("#rollback-to option")
+        await expect(options).to_have_count(1)
+        assert await ui.page.locator("#rollback-to").input_value() == first
+        assert candidate not in await ui.page.locator("#rollback-to").inner_text()
+        await ui.page.locator("#rollback").click()
+        await expect(ui.page.locator("#confirm-text")).to_contain_text(f"back to revision {first}")
+        await ui.page.locator("#confirm-ok").click()
+        result = ui.page.locator("#action-result")
+        await expect(result).to_have_text(f"Done: bot now serves {first} (canary {candidate}).")
+        # Serving the first again, the list offers the second stable one, still not the canary.
+        await expect(options).to_have_count(1)
+        assert await ui.page.locator("#rollback-to").input_value() == revision_of(second)
 
 
 async def test_a_trace_timeline_shows_the_steps_of_a_tool_run(

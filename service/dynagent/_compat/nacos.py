@@ -16,12 +16,16 @@ the SDK's own tables, here and nowhere else:
 - the ``RpcClient``'s ``register_server_request_handler``, ``register_connection_listener``
   and ``request``: requests and pushes the SDK has no API for (Nacos 3 fuzzy watch).
 
+The SDK's log lines are its own too: ``read_file`` warns ``File not found: {path}`` for
+every local copy of a config it looks for and lacks (``AbsentLocalCopies`` drops those).
+
 The SDK itself is imported only when one of these is used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -45,6 +49,31 @@ are checked on a client by ``tests/runtime/test_compat.py``."""
 
 def check() -> None:
     TESTED.check()
+
+
+ABSENT_FILE = "File not found: "
+"""How the SDK's ``read_file`` starts its warning for a file that does not exist."""
+CACHE_KEY_SEPARATOR = "@@"
+"""Between dataId, group and namespace in the name of the SDK's local copy of a config."""
+
+
+class AbsentLocalCopies(logging.Filter):
+    """Drops the SDK's warning that a config has no local copy yet.
+
+    Before it listens to a config the SDK reads its snapshot (``{dataId}@@{group}@@{ns}`` in
+    its cache folder), and before a read its failover file (the same name plus
+    ``_failover``); it warns when the file is absent. A fresh cache (each client has one)
+    has none, so every start printed one warning per agent; no file is what Dynagent
+    expects, since the snapshot it keeps is its own. Other SDK lines pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        message = record.getMessage()
+        return not (message.startswith(ABSENT_FILE) and CACHE_KEY_SEPARATOR in message)
+
+
+ABSENT_LOCAL_COPIES = AbsentLocalCopies()
 
 
 def register_wire_types(types: Mapping[str, type[Any]]) -> None:

@@ -8,6 +8,7 @@ by their shape only.
 
 from __future__ import annotations
 
+from dynagent.config import ServiceConfig
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.mcp._transport import McpTarget
 from dynagent.mcp.entry import McpToolSpec
@@ -29,6 +30,19 @@ class McpKind(ToolKind[McpToolSpec]):
         servers = ctx.feature(McpServers)
         if servers is not None:  # without servers, ``build`` says so
             await servers.prepare(spec.name, [_target(ctx, servers, entry, path)])
+
+    def check(self, ctx: KindContext, spec: AgentSpec, entry: McpToolSpec, path: str) -> None:
+        """A stdio server is started only by the service config that serves the agent: one
+        that does not declare it refuses the agent, so publishing it there would too."""
+        config = ctx.feature(ServiceConfig)
+        if config is None or entry.server is None or entry.server in config.mcp_servers:
+            return
+        known = ", ".join(sorted(config.mcp_servers)) or "none"
+        message = (
+            f"no MCP server {entry.server!r} in mcp_servers of the service config; known: "
+            f"{known} (use the config of the service that will serve it: --config)"
+        )
+        raise ConfigError("unknown MCP server", issues=[FieldIssue(f"{path}.server", message)])
 
     def build(self, ctx: KindContext, spec: AgentSpec, entry: McpToolSpec, path: str) -> list[Tool]:
         servers = ctx.feature(McpServers)

@@ -13,7 +13,11 @@ if TYPE_CHECKING:
 def add_commands(commands: Any) -> None:
     push = commands.add_parser("publish", help="publish agent files (and prompts) to Nacos")
     push.add_argument("directory", type=Path)
-    push.add_argument("--config", type=Path, help="service config (YAML) for Nacos settings")
+    push.add_argument(
+        "--config",
+        type=Path,
+        help="config of the service that will serve them (YAML): Nacos settings, MCP servers",
+    )
     nacos_options(push)
     push.set_defaults(func=publish)
 
@@ -30,7 +34,7 @@ def publish(args: argparse.Namespace) -> int:
     from dynagent.nacos.publish import publish_directory
 
     config = nacos_config(args)
-    return asyncio.run(publish_directory(args.directory, config.nacos))
+    return asyncio.run(publish_directory(args.directory, config))
 
 
 def nacos_config(args: argparse.Namespace) -> ServiceConfig:

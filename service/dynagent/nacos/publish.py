@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dynagent.config import NacosConfig
+from dynagent.config import ServiceConfig
 from dynagent.exceptions import ConfigError
 from dynagent.nacos.client import NacosClient, NacosError
 from dynagent.runtime.builder import AgentBuilder
@@ -16,10 +16,11 @@ from dynagent.sources.files import is_agent_file, load_agent_file
 from dynagent.spec.agent import format_of
 
 
-def _documents(directory: Path) -> list[tuple[str, str, str]]:
-    """(dataId, text, type) for every agent file. Each is checked as the service would build
-    it (tools and interceptors included); raises ``ConfigError`` on the first bad one."""
-    builder = AgentBuilder(offline=True)
+def _documents(directory: Path, config: ServiceConfig) -> list[tuple[str, str, str]]:
+    """(dataId, text, type) for every agent file. Each is checked as the service with
+    ``config`` would build it (tools and interceptors included, the stdio MCP servers it
+    names declared); raises ``ConfigError`` on the first bad one."""
+    builder = AgentBuilder(offline=True, features=(config,))
     found: list[tuple[str, str, str]] = []
     for path in sorted(directory.iterdir()):
         if not (path.is_file() and is_agent_file(path)):
@@ -33,9 +34,10 @@ def _documents(directory: Path) -> list[tuple[str, str, str]]:
     return found
 
 
-async def publish_directory(directory: Path, settings: NacosConfig) -> int:
+async def publish_directory(directory: Path, config: ServiceConfig) -> int:
+    settings = config.nacos
     try:
-        documents = _documents(directory)
+        documents = _documents(directory, config)
     except ConfigError as exc:
         print(f"not published: {exc}", file=sys.stderr)
         return 1

@@ -8,12 +8,15 @@ find the pause already there. Every replica then stops routing to the canary as 
 the change reaches it, and a restarted replica reads the pause back. A pause by hand
 (``dynagent rollout pause NAME``) is the same edit with the operator's name in ``by``;
 resuming is the reverse edit (``dynagent rollout resume NAME``, or removing the block).
+A YAML document keeps its own lines and comments: only the changed ``rollout`` entries are
+rewritten (``_yaml_lines``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import time
 from collections.abc import Callable, Coroutine
@@ -29,8 +32,9 @@ from dynagent.registry.canary import Pulled, load_canary
 from dynagent.registry.entry import Canary
 from dynagent.registry.events import CanaryPulled, RegistryEvent
 from dynagent.registry.rollouts import Rollouts
+from dynagent.rollout._yaml_lines import edited_lines
 from dynagent.runtime.agent import Agent
-from dynagent.spec.agent import format_of, parse_document
+from dynagent.spec.agent import Format, format_of, parse_document
 
 ATTEMPTS = 8
 """Reads and compare-and-sets before giving up (each failure means someone else wrote)."""
@@ -245,8 +249,26 @@ def _edited(
     except ConfigError:
         return None  # a broken edit is the author's to fix; never overwrite it
     rollout = data.get("rollout") if isinstance(data, dict) else None
-    if spec.revision != revision or not isinstance(rollout, dict) or not change(rollout):
+    if spec.revision != revision or not isinstance(rollout, dict):
         return None
+    before = copy.deepcopy(rollout)
+    if not change(rollout):
+        return None
+    return _written(text, fmt, data, before, rollout)
+
+
+def _written(
+    text: str, fmt: Format, data: Any, before: dict[str, Any], rollout: dict[str, Any]
+) -> str:
+    """The edited document: for YAML its own lines, comments included, with the changed
+    rollout entries rewritten; dumped whole only when that does not read back as ``data``."""
     if fmt == "json":
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    kept = edited_lines(text, "rollout", before, rollout)
+    if kept is not None:
+        try:
+            if parse_document(kept, fmt) == data:
+                return kept
+        except ConfigError:
+            pass
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -217,6 +217,7 @@ class AgentBuilder:
             path = _entry_path(entry)
             kind = self.kinds.of(entry, path)
             if self.offline and kind.online:
+                kind.check(context, spec, entry, path)
                 continue
             offered = kind.build(context, spec, entry, path)
             if kind.remote:

@@ -81,6 +81,10 @@ class ToolKind(ABC, Generic[E]):
     async def prepare(self, ctx: KindContext, spec: AgentSpec, entry: E, path: str) -> None:
         """Awaited before ``build`` (which cannot wait), e.g. to open a session."""
 
+    def check(self, ctx: KindContext, spec: AgentSpec, entry: E, path: str) -> None:
+        """What an ``online`` kind can check offline, reaching no server (``dynagent
+        publish``): ``ConfigError`` with ``FieldIssue``s under ``path``."""
+
     @abstractmethod
     def build(self, ctx: KindContext, spec: AgentSpec, entry: E, path: str) -> list[Tool]:
         """The tools ``entry`` (at ``path``: ``tools[name]``) offers ``spec``'s agent;

@@ -284,9 +284,7 @@ function agentRow(status) {
 <td><a href="#/agent/${encodeURIComponent(status.name)}" class="name">${esc(status.name)}</a>${status.description ? `<div class="dim small">${esc(status.description)}</div>` : ""}</td>
 <td class="state-cell">${stateBadge(status)}</td>
 <td class="mono">${esc(status.revision || "–")}</td>
-<td class="source">${sourceCell(status.source)}</td>
-<td>${esc(status.factory || "–")}</td>
-<td>${when(status.loaded_at)}</td>
+<td class="source">${sourceCell(status.source)}<div class="dim small">${esc(status.factory || "–")} · loaded ${when(status.loaded_at)}</div></td>
 <td class="error-cell">${errorCell(status.last_error)}</td>
 <td class="canary-cell">${canaryCell(status.canary)}</td>
 <td class="traffic" data-variant="stable">${trafficCell(t.stable)}</td>
@@ -309,7 +307,7 @@ function renderAgents() {
 <input id="filter" type="search" placeholder="filter by name" aria-label="filter by name">
 <label class="small"><input id="problems" type="checkbox"> only problems</label>
 <span id="degraded"></span></div>
-<div class="scroll"><table class="agents"><colgroup><col class="c-name"><col class="c-state"><col class="c-rev"><col class="c-source"><col class="c-factory"><col class="c-loaded"><col class="c-error"><col class="c-canary"><col class="c-traffic"><col class="c-traffic"><col class="c-spark"></colgroup><thead><tr><th>agent</th><th>state</th><th>revision</th><th>source</th><th>factory</th><th>loaded</th><th>last error</th><th>canary</th>
+<div class="scroll"><table class="agents"><colgroup><col class="c-name"><col class="c-state"><col class="c-rev"><col class="c-source"><col class="c-error"><col class="c-canary"><col class="c-traffic"><col class="c-traffic"><col class="c-spark"></colgroup><thead><tr><th>agent</th><th>state</th><th>revision</th><th>source · factory · loaded</th><th>last error</th><th>canary</th>
 <th title="requests · recent error rate · p95">stable req · err · p95</th><th title="requests · recent error rate · p95">canary req · err · p95</th><th>15 min</th></tr></thead>
 <tbody id="agent-rows"></tbody></table></div>`;
   document.getElementById("filter").addEventListener("input", () => updateAgentsView(null));
@@ -432,7 +430,10 @@ function agentDetail(s, series) {
   const admin = state.me && state.me.admin;
   const revs = s.revisions || [];
   const revKey = (r) => `${r.revision}|${r.variant}`;
-  const stableRevs = revs.filter((r) => r.revision !== s.revision);
+  // Earlier stable revisions only, newest first: a revision that only ran as a canary (the
+  // canary's own, typically) is not a rollback target; promoting is the canary's own button.
+  const stableRevs = revs.filter((r, i) => r.variant === "stable" && r.revision !== s.revision
+    && revs.findIndex((o) => o.variant === "stable" && o.revision === r.revision) === i);
   return `
 <section class="card summary">
   <div>${stateBadge(s)} <span class="mono">${esc(s.revision || "–")}</span> · ${esc(s.factory || "")} · loaded ${when(s.loaded_at)}</div>
@@ -447,7 +448,7 @@ ${s.canary ? canaryPanel(s, series) : `<section class="card"><h2>Canary</h2><p c
   ${admin ? `<div class="actions">
     ${s.canary ? `<button id="promote" type="button">Promote canary ${esc(s.canary.revision)}</button>` : ""}
     ${pauseButton(s)}
-    ${stableRevs.length ? `<label>Roll back to <select id="rollback-to">${stableRevs.map((r) => `<option value="${esc(r.revision)}">${esc(r.revision)} (${esc(r.variant)}, ${esc(ago(r.loaded_at))})</option>`).join("")}</select></label> <button id="rollback" type="button">Roll back</button>` : ""}
+    ${stableRevs.length ? `<label>Roll back to <select id="rollback-to">${stableRevs.map((r) => `<option value="${esc(r.revision)}">${esc(r.revision)} (stable, ${esc(ago(r.loaded_at))})</option>`).join("")}</select></label> <button id="rollback" type="button">Roll back</button>` : ""}
   </div>` : `<p class="dim">Promote, roll back and pause need an admin key.</p>`}
   <div id="action-result"></div>
 </section>
