@@ -44,8 +44,7 @@ CONFIG_NOT_FOUND = 300
 PAGE_SIZE = 500
 GRAY_TAG_LABEL = Constants.VIPSERVER_TAG
 """The connection label Nacos's tag gray rules match (``Vipserver-Tag``)."""
-SDK_LOGGER = logging.getLogger(Constants.CONFIG_MODULE)
-"""The SDK's config logger, shared by every SDK client in the process."""
+SDK_LOGGER = logging.getLogger(Constants.CONFIG_MODULE)  # shared by every SDK client
 SDK_LOGGER.addFilter(sdk.ABSENT_LOCAL_COPIES)  # once: a filter is added only if absent
 
 
