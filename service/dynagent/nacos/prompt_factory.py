@@ -137,7 +137,8 @@ class NacosPromptAgentBuilderFactory:
         for spec_document, data_id in list(self._documents.values()):
             if data_id == document.key:
                 logger.info("prompt {} changed: rebuilding {}", data_id, spec_document.key)
-                await self._applier.apply(spec_document)
+                # By key: a document deleted or edited meanwhile is not built as it was.
+                await self._applier.rebuild([spec_document.key])
 
     async def _prepared_build(self, spec: AgentSpec, document: Document) -> Agent:
         await self.builder().prepare(spec)
