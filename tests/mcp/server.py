@@ -10,6 +10,7 @@ and sends ``notifications/tools/list_changed``), ``flake`` (the same, but from t
 ``tools/list`` fails, until the process gets SIGUSR1: a flaky server), ``cancelled`` (how
 many calls of ``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled``
 (answer once a call of ``slow`` runs / was cancelled: tests wait on them instead of sleeping),
+``flood`` (adds tools ``v0`` … one by one, with a ``list_changed`` after each),
 ``authorization`` (a SHA-256 of the call's ``Authorization`` header), ``stats`` (how many
 MCP sessions have called it, how many ``tools/list`` requests were answered; HTTP transports),
 ``structured`` (structured content without a text block) and ``trace_context`` (the W3C
@@ -78,6 +79,22 @@ def _add_late(server: MCPServer[Any]) -> None:
         return f"late {x}"
 
     server.add_tool(late, name="late", description="Arrived later.")
+
+
+def _add_flood(server: MCPServer[Any]) -> None:
+    @server.tool(description="Add tools v0, v1 … one at a time, telling the client each time.")
+    async def flood(times: int, ctx: Context) -> str:
+        for index in range(times):
+            server.add_tool(_versioned(index), name=f"v{index}", description="A new version.")
+            await ctx.session.send_tool_list_changed()
+        return f"flooded {times}"
+
+
+def _versioned(index: int) -> Any:
+    def version() -> str:
+        return f"v{index}"
+
+    return version
 
 
 async def _trace_context(ctx: Context) -> dict[str, Any]:
@@ -159,6 +176,7 @@ def build(name: str = "test-mcp") -> tuple[MCPServer[Any], FlakyListing]:
         await ctx.session.send_tool_list_changed()
         return "flaked"
 
+    _add_flood(server)
     _add_introspection(server, listing)
     return server, listing
 

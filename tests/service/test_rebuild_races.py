@@ -58,12 +58,16 @@ async def test_a_rebuild_queued_behind_a_change_builds_what_the_change_left(
     applier = DocumentApplier(registry, build, rebuilds=rebuilds)
     await applier.apply(document(definition("The first one.")))
 
-    def ask_rebuild() -> asyncio.Task[None]:
+    async def rebuilt() -> None:
         if route == "server changed":
             [tell] = rebuilds
             tell(frozenset({"bot"}))
-            return asyncio.ensure_future(asyncio.gather(*applier._rebuilding))
-        return asyncio.ensure_future(applier.rebuild(["bot.agent.yaml"]))
+            await asyncio.gather(*applier._rebuilding)
+        else:
+            await applier.rebuild(["bot.agent.yaml"])
+
+    def ask_rebuild() -> asyncio.Future[None]:
+        return asyncio.ensure_future(rebuilt())
 
     build.gate.clear()
     build.entered.clear()
