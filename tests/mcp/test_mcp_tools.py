@@ -131,6 +131,7 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                         "grow",
                         "flake",
                         "flood",
+                        "big",
                         "authorization",
                         "stats",
                         "structured",

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from dynagent.exceptions import ToolCallError
-from dynagent.mcp._transport import McpTarget, transport
+from dynagent.mcp._transport import MAX_MESSAGE_BYTES, McpTarget, transport
 from dynagent.runtime._tracing import outgoing_headers
 
 BACKOFF_FIRST = 0.2
@@ -304,6 +304,11 @@ class McpConnection:
                 name, dict(arguments), read_timeout_seconds=seconds, meta=traced
             )
         except MCPError as exc:
+            if _past_the_bound(exc):  # the answer's stream ended there, not the session
+                raise McpToolError(
+                    f"the result is larger than {MAX_MESSAGE_BYTES} bytes, the most read of "
+                    "one message; ask the tool for less"
+                ) from None
             if exc.code != CONNECTION_CLOSED:
                 raise McpToolError(exc.message, transient=exc.code == REQUEST_TIMEOUT) from None
             self._fail(exc)
@@ -357,6 +362,12 @@ class McpConnection:
             "calls": self.calls,
             "last_error": self.last_error,
         }
+
+
+def _past_the_bound(error: MCPError) -> bool:
+    """The SDK ended an answer's SSE stream at ``max_sse_event_size`` (httpx2's
+    ``SSEError`` text, passed on as the request's error)."""
+    return error.code == CONNECTION_CLOSED and "byte limit" in error.message
 
 
 async def _list_tools(client: Client) -> tuple[RemoteTool, ...]:
