@@ -1,7 +1,8 @@
 """A caller's schema costs bounded work: its patterns are compiled by RE2 within a size
 and a memory bound, and kept in a cache bounded in bytes. A schema the service cannot
 use — a pattern RE2 refuses, one too long or too large, too many together, a reference
-to nothing — is a 400 naming the field, on every route that takes one, never a 500."""
+to nothing or round a loop that validation would never leave — is a 400 naming the
+field, on every route that takes one, never a 500."""
 
 from __future__ import annotations
 
@@ -50,6 +51,30 @@ UNUSABLE: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "a lone surrogate": (_string("\ud800"), "is not supported"),
     "a dangling reference": ({"$ref": "#/$defs/missing"}, "points at nothing"),
+    "a reference to itself": ({"$ref": "#"}, "loop"),
+    "references round a loop": (
+        {
+            "$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#a"}}},
+            "properties": {"x": {"$anchor": "a", "$ref": "#/$defs/a"}},
+        },
+        "loop",
+    ),
+}
+
+DESCENDING: dict[str, dict[str, Any]] = {
+    "a tree": {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+            }
+        },
+        "$ref": "#/$defs/node",
+    },
+    "one definition used twice": {
+        "$defs": {"s": {"type": "string"}},
+        "allOf": [{"$ref": "#/$defs/s"}, {"$ref": "#/$defs/s"}],
+    },
 }
 
 
@@ -116,6 +141,14 @@ async def test_the_invoke_route_takes_no_caller_schema_and_says_so(
         "bad_request",
         True,
     ), body
+
+
+@pytest.mark.parametrize("kind", DESCENDING)
+def test_a_recursive_schema_that_descends_into_the_value_is_accepted(kind: str) -> None:
+    schema = DESCENDING[kind]
+    check_schema(schema)
+    value = {"kids": [{"kids": []}]} if kind == "a tree" else "text"
+    assert list(validator(schema).iter_errors(value)) == []
 
 
 def _resident() -> int:

@@ -21,7 +21,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-from urllib.parse import unquote
 
 import jsonschema
 import referencing
@@ -29,6 +28,7 @@ import referencing.exceptions
 from jsonschema.exceptions import ValidationError
 
 from dynagent import _regex
+from dynagent.spec._refs import check_refs
 
 Validator = jsonschema.Draft202012Validator
 _ORIGINAL_ADDITIONAL: Callable[..., Iterator[ValidationError]] = Validator.VALIDATORS[
@@ -205,53 +205,6 @@ _NO_RETRIEVAL: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse
 """Where validators look up ``$ref`` targets: nowhere outside the schema. jsonschema's
 default registry fetches any URL (with no timeout, on the calling thread) and reads
 ``file://`` paths; a caller's ``$ref: http://…`` froze the whole service."""
-
-_REF_KEYS = ("$ref", "$dynamicRef")
-
-
-def check_refs(schema: Any) -> None:
-    """Raise ``ValueError`` for a ``$ref`` that points outside ``schema`` or at nothing in
-    it. Only ``#``, ``#/json/pointer`` and ``#anchor`` are resolved; the walk is
-    iterative, so a deep schema costs time linear in its size and no stack."""
-    refs: list[str] = []
-    anchors: set[str] = set()
-    todo = [schema]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            for key in _REF_KEYS:
-                if isinstance(node.get(key), str):
-                    refs.append(node[key])
-            for key in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(key), str):
-                    anchors.add(node[key])
-            todo.extend(node.values())
-    for ref in refs:
-        if not ref.startswith("#"):
-            raise ValueError(
-                f"$ref {ref[:200]!r} points outside the schema: only references inside it "
-                "('#/$defs/…' or '#anchor') are resolved, nothing is fetched or read"
-            )
-        fragment = ref[1:]
-        found = _pointer(schema, fragment) if fragment[:1] in ("", "/") else fragment in anchors
-        if not found:
-            raise ValueError(f"$ref {ref[:200]!r} points at nothing in the schema")
-
-
-def _pointer(schema: Any, pointer: str) -> bool:
-    node = schema
-    for raw in pointer.split("/")[1:]:
-        part = unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
-
 
 _META = Validator(
     Validator.META_SCHEMA,
