@@ -15,6 +15,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from dynagent._compat import mcp as mcp_compat
+from dynagent.mcp._stdio import bound_stdio
 from dynagent.runtime._tracing import outgoing_headers
 
 MAX_MESSAGE_BYTES = 1024 * 1024
@@ -44,6 +45,7 @@ class McpTarget:
 
 def transport(target: McpTarget) -> Any:
     if target.transport == "stdio":
+        bound_stdio(MAX_MESSAGE_BYTES)
         return stdio_client(
             StdioServerParameters(
                 command=target.command,
