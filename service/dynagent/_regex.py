@@ -51,6 +51,11 @@ class Pattern:
     def pattern(self) -> str:
         return self._compiled.pattern
 
+    @property
+    def program_size(self) -> int:
+        """RE2's program size: what compiling, matching and keeping it cost grow with."""
+        return re2_compat.program_size(self._compiled)
+
     def search(self, text: str, pos: int = 0) -> Match | None:
         return self._compiled.search(text, pos)
 
@@ -127,15 +132,21 @@ error = re2.error
 """Raised for a pattern RE2 does not accept (lookaround, backreferences, bad syntax)."""
 
 
-def _options() -> Any:
+def _options(max_mem: int | None = None) -> Any:
     options = re2.Options()
     options.log_errors = False  # a refused pattern is our error to report, not RE2's to print
+    if max_mem is not None:
+        options.max_mem = max_mem
     return options
 
 
 _OPTIONS = _options()
 
 
-def compile(pattern: str) -> Pattern:
-    """``pattern`` compiled by RE2 (``error`` when it uses what RE2 refuses)."""
-    return Pattern(cast(_Compiled, re2.compile(pattern, _OPTIONS)))
+def compile(pattern: str, *, max_mem: int | None = None) -> Pattern:
+    """``pattern`` compiled by RE2 (``error`` when it uses what RE2 refuses).
+
+    ``max_mem`` bounds the memory RE2 gives the program and its matching caches (RE2's
+    default: 8 MiB); a pattern whose program does not fit is refused (``error``)."""
+    options = _OPTIONS if max_mem is None else _options(max_mem)
+    return Pattern(cast(_Compiled, re2.compile(pattern, options)))

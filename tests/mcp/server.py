@@ -2,6 +2,7 @@
 
     python -m tests.mcp.server --transport streamable_http --port 8123
     python -m tests.mcp.server --transport stdio
+    python -m tests.mcp.server --transport streamable_http_json --port 8123  # JSON answers
 
 Tools: ``echo`` (text), ``add`` (structured), ``fail`` (an ``isError`` answer), ``slow``
 (waits, for timeouts and cancellation; the only one marked ``readOnlyHint``), ``picture``
@@ -10,6 +11,8 @@ and sends ``notifications/tools/list_changed``), ``flake`` (the same, but from t
 ``tools/list`` fails, until the process gets SIGUSR1: a flaky server), ``cancelled`` (how
 many calls of ``slow`` the server saw cancelled), ``wait_running`` and ``wait_cancelled``
 (answer once a call of ``slow`` runs / was cancelled: tests wait on them instead of sleeping),
+``flood`` (adds tools ``v0`` … one by one, with a ``list_changed`` after each), ``big``
+(a text result of the size asked for),
 ``authorization`` (a SHA-256 of the call's ``Authorization`` header), ``stats`` (how many
 MCP sessions have called it, how many ``tools/list`` requests were answered; HTTP transports),
 ``structured`` (structured content without a text block) and ``trace_context`` (the W3C
@@ -78,6 +81,28 @@ def _add_late(server: MCPServer[Any]) -> None:
         return f"late {x}"
 
     server.add_tool(late, name="late", description="Arrived later.")
+
+
+def _add_big(server: MCPServer[Any]) -> None:
+    @server.tool(description="A text result of `chars` characters, built in the server.")
+    def big(chars: int) -> str:
+        return ("0123456789" * (chars // 10 + 1))[:chars]
+
+
+def _add_flood(server: MCPServer[Any]) -> None:
+    @server.tool(description="Add tools v0, v1 … one at a time, telling the client each time.")
+    async def flood(times: int, ctx: Context) -> str:
+        for index in range(times):
+            server.add_tool(_versioned(index), name=f"v{index}", description="A new version.")
+            await ctx.session.send_tool_list_changed()
+        return f"flooded {times}"
+
+
+def _versioned(index: int) -> Any:
+    def version() -> str:
+        return f"v{index}"
+
+    return version
 
 
 async def _trace_context(ctx: Context) -> dict[str, Any]:
@@ -159,6 +184,8 @@ def build(name: str = "test-mcp") -> tuple[MCPServer[Any], FlakyListing]:
         await ctx.session.send_tool_list_changed()
         return "flaked"
 
+    _add_flood(server)
+    _add_big(server)
     _add_introspection(server, listing)
     return server, listing
 
@@ -191,13 +218,17 @@ async def _serve(server: MCPServer[Any], listing: FlakyListing, transport: str, 
         await server.run_stdio_async()
     elif transport == "sse":
         await server.run_sse_async(host="127.0.0.1", port=port)
-    else:
-        await server.run_streamable_http_async(host="127.0.0.1", port=port)
+    else:  # streamable HTTP, answering each request in an SSE stream or as plain JSON
+        json_response = transport == "streamable_http_json"
+        await server.run_streamable_http_async(
+            host="127.0.0.1", port=port, json_response=json_response
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--transport", choices=["streamable_http", "sse", "stdio"], required=True)
+    transports = ["streamable_http", "streamable_http_json", "sse", "stdio"]
+    parser.add_argument("--transport", choices=transports, required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--name", default="test-mcp")
     args = parser.parse_args()

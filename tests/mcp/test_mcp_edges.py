@@ -135,8 +135,8 @@ async def test_a_stdio_server_is_named_from_the_service_config(
         (
             {"type": "mcp", "name": "f", "server": "local", "allow": ["echo", "nope"]},
             "tools[f].allow",
-            "stdio:local lists no ['nope']; it has add, authorization, cancelled, echo, fail, "
-            "flake, grow, picture, resources, slow, stats, structured, trace_context, "
+            "stdio:local lists no ['nope']; it has add, authorization, big, cancelled, echo, fail, "
+            "flake, flood, grow, picture, resources, slow, stats, structured, trace_context, "
             "wait_cancelled, wait_running",
         ),
     ],

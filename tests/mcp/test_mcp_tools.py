@@ -130,6 +130,8 @@ async def test_the_model_sees_the_servers_tools_and_gets_their_results(
                         "trace_context",
                         "grow",
                         "flake",
+                        "flood",
+                        "big",
                         "authorization",
                         "stats",
                         "structured",

@@ -1,4 +1,5 @@
-"""mcp's internals: the HTTP client its transports make for themselves.
+"""mcp's internals: the HTTP client its transports make for themselves, and the stream
+its stdio transport decodes a server's output with.
 
 The SDK's HTTP transports build their client with ``create_mcp_http_client`` (its
 timeouts: 30 s, and 300 s to read a stream), which lives in a private module; Dynagent
@@ -8,7 +9,8 @@ builds its clients with it too, so that they stay what the SDK expects, plus the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dynagent._compat.versions import Tested
 
@@ -16,7 +18,10 @@ if TYPE_CHECKING:
     import httpx2
 
 TESTED = Tested("mcp", "2.3.0", "2.4")
-PRIVATE_PARTS = ("mcp.shared._httpx_utils:create_mcp_http_client",)
+PRIVATE_PARTS = (
+    "mcp.shared._httpx_utils:create_mcp_http_client",
+    "mcp.client.stdio:TextReceiveStream",
+)
 """What this module reaches, as ``module:attribute``."""
 
 
@@ -33,3 +38,12 @@ def http_client(
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     return create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+
+
+def replace_stdio_text_stream(factory: Callable[..., Any]) -> None:
+    """Have the stdio transport decode a server's output with ``factory(stream, encoding=,
+    errors=)`` instead of anyio's ``TextReceiveStream`` (the name its module looks up
+    when a session opens); ``dynagent.mcp._stdio`` bounds what it reads so."""
+    from mcp.client import stdio
+
+    stdio.TextReceiveStream = factory  # type: ignore[attr-defined,assignment]

@@ -17,6 +17,7 @@ from dynagent._compat.versions import Tested
 TESTED = Tested("google-re2", "1.1.20251105", "1.2")
 PRIVATE_PARTS = (
     "re2:_Regexp._regexp",
+    "re2:_re2.RE2.ProgramSize",
     "re2:_re2.RE2.Match",
     "re2:_re2.RE2.Anchor.UNANCHORED",
     "re2:_re2.CharLenToBytes",
@@ -51,3 +52,10 @@ def character_bytes(data: bytes, at: int) -> int:
 
     length: int = _re2.CharLenToBytes(data, at, 1)
     return length
+
+
+def program_size(compiled: object) -> int:
+    """The size of RE2's program for the pattern ``compiled`` (what ``re2.compile`` returns):
+    its instructions, what matching and the memory it keeps grow with."""
+    size: int = compiled._regexp.ProgramSize()  # type: ignore[attr-defined]
+    return size

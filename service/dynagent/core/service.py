@@ -165,8 +165,10 @@ class Service:
         return service
 
     def _count_change(self, event: RegistryEvent) -> None:
-        """The registry's changes feed the metrics and the page's series."""
+        """The registry's changes feed the metrics and the page's series; an agent gone
+        lets go of the MCP sessions only it used."""
         if isinstance(event, AgentRemoved):
+            self.mcp.release(event.name)
             self.metrics.forget(event.name)
             self.series.forget(event.name)
         else:

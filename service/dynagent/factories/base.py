@@ -102,7 +102,9 @@ class DocumentApplier:
         self.build = build
         self.siblings = siblings
         self._lock = asyncio.Lock()
-        self._rebuilding: set[asyncio.Task[None]] = set()
+        self._rebuilding: set[asyncio.Task[bool]] = set()
+        self._queued: set[str] = set()
+        """Document keys a rebuild is queued for: a burst of changes queues one."""
         self._documents: dict[str, tuple[Document, str]] = {}
         """Document key → (the document, the agent it defines), to build it again."""
         if rebuilds is not None:
@@ -119,17 +121,30 @@ class DocumentApplier:
         (a renamed or re-created agent file removes the agent, canary included)."""
 
     def _rebuild_soon(self, names: frozenset[str]) -> None:
-        keys = [key for key, (_, name) in self._documents.items() if name in names]
+        keys = [
+            key
+            for key, (_, name) in self._documents.items()
+            if name in names and key not in self._queued
+        ]
         if keys:
-            task = asyncio.get_running_loop().create_task(self._rebuild(keys))
+            self._queued.update(keys)
+            task = asyncio.get_running_loop().create_task(self.rebuild(keys))
             self._rebuilding.add(task)  # kept until done: the loop holds tasks weakly
             task.add_done_callback(self._rebuilding.discard)
 
-    async def _rebuild(self, keys: list[str]) -> None:
+    async def rebuild(self, keys: list[str]) -> bool:
+        """Build the documents of ``keys`` again, as they stand when the turn comes; True
+        when none of them was refused."""
+        accepted = True
         for key in keys:
-            known = self._documents.get(key)
-            if known is not None:
-                await self.apply(known[0])
+            async with self._lock:
+                # The document is read under the lock: a deletion or a newer definition
+                # applied while this rebuild waited must win, not the text it replaced.
+                self._queued.discard(key)
+                known = self._documents.get(key)
+                if known is not None:
+                    accepted = await self._apply(known[0]) and accepted
+        return accepted
 
     async def apply(self, document: Document) -> bool:
         """Apply ``document``; True when it was accepted, False when it was refused."""

@@ -13,7 +13,13 @@ from urllib.parse import urlsplit
 
 from loguru import logger
 
-from dynagent.mcp._pool import BACKOFF_FIRST, BACKOFF_MAX, McpUnavailable, RemoteTool, describe
+from dynagent.mcp._connection import (
+    BACKOFF_FIRST,
+    BACKOFF_MAX,
+    McpUnavailable,
+    RemoteTool,
+    describe,
+)
 from dynagent.mcp._transport import McpTarget
 
 

@@ -1,5 +1,6 @@
 """How a session to an MCP server is opened: stdio, SSE or streamable HTTP, with the
-``traceparent`` of the call under way on every HTTP request."""
+``traceparent`` of the call under way on every HTTP request, and at most
+``MAX_MESSAGE_BYTES`` read of any one message the server sends."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from dynagent._compat import mcp as mcp_compat
+from dynagent.mcp._stdio import bound_stdio
 from dynagent.runtime._tracing import outgoing_headers
+
+MAX_MESSAGE_BYTES = 1024 * 1024
+"""The most read of one message from a server (a tool result, a listing): the SDK's own
+bound on an SSE event, applied to plain JSON answers too. The model reads 32,000
+characters of a result; a 200 MB answer read whole first cost 340 MB and stalled the
+loop."""
 
 Transport = Literal["streamable_http", "sse", "stdio", "nacos"]
 """``nacos`` names a server of the Nacos MCP registry (a key for its users, not a session)."""
@@ -37,6 +45,7 @@ class McpTarget:
 
 def transport(target: McpTarget) -> Any:
     if target.transport == "stdio":
+        bound_stdio(MAX_MESSAGE_BYTES)
         return stdio_client(
             StdioServerParameters(
                 command=target.command,
@@ -56,7 +65,9 @@ def transport(target: McpTarget) -> Any:
 async def _streamable(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     async with (
         _traced_client(headers=headers or None) as http,
-        streamable_http_client(url, http_client=http) as streams,
+        streamable_http_client(
+            url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES
+        ) as streams,
     ):
         yield streams
 
@@ -71,9 +82,52 @@ def _traced_client(
     One client serves every run on the server, so the header is read per request: the SDK
     sends a message in the context of the task that sent it, the tool call's."""
     http = mcp_compat.http_client(headers=headers, timeout=timeout, auth=auth)
-    http.event_hooks = {"request": [_add_trace_headers], "response": []}
+    http.event_hooks = {"request": [_add_trace_headers], "response": [_bound_body]}
     return http
 
 
 async def _add_trace_headers(request: httpx2.Request) -> None:
     request.headers.update(outgoing_headers())
+    # Plain bytes: a compressed body's size says nothing of what it inflates to.
+    request.headers["Accept-Encoding"] = "identity"
+
+
+class MessageTooLarge(httpx2.StreamError):
+    """A server's answer went past ``MAX_MESSAGE_BYTES``; reading stopped there. (A
+    ``StreamError``: the SDK turns it into an error answer to the request.)"""
+
+
+async def _bound_body(response: httpx2.Response) -> None:
+    """Read at most ``MAX_MESSAGE_BYTES`` of a plain (JSON) answer; SSE streams are
+    bounded per event by the SDK (``max_sse_event_size``)."""
+    kind = response.headers.get("content-type", "").lower()
+    if not kind.startswith("text/event-stream"):
+        encoding = response.headers.get("content-encoding", "identity").lower()
+        response.stream = _BoundedStream(response.stream, encoding)
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream | httpx2.SyncByteStream, encoding: str):
+        self._stream = stream
+        self._encoding = encoding
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._encoding != "identity":
+            raise MessageTooLarge(
+                f"the MCP server answered with Content-Encoding {self._encoding!r}; only "
+                "plain answers are read (their size bounds what they cost)"
+            )
+        assert isinstance(self._stream, httpx2.AsyncByteStream)
+        read = 0
+        async for chunk in self._stream:
+            read += len(chunk)
+            if read > MAX_MESSAGE_BYTES:
+                raise MessageTooLarge(
+                    f"the MCP server's answer is larger than {MAX_MESSAGE_BYTES} bytes, "
+                    "the most read of one message; ask the tool for less"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        if isinstance(self._stream, httpx2.AsyncByteStream):
+            await self._stream.aclose()

@@ -25,7 +25,7 @@ from v2.nacos.ai.model.ai_param import GetMcpServerParam, SubscribeMcpServerPara
 from v2.nacos.ai.nacos_ai_service import NacosAIService
 
 from dynagent.config import NacosConfig
-from dynagent.mcp._pool import RemoteTool
+from dynagent.mcp._connection import RemoteTool
 from dynagent.mcp._registry import RegistryEntry
 
 CONNECT_TIMEOUT = 5.0

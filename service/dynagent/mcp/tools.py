@@ -8,6 +8,7 @@ own JSON Schema; the run loop validates arguments against it before the call.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -18,14 +19,14 @@ from mcp import types
 
 from dynagent import _regex
 from dynagent.exceptions import ConfigError, FieldIssue
-from dynagent.mcp._pool import (
+from dynagent.mcp._connection import (
     CONNECT_TIMEOUT,
-    McpPool,
     McpToolError,
     McpUnavailable,
     RemoteTool,
     connect_timeout,
 )
+from dynagent.mcp._pool import McpPool
 from dynagent.mcp._registry import McpDirectory, RegisteredServer, endpoint_target, registry_key
 from dynagent.mcp._transport import McpTarget
 from dynagent.mcp.entry import McpToolSpec
@@ -49,6 +50,7 @@ class McpServers:
         """Servers declared under ``mcp_servers:`` in the service config, by name."""
         self.directory = directory
         self._registered: dict[McpTarget, RegisteredServer] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def listeners(self) -> list[Callable[[frozenset[str]], None]]:
@@ -97,10 +99,35 @@ class McpServers:
         also check that an open session still answers. New agents skip that check: a
         start that loads a thousand agents on one server must not ping it a thousand times."""
         connection = self.pool.connection(target)
-        await connection.first_outcome(connect_timeout(target))
-        if agent in self.pool.users.get(target, ()):
-            await connection.verify()
+        with connection.holding():  # not closed for want of users while the agent waits
+            await connection.first_outcome(connect_timeout(target))
+            if agent in self.pool.users.get(target, ()):
+                await connection.verify()
         self.pool.use(agent, [target])
+
+    def release(self, agent: str) -> None:
+        """``agent`` is gone (deleted, renamed): close the sessions, and drop the registry
+        subscriptions, of the servers no agent uses any more."""
+        for target in self.pool.release(agent):
+            self._close_soon(target)
+
+    def _close_soon(self, target: McpTarget) -> None:
+        task = asyncio.get_running_loop().create_task(self._close_unused(target))
+        self._closing.add(task)  # kept until done: the loop holds tasks weakly
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_unused(self, target: McpTarget) -> None:
+        if self.pool.users.get(target):
+            return
+        registered = self._registered.get(target) if target.transport == "nacos" else None
+        if registered is not None:
+            del self._registered[target]
+            await registered.aclose()
+            entry = registered.entry
+            if entry is not None:
+                for url in entry.endpoints:
+                    await self.pool.close_unused(endpoint_target(entry, url))
+        await self.pool.close_unused(target)
 
     def _registered_server(self, key: McpTarget) -> RegisteredServer:
         found = self._registered.get(key)
@@ -139,9 +166,14 @@ class McpServers:
     async def call(
         self, target: McpTarget, name: str, arguments: Mapping[str, Any], seconds: float
     ) -> str:
+        named = target
         if target.transport == "nacos":
             target = self._registered_server(target).pick()  # chosen at call time
-        result = await self.pool.connection(target).call(name, arguments, seconds)
+        try:
+            result = await self.pool.connection(target).call(name, arguments, seconds)
+        finally:
+            if not self.pool.users.get(named):  # a run that outlived its agent
+                self._close_soon(named)
         text = result_text(result)
         if result.is_error:
             raise McpToolError(text or "the tool reported an error")
@@ -155,6 +187,7 @@ class McpServers:
         return [*self.pool.status(), *registered]
 
     async def aclose(self) -> None:
+        await asyncio.gather(*self._closing, return_exceptions=True)
         servers, self._registered = list(self._registered.values()), {}
         for server in servers:
             await server.aclose()

@@ -143,7 +143,8 @@ class NacosPromptAgentBuilderFactory:
         for spec_document, data_id in list(self._documents.values()):
             if data_id == document.key:
                 logger.info("prompt {} changed: rebuilding {}", data_id, spec_document.key)
-                accepted = await self._applier.apply(spec_document) and accepted
+                # By key: a document deleted or edited meanwhile is not built as it was.
+                accepted = await self._applier.rebuild([spec_document.key]) and accepted
         return accepted
 
     async def _prepared_build(self, spec: AgentSpec, document: Document) -> Agent:

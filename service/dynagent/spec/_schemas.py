@@ -7,14 +7,20 @@ validators made here match those keywords with RE2 (``_regex``); a pattern RE2
 cannot compile is refused when the validator is made, and so is
 ``unevaluatedProperties`` beside ``patternProperties`` (jsonschema evaluates
 that pair with ``re`` internally).
+
+Patterns come from outside (a caller's ``response_format``), so what they cost is
+bounded too: each at most ``MAX_PATTERN_CHARS`` long with ``PATTERN_MEMORY`` for RE2,
+a schema's together at most ``MAX_SCHEMA_PROGRAM`` of RE2 program, and the compiled
+ones kept in a cache bounded in bytes (``CACHE_BYTES``). An 80,000-branch pattern
+compiled on the event loop once stalled it 2.65 s, and 20 of them kept 500 MB.
 """
 
 from __future__ import annotations
 
-import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-from urllib.parse import unquote
 
 import jsonschema
 import referencing
@@ -22,6 +28,7 @@ import referencing.exceptions
 from jsonschema.exceptions import ValidationError
 
 from dynagent import _regex
+from dynagent.spec._refs import check_refs
 
 Validator = jsonschema.Draft202012Validator
 _ORIGINAL_ADDITIONAL: Callable[..., Iterator[ValidationError]] = Validator.VALIDATORS[
@@ -29,9 +36,61 @@ _ORIGINAL_ADDITIONAL: Callable[..., Iterator[ValidationError]] = Validator.VALID
 ]
 
 
-@functools.lru_cache(maxsize=512)
+MAX_PATTERN_CHARS = 1000
+"""The longest ``pattern`` (or ``patternProperties`` key) a schema may hold."""
+PATTERN_MEMORY = 1024 * 1024
+"""RE2's memory for one pattern's program and matching caches (its ``max_mem``, 8 MiB by
+default): a program that needs more is refused. Compiling the largest pattern left costs
+~30 ms; less memory would make RE2 give up its DFA for slower matching sooner."""
+MAX_SCHEMA_PROGRAM = 32_000
+"""RE2 program instructions of a schema's patterns together (one or two of the largest)."""
+CACHE_BYTES = 64 * 1024 * 1024
+"""What the compiled patterns kept for reuse may hold, each counted at its worst:
+``PATTERN_MEMORY`` plus ``_BYTES_PER_INSTRUCTION`` for each instruction of its program."""
+_BYTES_PER_INSTRUCTION = 128
+"""Resident bytes per program instruction besides RE2's own budget (the parsed pattern and
+its wrappers), measured with google-re2 1.1."""
+
+
+class _PatternCache:
+    """Compiled patterns, least recently used out first, within ``CACHE_BYTES``."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._held = 0
+        self._patterns: OrderedDict[str, tuple[_regex.Pattern, int]] = OrderedDict()
+        self._lock = threading.Lock()  # schemas are checked and used in worker threads too
+
+    def get(self, pattern: str) -> _regex.Pattern:
+        with self._lock:
+            found = self._patterns.get(pattern)
+            if found is not None:
+                self._patterns.move_to_end(pattern)
+                return found[0]
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise ValueError(f"longer than {MAX_PATTERN_CHARS} characters")
+        compiled = _regex.compile(pattern, max_mem=PATTERN_MEMORY)
+        cost = PATTERN_MEMORY + compiled.program_size * _BYTES_PER_INSTRUCTION
+        with self._lock:
+            if pattern not in self._patterns:
+                self._patterns[pattern] = (compiled, cost)
+                self._held += cost
+            while self._held > self._budget and len(self._patterns) > 1:
+                _, (_, freed) = self._patterns.popitem(last=False)
+                self._held -= freed
+        return compiled
+
+    @property
+    def held(self) -> int:
+        """The estimated bytes the cached patterns hold."""
+        return self._held
+
+
+_CACHE = _PatternCache(CACHE_BYTES)
+
+
 def _compiled(pattern: str) -> _regex.Pattern:
-    return _regex.compile(pattern)
+    return _CACHE.get(pattern)
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
@@ -85,29 +144,47 @@ _Linear = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
 
 
 def check_patterns(schema: Any) -> None:
-    """Raise ``ValueError`` naming the first pattern RE2 refuses, or the
-    ``unevaluatedProperties`` + ``patternProperties`` pair."""
-    if isinstance(schema, list):
-        for item in schema:
-            check_patterns(item)
-        return
-    if not isinstance(schema, dict):
-        return
-    patterns = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
-    if isinstance(schema.get("patternProperties"), dict):
-        patterns += list(schema["patternProperties"])
-        if "unevaluatedProperties" in schema:
-            raise ValueError("unevaluatedProperties beside patternProperties is not supported")
-    for pattern in patterns:
-        try:
-            _compiled(pattern)
-        except _regex.error as exc:
-            raise ValueError(
-                f"pattern {pattern!r} is not supported ({_reason(exc)}): patterns are matched "
-                "by RE2, in linear time; lookaround and backreferences are not available"
-            ) from None
-    for value in schema.values():
-        check_patterns(value)
+    """Raise ``ValueError`` naming the first pattern RE2 refuses or that is too large,
+    patterns too large together, or the ``unevaluatedProperties`` +
+    ``patternProperties`` pair. The walk is iterative: no stack, whatever the depth."""
+    program = 0
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), dict):
+            patterns += list(node["patternProperties"])
+            if "unevaluatedProperties" in node:
+                raise ValueError("unevaluatedProperties beside patternProperties is not supported")
+        for pattern in patterns:
+            program += _checked_pattern(pattern)
+            if program > MAX_SCHEMA_PROGRAM:
+                raise ValueError(
+                    f"the schema's patterns are too large together (more than "
+                    f"{MAX_SCHEMA_PROGRAM} RE2 instructions); use fewer or simpler ones"
+                )
+        todo.extend(node.values())
+
+
+def _checked_pattern(pattern: str) -> int:
+    shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
+    try:
+        return _compiled(pattern).program_size
+    except _regex.error as exc:
+        reason = _reason(exc)
+        if "too large" in reason:
+            reason = f"{reason}: more than RE2's {PATTERN_MEMORY // 1024} KiB for one pattern"
+        raise ValueError(
+            f"pattern {shown!r} is not supported ({reason}): patterns are matched "
+            "by RE2, in linear time; lookaround and backreferences are not available"
+        ) from None
+    except ValueError as exc:  # too long, or not encodable as UTF-8 (a lone surrogate)
+        raise ValueError(f"pattern {shown!r} is not supported: {exc}") from None
 
 
 def check_json_schema(value: Any) -> None:
@@ -129,51 +206,15 @@ _NO_RETRIEVAL: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse
 default registry fetches any URL (with no timeout, on the calling thread) and reads
 ``file://`` paths; a caller's ``$ref: http://…`` froze the whole service."""
 
-_REF_KEYS = ("$ref", "$dynamicRef")
-
-
-def check_refs(schema: Any) -> None:
-    """Raise ``ValueError`` for a ``$ref`` that points outside ``schema`` or at nothing in
-    it. Only ``#``, ``#/json/pointer`` and ``#anchor`` are resolved; the walk is
-    iterative, so a deep schema costs time linear in its size and no stack."""
-    refs: list[str] = []
-    anchors: set[str] = set()
-    todo = [schema]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo.extend(node)
-        elif isinstance(node, dict):
-            for key in _REF_KEYS:
-                if isinstance(node.get(key), str):
-                    refs.append(node[key])
-            for key in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(key), str):
-                    anchors.add(node[key])
-            todo.extend(node.values())
-    for ref in refs:
-        if not ref.startswith("#"):
-            raise ValueError(
-                f"$ref {ref[:200]!r} points outside the schema: only references inside it "
-                "('#/$defs/…' or '#anchor') are resolved, nothing is fetched or read"
-            )
-        fragment = ref[1:]
-        found = _pointer(schema, fragment) if fragment[:1] in ("", "/") else fragment in anchors
-        if not found:
-            raise ValueError(f"$ref {ref[:200]!r} points at nothing in the schema")
-
-
-def _pointer(schema: Any, pointer: str) -> bool:
-    node = schema
-    for raw in pointer.split("/")[1:]:
-        part = unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
+_META = Validator(
+    Validator.META_SCHEMA,
+    format_checker=jsonschema.FormatChecker(
+        [name for name in Validator.FORMAT_CHECKER.checkers if name != "regex"]
+    ),
+)
+"""The metaschema check without its ``format: regex``, which compiles every pattern with
+Python's ``re`` (slow on a large pattern, deep recursion on a nested one, and a cache of
+its own); ``check_patterns`` compiles them with RE2, within bounds, instead."""
 
 
 def check_schema(schema: Any) -> None:
@@ -181,9 +222,11 @@ def check_schema(schema: Any) -> None:
     ``ValueError`` naming what is wrong: a valid Draft 2020-12 schema, patterns RE2
     can run, and references that stay inside it."""
     try:
-        Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+        error = jsonschema.exceptions.best_match(_META.iter_errors(schema))
+    except RecursionError:
+        raise ValueError("the schema nests too deeply") from None
+    if error is not None:
+        raise ValueError(f"not a valid JSON Schema: {error.message}")
     check_patterns(schema)
     check_refs(schema)
 

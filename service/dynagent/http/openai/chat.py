@@ -110,7 +110,7 @@ def _completion(model: str, result: RunResult, answer: AnswerText) -> ChatComple
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, ChatCompletionRequest)
     name, variant_in_name = split_model_name(body.model)
-    run = chat_run(body, name, pinned_variant(request, variant_in_name))
+    run = await chat_run(body, name, pinned_variant(request, variant_in_name))
     if not body.stream:
         agent, result = await run_agent(request, run)
         return json(

@@ -12,6 +12,7 @@ agent's own. Everything else is ignored and named in ``X-Ignored-Fields``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -48,8 +49,11 @@ def _settings(body: ChatCompletionRequest | ResponsesRequest) -> dict[str, Any]:
     return settings
 
 
-def output_schema(kind: str | None, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The caller's JSON Schema for ``json_object`` / ``json_schema``; None for text."""
+async def output_schema(kind: str | None, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The caller's JSON Schema for ``json_object`` / ``json_schema``; None for text.
+
+    Checked in a thread: compiling its patterns holds the GIL for each one (bounded by
+    ``_schemas``), and the loop runs between them rather than after them all."""
     if kind == "json_object":
         return _JSON_OBJECT
     if kind != "json_schema":
@@ -57,7 +61,7 @@ def output_schema(kind: str | None, schema: dict[str, Any] | None) -> dict[str, 
     if schema is None:
         raise BadRequest("json_schema needs a 'schema'", param="response_format")
     try:
-        check_schema(schema)
+        await asyncio.to_thread(check_schema, schema)
     except ValueError as exc:
         raise BadRequest(
             f"the response format's schema is refused: {exc}", param="response_format"
@@ -91,9 +95,9 @@ def ignored_fields(body: ChatCompletionRequest | ResponsesRequest, refused: Sequ
     return ", ".join(sorted({*extras, *refused}))
 
 
-def chat_run(body: ChatCompletionRequest, name: str, pin: Any) -> RunRequest:
+async def chat_run(body: ChatCompletionRequest, name: str, pin: Any) -> RunRequest:
     fmt = body.response_format
-    schema = output_schema(
+    schema = await output_schema(
         fmt.type if fmt else None,
         fmt.json_schema.schema_ if isinstance(fmt, SchemaResponseFormat) else None,
     )
@@ -106,11 +110,11 @@ def chat_run(body: ChatCompletionRequest, name: str, pin: Any) -> RunRequest:
     )
 
 
-def responses_run(
+async def responses_run(
     body: ResponsesRequest, name: str, pin: Any, input: AgentInput, endpoint: str = "responses"
 ) -> RunRequest:
     fmt = body.text.format if body.text else None
-    schema = output_schema(
+    schema = await output_schema(
         fmt.type if fmt else None, fmt.schema_ if isinstance(fmt, SchemaTextFormat) else None
     )
     empty = {"type": "object", "properties": {}}

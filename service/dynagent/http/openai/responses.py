@@ -83,7 +83,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, ResponsesRequest)
     name, variant_in_name = split_model_name(body.model)
     messages, lead = _conversation(request, body)
-    run = responses_run(body, name, pinned_variant(request, variant_in_name), messages)
+    run = await responses_run(body, name, pinned_variant(request, variant_in_name), messages)
     if body.stream:
         return await _streamed(request, body, run, lead)
     agent, result = await run_agent(request, run)
