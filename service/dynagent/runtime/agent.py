@@ -90,6 +90,9 @@ class Agent:
     built_at: float = field(default_factory=time.time)
     secrets: SecretValues | None = None
     """Values masked in every event (credentials from the environment, API keys)."""
+    own_secrets: frozenset[str] = frozenset()
+    """The values its definition contributed to ``secrets`` (its credentials): the service
+    masks them while this agent is in the registry, and this agent's runs always."""
 
     @property
     def name(self) -> str:
