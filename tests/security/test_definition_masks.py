@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dynagent import AgentBuilder, Resources, load_spec
+from dynagent import AgentBuilder, Resources, Tool, ToolRegistry, load_spec
 from dynagent.http.state import SERVICE
 from dynagent.masking import MASK, SecretValues, is_protocol_word
 from tests.support.service import agent_document, revision_of, running_service, service_config
@@ -82,3 +82,37 @@ def test_protocol_words_are_told_from_credentials() -> None:
     credentials = ["qk-0123456789", "sk-proj-AbC9", "hunter22", "dXNlcjpwYXNz", "a" * 33]
     assert [value for value in words if not is_protocol_word(value)] == []
     assert [value for value in credentials if is_protocol_word(value)] == []
+
+
+async def test_a_runs_answer_keeps_its_definitions_masks_after_the_definition_goes() -> None:
+    """The answer a run returns (what stored responses keep) is masked like its events,
+    by the values its own version owned."""
+    shared = SecretValues()
+    refused = {  # owns the key; never connects: a loopback address without allow_private
+        "type": "http",
+        "name": "lookup",
+        "url": "http://127.0.0.1:9/lookup",
+        "headers": {"Authorization": f"Bearer {FIRST_KEY}"},
+        "allow_hosts": ["127.0.0.1"],
+    }
+
+    async def leak() -> str:
+        """An endpoint that echoes the key back."""
+        return f"the key is {FIRST_KEY}"
+
+    tools = ToolRegistry()
+    tools.register(Tool.from_function(leak, name="leak"))
+    resources = Resources()
+    try:
+        builder = AgentBuilder(environ={}, secrets=shared, resources=resources, tools=tools)
+        spec = load_spec(agent_document("bot", tools=["leak", refused]))
+        agent = builder.build(spec)
+        shared.forget("bot")
+        result = await agent.run("go")  # the offline model calls each tool, then answers
+    finally:
+        await resources.aclose()
+    assert FIRST_KEY not in shared
+    assert isinstance(result.output, str)
+    assert f"the key is {MASK}" in result.output
+    assert FIRST_KEY not in result.output
+    assert FIRST_KEY not in repr(result.events)

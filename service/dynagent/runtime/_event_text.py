@@ -57,6 +57,11 @@ _TEXT_OF: Mapping[type, tuple[str, ...]] = MappingProxyType(
 words)."""
 
 
+def masked_value(value: JsonValue, mask: Callable[[str], str]) -> JsonValue:
+    """A run's output (text or a JSON value) masked as its events are."""
+    return _redact_value(value, mask)
+
+
 def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
     """Mask the strings (and numbers) inside a JSON value, keeping its structure:
     masking its serialized text could turn ``12345678`` into unparseable ``[PHONE]``."""

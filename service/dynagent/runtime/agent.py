@@ -17,7 +17,7 @@ from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
 from dynagent.models.base import Model
-from dynagent.runtime._event_text import input_summary, masked, redacted
+from dynagent.runtime._event_text import input_summary, masked, masked_value, redacted
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime._loop import AgentInput, execute_run, render_system
 from dynagent.runtime._redaction import RedactingEmitter
@@ -131,6 +131,8 @@ class Agent:
         except RunError as exc:
             exc.events = tuple(events)
             raise
+        if self.secrets:  # as its final_output event: stored answers never hold a secret
+            output = masked_value(output, self.secrets.mask)
         return RunResult(
             output,
             self.name,
