@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2
 import pytest
 from a2a.types import Message, Part, Role, SendMessageSuccessResponse, TextPart
 from aiohttp import web
@@ -18,7 +19,7 @@ from dynagent import AgentBuilder, ConfigError, Resources, load_spec
 from dynagent.a2a.client import remote_agent_tool
 from dynagent.mcp._pool import McpPool
 from dynagent.mcp._registry import RegistryEntry, endpoint_target
-from dynagent.mcp._transport import McpTarget
+from dynagent.mcp._transport import McpTarget, _Checked
 from dynagent.mcp.tools import McpServers
 from dynagent.runtime.outbound import OutboundPolicy
 from tests.mcp.conftest import McpProcess, mcp_process
@@ -273,3 +274,27 @@ async def test_a_remote_agent_on_a_name_resolving_to_loopback_is_refused(
     with pytest.raises(PermissionError, match="resolves only to private or loopback"):
         await ask(resources, card, OutboundPolicy.of(card, None, False), {})
     assert hits == []
+
+
+async def test_every_mcp_request_is_checked_redirects_included() -> None:
+    """The MCP SDK follows a redirect only within the server's origin; whatever it sends,
+    each request passes the policy and the entry's headers go to the URL's origin only."""
+    url = "https://mcp.example.com/mcp"
+    target = McpTarget(
+        "streamable_http",
+        url,
+        url=url,
+        headers=(("Authorization", TOKEN),),
+        policy=OutboundPolicy.of(url, ["mcp.example.com", "*.example.com"], False),
+    )
+    checked = _Checked(target)
+    await checked(httpx2.Request("POST", "https://mcp.example.com:443/mcp/"))  # same origin
+    refusals = {
+        "https://other.example.com/mcp": "credentials are for https://mcp.example.com:443",
+        "http://mcp.example.com/mcp": "credentials are for https://mcp.example.com:443",
+        "https://evil.test/mcp": "host 'evil.test' is not in this tool's allow_hosts",
+        "https://[::ffff:a9fe:a9fe]/mcp": "is not in this tool's allow_hosts",
+    }
+    for sent, reason in refusals.items():
+        with pytest.raises(PermissionError, match=reason):
+            await checked(httpx2.Request("POST", sent))
