@@ -116,7 +116,8 @@ class SecretValues:
         """This set plus ``values`` (one agent's own), following this set's changes: what
         an agent masks its runs with, so that a run still going when its definition is
         replaced or removed keeps masking that definition's values."""
-        return ScopedSecrets(self, values)
+        own = frozenset(v for v in values if v and _qualifies(v))
+        return ScopedSecrets(self, own) if own else self
 
     def __contains__(self, value: object) -> bool:
         return value in self._values
