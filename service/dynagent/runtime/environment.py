@@ -109,10 +109,10 @@ def expand(
         ) from None
     secret = secret or _credential_field(path)
     secrets.add(environ.get(n, "") for n in names if secret or _matches(n, SECRET_LOOKING))
-    if secret:
-        secrets.add(credential_parts(filled))
-    if path.endswith("url"):
+    if path.endswith("url"):  # an address, not a credential: only the parts that are
         secrets.add(url_credentials(filled))
+    elif secret:
+        secrets.add(credential_parts(filled))
     return filled
 
 
