@@ -57,7 +57,9 @@ async def test_a_cancelled_run_cancels_its_call_on_the_server(
 ) -> None:
     resources = Resources()
     builder = AgentBuilder(mcp=servers, resources=resources)
-    definition = spec(model_server, {"type": "mcp", "name": "o", "url": http_server.url})
+    definition = spec(
+        model_server, {"type": "mcp", "name": "o", "url": http_server.url, "allow_private": True}
+    )
     await builder.prepare(definition)
     agent = builder.build(definition)
     model_server.script(DEFAULT_MODEL, [CallTools([("o_slow", {"seconds": 60})])])

@@ -72,6 +72,7 @@ async def test_a_servers_session_closes_when_its_last_agent_is_deleted(
     service: RunningService, model_server: ScriptedModelServer, http_server: McpProcess
 ) -> None:
     tool = {"type": "mcp", "name": "orders", "url": http_server.url, "allow": ["echo"]}
+    tool["allow_private"] = True  # the test server listens on loopback
     files = {
         name: service.write_agent(agent_document(name, model_server, tools=[tool]))
         for name in ("bot", "bot2")

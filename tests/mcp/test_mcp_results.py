@@ -18,6 +18,7 @@ from dynagent.mcp._connection import McpToolError
 from dynagent.mcp._stdio import BoundedLines
 from dynagent.mcp._transport import MAX_MESSAGE_BYTES, McpTarget
 from dynagent.mcp.tools import MAX_RESULT_CHARS, McpServers
+from dynagent.runtime.outbound import OutboundPolicy
 from tests.mcp.conftest import ROOT, mcp_process
 
 
@@ -28,7 +29,8 @@ async def target(request: pytest.FixtureRequest) -> AsyncIterator[McpTarget]:
         yield McpTarget("stdio", "stdio:local", command=sys.executable, args=args, cwd=str(ROOT))
         return
     async with mcp_process(request.param) as server:
-        yield McpTarget("streamable_http", server.url, url=server.url)
+        loopback = OutboundPolicy(allow_private=True)  # the test server listens on loopback
+        yield McpTarget("streamable_http", server.url, url=server.url, policy=loopback)
 
 
 @pytest.fixture

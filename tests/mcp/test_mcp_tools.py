@@ -30,7 +30,8 @@ async def service(agents_dir: Path, state_dir: Path) -> AsyncIterator[RunningSer
 
 
 def mcp_agent(model_server: ScriptedModelServer, url: str, **entry: Any) -> dict[str, Any]:
-    tool = {"type": "mcp", "name": "orders", "url": url, **entry}
+    # The servers listen on loopback: reached only because the entry allows it.
+    tool = {"type": "mcp", "name": "orders", "url": url, "allow_private": True, **entry}
     return agent_document("bot", model_server, tools=[tool])
 
 

@@ -23,7 +23,13 @@ async def test_an_mcp_call_names_its_execute_tool_span_in_header_and_meta(
 ) -> None:
     with in_memory() as (exporter, provider):
         async with mcp_process(transport) as server:
-            tool = {"type": "mcp", "name": "mcp", "url": server.url, "transport": transport}
+            tool = {
+                "type": "mcp",
+                "name": "mcp",
+                "url": server.url,
+                "transport": transport,
+                "allow_private": True,
+            }
             write_agent(agents_dir, agent_document("bot", model_server, tools=[tool]))
             model_server.script(
                 DEFAULT_MODEL,

@@ -15,6 +15,7 @@ from dynagent.a2a.client import remote_agent_tool
 from dynagent.a2a.nacos_registry import _ai_service
 from dynagent.config import NacosConfig
 from dynagent.http.state import SERVICE
+from dynagent.runtime.outbound import OutboundPolicy
 from tests.support import DEFAULT_MODEL, CallTools, Held, Reply, ScriptedModelServer
 from tests.support.nacos import NacosAdmin, invoke
 from tests.support.process import free_port, serve_process, write_config
@@ -113,7 +114,8 @@ async def test_agent_cards_are_released_to_the_nacos_a2a_registry_and_follow_eac
             return f"{service.url}/a2a/{name}"
 
         async with aiohttp.ClientSession() as session:
-            tool = remote_agent_tool(name, "", here, session)
+            loopback = OutboundPolicy(allow_private=True)
+            tool = remote_agent_tool(name, "", here, session, policy=loopback)
             answer = await tool.function({"input": "ping"})
         assert answer == "[test model] you said: ping"
 
@@ -163,7 +165,9 @@ async def test_a_type_agent_tool_calls_a_remote_agent_found_in_the_nacos_a2a_reg
             await ai.release_agent_card(ReleaseAgentCardParam(agent_card=card, set_as_latest=True))
             for tool, target in ((partner, {"nacos": partner}), ("direct", {"url": card.url})):
                 caller = agent_document(
-                    "caller", model_server, tools=[{"type": "agent", "name": tool, "a2a": target}]
+                    "caller",
+                    model_server,
+                    tools=[{"type": "agent", "name": tool, "a2a": target, "allow_private": True}],
                 )
                 service.write_agent(caller)
                 await service.wait_serving("caller", revision_of(caller))

@@ -29,6 +29,8 @@ from tests.support.service import (
     write_agent,
 )
 
+LOOPBACK = {"allow_private": True}
+"""The registered endpoints listen on loopback: reached only because the entries allow it."""
 TOOLS = [
     {
         "name": "echo",
@@ -132,7 +134,7 @@ async def test_an_agent_uses_a_registry_server_and_follows_its_changes(
         await admin.register(first.port)
         config = service_config(agents_dir, state_dir, nacos=nacos_settings.model_dump(mode="json"))
         async with running_service(config, environ={}) as service:
-            tool = {"type": "mcp", "name": "orders", "nacos": {"server": name}}
+            tool = {"type": "mcp", "name": "orders", "nacos": {"server": name}, **LOOPBACK}
             service.write_agent(agent_document("bot", model_server, tools=[tool]))
             await service.registry.wait_for(
                 lambda r: _tools(r) == ["orders_add", "orders_echo"], within=30
@@ -176,7 +178,7 @@ async def test_a_pinned_version_keeps_its_tools_while_the_latest_moves_on(
         async with running_service(config, environ={}) as service:
             for agent, version in (("bot", None), ("pinned", "1.0.0")):
                 ref = {"server": name, **({"version": version} if version else {})}
-                tool = {"type": "mcp", "name": "orders", "nacos": ref}
+                tool = {"type": "mcp", "name": "orders", "nacos": ref, **LOOPBACK}
                 service.write_agent(agent_document(agent, model_server, tools=[tool]))
             await service.registry.wait_for(
                 lambda r: (
@@ -216,7 +218,12 @@ async def test_mcp_list_shows_the_registry_and_the_agents_using_it(
     name = f"listed-{uuid.uuid4().hex[:8]}"
     async with aiohttp.ClientSession() as session:
         await McpRegistryAdmin(session, nacos_server.base_url, name).register(free_port())
-    tool = {"type": "mcp", "name": "orders", "nacos": {"server": name, "version": "1.0.0"}}
+    tool = {
+        "type": "mcp",
+        "name": "orders",
+        "nacos": {"server": name, "version": "1.0.0"},
+        **LOOPBACK,
+    }
     remote = agent_document("remote-bot", tools=[tool])
     await nacos.publish("remote-bot.agent.yaml", nacos_group, yaml_text(remote))
     write_agent(agents_dir, agent_document("local-bot", tools=[tool]))

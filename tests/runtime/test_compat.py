@@ -48,6 +48,7 @@ from dynagent._compat import opentelemetry as otel_compat
 from dynagent._compat import re2 as re2_compat
 from dynagent._compat.versions import release
 from dynagent.exceptions import StartupError
+from dynagent.mcp._network import PublicOnlyBackend
 from dynagent.models import ClientPool
 from dynagent.nacos._fuzzy import ConfigFuzzyWatchChangeNotifyRequest
 from dynagent.nacos.client import GrayAwareQueryResponse
@@ -487,3 +488,12 @@ def test_nothing_outside_compat_reaches_a_private_part_of_a_dependency() -> None
         for where in private_reaches(source)
     ]
     assert found == []
+
+
+async def test_the_mcp_clients_connections_go_through_the_backend_given() -> None:
+    """The outbound policy's address check on resolved names lives in the network backend
+    of the MCP client's connection pool: httpx2 must still keep one there."""
+    backend = PublicOnlyBackend()
+    async with mcp_compat.http_client() as client:
+        httpx2_compat.use_network_backend(client, backend)
+        assert client._transport._pool._network_backend is backend  # type: ignore[attr-defined]

@@ -29,7 +29,13 @@ ECHO = "[test model] you said: how much?"
 
 
 def tool(name: str, url: str, token_variable: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"type": "agent", "name": name, "a2a": {"url": url}}
+    # The remote service listens on loopback: reached only because the entry allows it.
+    entry: dict[str, Any] = {
+        "type": "agent",
+        "name": name,
+        "a2a": {"url": url},
+        "allow_private": True,
+    }
     if token_variable is not None:
         entry["headers"] = {"Authorization": f"Bearer ${{{token_variable}}}"}
     return entry

@@ -3,9 +3,12 @@
 The agent's address is resolved at call time (``resolve``: a fixed URL, or a lookup in
 the Nacos A2A registry, ``sources._nacos_a2a.card_url``), so a re-registered agent is
 reached where it is now; a URL of an agent card is fetched on each call and its JSON-RPC
-endpoint used. JSON-RPC ``message/send`` with the ``a2a-sdk`` 0.3 types. The entry's
-``headers`` (its credentials, already expanded and masked) go with every request: the
-card's and the message's.
+endpoint used. JSON-RPC ``message/send`` with the ``a2a-sdk`` 0.3 types.
+
+Every request is held to the entry's ``OutboundPolicy`` — the address resolved, the card's
+and the endpoint the card names — and the entry's ``headers`` (its credentials, already
+expanded and masked) go only to the origin of the address resolved: a card naming an
+endpoint on another origin is refused rather than handed the credentials.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pydantic import ValidationError
 
 from dynagent.exceptions import ToolCallError
 from dynagent.models import ToolDefinition
+from dynagent.runtime.outbound import OutboundPolicy
 from dynagent.tools.base import Tool
 
 PARAMETERS = {
@@ -53,9 +57,13 @@ def remote_agent_tool(
     *,
     headers: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    policy: OutboundPolicy | None = None,
 ) -> Tool:
-    """The tool ``name`` asking the agent ``resolve`` finds, sending ``headers`` with
-    every request (the entry's credentials, already expanded)."""
+    """The tool ``name`` asking the agent ``resolve`` finds, sending ``headers`` (the
+    entry's credentials, already expanded) with every request to the origin ``resolve``
+    names; every request is checked against ``policy`` (default: public hosts only).
+    ``session`` must be one that refuses what ``policy`` refuses when a name resolves."""
+    policy = policy or OutboundPolicy()
     options: dict[str, Any] = {
         "headers": dict(headers or {}),
         "timeout": aiohttp.ClientTimeout(total=timeout),
@@ -63,9 +71,21 @@ def remote_agent_tool(
     }
 
     async def call(arguments: dict[str, object]) -> str:
-        url = await resolve()
+        try:
+            return await ask(arguments)
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, PermissionError):  # the resolver's private address
+                raise PermissionError(str(exc.os_error)) from None
+            raise
+
+    async def ask(arguments: dict[str, object]) -> str:
+        url = configured = await resolve()
+        policy.check(url)
         if url.split("?", 1)[0].endswith(AGENT_CARD_WELL_KNOWN_PATH):
             url = await _endpoint_of(session, url, options)
+            policy.check(url)
+            if options["headers"]:
+                policy.check_credentials(url, configured)
         message = Message(
             role=Role.user,
             message_id=uuid.uuid4().hex,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dynagent.a2a.client import remote_agent_tool
 from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.runtime.outbound import PRIVATE_HINT, OutboundPolicy
 from dynagent.spec.agent import AgentSpec
 from dynagent.tools.agent import A2aRef, AgentToolSpec, agent_tool
 from dynagent.tools.base import Tool
@@ -44,8 +45,13 @@ def _remote(ctx: KindContext, entry: AgentToolSpec, target: A2aRef, path: str) -
     async def resolve() -> str:
         return await lookup(name) if name and lookup is not None else url
 
-    # Like an MCP server's url, the address is the definition's own: private allowed.
-    session = ctx.resources.http_session(allow_private=True)
+    policy = OutboundPolicy.of(url or None, entry.allow_hosts, entry.allow_private)
+    refused = policy.refusal(url) if url else None
+    if refused is not None:
+        hint = f"; {PRIVATE_HINT}" if "private" in refused else ""
+        issue = FieldIssue(f"{path}.a2a.url", f"{refused}{hint}")
+        raise ConfigError("remote agent not allowed", issues=[issue])
+    session = ctx.resources.http_session(allow_private=policy.allow_private)
     headers = {  # credentials of the remote agent: masked from now on
         key: ctx.expand_env(value, f"{path}.headers.{key}", secret=True)
         for key, value in entry.headers.items()
@@ -57,6 +63,7 @@ def _remote(ctx: KindContext, entry: AgentToolSpec, target: A2aRef, path: str) -
         session,
         headers=headers,
         timeout=entry.timeout or 60.0,
+        policy=policy,
     )
     return tool.with_options(timeout=None, on_error=entry.on_error)
 

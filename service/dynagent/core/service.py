@@ -162,7 +162,20 @@ class Service:
         )
         service.decisions.attach()
         registry.listeners.append(service._count_change)
+        registry.listeners.append(service._keep_served_secrets)
         return service
+
+    def _keep_served_secrets(self, event: RegistryEvent) -> None:
+        """A definition's values are masked while one of its versions is served: on every
+        change of a name they become those of its stable and canary agents (a rebuild that
+        dropped a credential drops its mask), and a removed name takes them all away."""
+        name = event.name
+        if isinstance(event, AgentRemoved) or name not in self.registry:
+            self.secrets.forget(name)
+            return
+        entry = self.registry.entry(name)
+        served = [entry.stable, entry.canary.agent if entry.canary else None]
+        self.secrets.own(name, frozenset().union(*(a.own_secrets for a in served if a)))
 
     def _count_change(self, event: RegistryEvent) -> None:
         """The registry's changes feed the metrics and the page's series; an agent gone

@@ -388,6 +388,8 @@ def describe(exc: BaseException) -> str:
         return f"no answer within {CONNECT_TIMEOUT:g} s"
     if isinstance(exc, httpx2.HTTPStatusError):
         return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, PermissionError):  # the tool's outbound policy: says what and why
+        return f"refused: {exc}"
     if isinstance(exc, httpx2.TransportError | OSError):
         return f"cannot connect ({type(exc).__name__})"
     if isinstance(exc, BaseExceptionGroup):

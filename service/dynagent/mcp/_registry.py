@@ -21,6 +21,7 @@ from dynagent.mcp._connection import (
     describe,
 )
 from dynagent.mcp._transport import McpTarget
+from dynagent.runtime.outbound import OutboundPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +51,22 @@ class McpDirectory(Protocol):
     async def aclose(self) -> None: ...
 
 
-def registry_key(server: str, version: str | None) -> McpTarget:
+def registry_key(
+    server: str, version: str | None, policy: OutboundPolicy | None = None
+) -> McpTarget:
+    """The key of a registry server; ``policy`` goes to the endpoints the registry names."""
     label = f"nacos:{server}@{version or 'latest'}"
-    return McpTarget("nacos", label, url=server, command=version or "")
+    return McpTarget(
+        "nacos", label, url=server, command=version or "", policy=policy or OutboundPolicy()
+    )
 
 
-def endpoint_target(entry: RegistryEntry, url: str) -> McpTarget:
+def endpoint_target(
+    entry: RegistryEntry, url: str, policy: OutboundPolicy | None = None
+) -> McpTarget:
     parts = urlsplit(url)
-    return McpTarget(entry.transport, f"{parts.scheme}://{parts.netloc}{parts.path}", url=url)
+    label = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return McpTarget(entry.transport, label, url=url, policy=policy or OutboundPolicy())
 
 
 class RegisteredServer:
@@ -69,8 +78,9 @@ class RegisteredServer:
         server: str,
         version: str | None,
         on_change: Callable[[McpTarget, bool], None],
+        policy: OutboundPolicy | None = None,
     ) -> None:
-        self.key = registry_key(server, version)
+        self.key = registry_key(server, version, policy)
         self.entry: RegistryEntry | None = None
         self.last_error: str | None = None
         self._directory = directory
@@ -125,7 +135,7 @@ class RegisteredServer:
             raise McpUnavailable(f"MCP server {self.key.label} has no registered endpoint")
         url = entry.endpoints[self._next % len(entry.endpoints)]
         self._next += 1
-        return endpoint_target(entry, url)
+        return endpoint_target(entry, url, self.key.policy)
 
     async def aclose(self) -> None:
         if self._task is not None:

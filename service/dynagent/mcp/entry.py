@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dynagent.spec.tools import OutboundFields
+
 MCP_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,47}$"
 
 
@@ -23,10 +25,14 @@ class NacosMcpRef(_Strict):
     """A published version; absent: the latest."""
 
 
-class McpToolSpec(_Strict):
+class McpToolSpec(_Strict, OutboundFields):
     """An MCP server whose tools the agent may call, found by exactly one of ``url``,
     ``nacos`` or ``server`` (a stdio server declared under ``mcp_servers:`` in the
-    service config: a definition never makes the service start a program)."""
+    service config: a definition never makes the service start a program).
+
+    ``allow_hosts`` / ``allow_private`` say where a ``url`` or ``nacos`` server may be
+    reached (``runtime.outbound``): a loopback or private address only with
+    ``allow_private``."""
 
     type: Literal["mcp"]
     name: str = Field(pattern=MCP_NAME_PATTERN)
@@ -55,6 +61,11 @@ class McpToolSpec(_Strict):
             raise ValueError("give exactly one of 'url', 'nacos' or 'server'")
         if self.headers and self.url is None:
             raise ValueError("'headers' go with 'url' only")
+        if self.server is not None and (self.allow_hosts is not None or self.allow_private):
+            raise ValueError(
+                "'allow_hosts' and 'allow_private' go with 'url' or 'nacos' "
+                "(a stdio server opens no connection)"
+            )
         return self
 
     @property

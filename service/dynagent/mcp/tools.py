@@ -31,6 +31,7 @@ from dynagent.mcp._registry import McpDirectory, RegisteredServer, endpoint_targ
 from dynagent.mcp._transport import McpTarget
 from dynagent.mcp.entry import McpToolSpec
 from dynagent.models.base import ToolDefinition
+from dynagent.runtime.outbound import PRIVATE_HINT, OutboundPolicy
 from dynagent.spec._schemas import check_schema
 from dynagent.tools.base import Tool
 
@@ -61,7 +62,8 @@ class McpServers:
         self, entry: McpToolSpec, url: str, headers: Mapping[str, str], path: str
     ) -> McpTarget:
         """The server ``entry`` (at ``path``) names (``url`` and ``headers`` with ``${VAR}``
-        filled in)."""
+        filled in), reached as its ``allow_hosts`` and ``allow_private`` say."""
+        policy = OutboundPolicy.of(url, entry.allow_hosts, entry.allow_private)
         if entry.server is not None:
             found = self.stdio.get(entry.server)
             if found is None:
@@ -73,9 +75,19 @@ class McpServers:
             if self.directory is None:
                 message = "this service has no Nacos MCP registry configured"
                 raise _issue(f"{path}.nacos", message)
-            return registry_key(entry.nacos.server, entry.nacos.version)
+            return registry_key(entry.nacos.server, entry.nacos.version, policy)
+        refused = policy.refusal(url)
+        if refused is not None:
+            hint = f"; {PRIVATE_HINT}" if "private" in refused else ""
+            raise _issue(f"{path}.url", f"{refused}{hint}")
         label = _CREDENTIALS.sub(lambda m: m.group(1) or "", url).split("?", 1)[0]
-        return McpTarget(entry.transport, label, url=url, headers=tuple(sorted(headers.items())))
+        return McpTarget(
+            entry.transport,
+            label,
+            url=url,
+            headers=tuple(sorted(headers.items())),
+            policy=policy,
+        )
 
     async def prepare(self, agent: str, targets: Iterable[McpTarget]) -> None:
         """Open (or wait a moment for) the sessions ``agent`` needs, so that the build that
@@ -134,7 +146,9 @@ class McpServers:
         if found is None:
             assert self.directory is not None
             version = key.command or None
-            found = RegisteredServer(self.directory, key.url, version, self.pool.changed)
+            found = RegisteredServer(
+                self.directory, key.url, version, self.pool.changed, key.policy
+            )
             self._registered[key] = found
             found.start()
         return found
@@ -144,7 +158,7 @@ class McpServers:
         entry = registered.entry
         if entry is None or entry.tools or not entry.endpoints:
             return None
-        return endpoint_target(entry, entry.endpoints[0])
+        return endpoint_target(entry, entry.endpoints[0], registered.key.policy)
 
     def offered(self, target: McpTarget) -> tuple[tuple[RemoteTool, ...], frozenset[str]]:
         """The server's tools now and those its registry disables; ``McpUnavailable`` if down."""

@@ -44,13 +44,22 @@ def masked(event: Event, mask: Callable[[str], str]) -> Event:
 _NOT_TEXT = frozenset(
     {"trace_id", "step", "at", "type", "usage", "duration_ms", "is_error", "messages"}
 )
+_PROTOCOL = frozenset({"error_type", "status", "variant"})
+"""Fields whose values are words of the protocol (``forbidden``, ``ok``, ``canary``):
+never masked, whatever a mask holds — a client reads them to decide what to do."""
 _TEXT_OF: Mapping[type, tuple[str, ...]] = MappingProxyType(
     {
-        kind: tuple(f.name for f in dataclasses.fields(kind) if f.name not in _NOT_TEXT)
+        kind: tuple(f.name for f in dataclasses.fields(kind) if f.name not in _NOT_TEXT | _PROTOCOL)
         for kind in get_args(Event)
     }
 )
-"""The fields of each event type that may hold text (not ids, times or counts)."""
+"""The fields of each event type that may hold text (not ids, times, counts or protocol
+words)."""
+
+
+def masked_value(value: JsonValue, mask: Callable[[str], str]) -> JsonValue:
+    """A run's output (text or a JSON value) masked as its events are."""
+    return _redact_value(value, mask)
 
 
 def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:

@@ -17,7 +17,7 @@ from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
 from dynagent.models.base import Model
-from dynagent.runtime._event_text import input_summary, masked, redacted
+from dynagent.runtime._event_text import input_summary, masked, masked_value, redacted
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime._loop import AgentInput, execute_run, render_system
 from dynagent.runtime._redaction import RedactingEmitter
@@ -90,6 +90,9 @@ class Agent:
     built_at: float = field(default_factory=time.time)
     secrets: SecretValues | None = None
     """Values masked in every event (credentials from the environment, API keys)."""
+    own_secrets: frozenset[str] = frozenset()
+    """The values its definition contributed to ``secrets`` (its credentials): the service
+    masks them while this agent is in the registry, and this agent's runs always."""
 
     @property
     def name(self) -> str:
@@ -128,6 +131,8 @@ class Agent:
         except RunError as exc:
             exc.events = tuple(events)
             raise
+        if self.secrets:  # as its final_output event: stored answers never hold a secret
+            output = masked_value(output, self.secrets.mask)
         return RunResult(
             output,
             self.name,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -34,6 +36,34 @@ from dynagent.tools.agent import AgentDirectory
 from dynagent.tools.base import Tool
 from dynagent.tools.kinds import KindContext, ToolKinds, fingerprint
 from dynagent.tools.registry import ToolRegistry
+
+_COLLECTING: ContextVar[set[str] | None] = ContextVar("dynagent_build_secrets", default=None)
+"""The secret values the build under way has expanded so far (its definition's own)."""
+
+
+class _Owned:
+    """Where ``expand`` puts the secrets it finds: the build's own set while a build runs;
+    otherwise (a kind or a test expanding on its own) values owned by no definition."""
+
+    def __init__(self, secrets: SecretValues) -> None:
+        self._secrets = secrets
+
+    def add(self, values: Iterable[str]) -> None:
+        collecting = _COLLECTING.get()
+        if collecting is not None:
+            collecting.update(v for v in values if v)
+        else:
+            self._secrets.own("", self._secrets.owned("") | {v for v in values if v})
+
+
+@contextmanager
+def _collecting() -> Iterator[set[str]]:
+    collected: set[str] = set()
+    token = _COLLECTING.set(collected)
+    try:
+        yield collected
+    finally:
+        _COLLECTING.reset(token)
 
 
 class Servers(Protocol):
@@ -83,11 +113,12 @@ class AgentBuilder:
         """Await what ``spec``'s tool kinds need before ``build`` (which cannot wait):
         the MCP sessions it uses."""
         context = self.context()
-        for entry in spec.tools:
-            path = _entry_path(entry)
-            kind = self.kinds.of(entry, path)
-            if not (self.offline and kind.online):
-                await kind.prepare(context, spec, entry, path)
+        with _collecting():  # the build that follows takes them again, for its agent
+            for entry in spec.tools:
+                path = _entry_path(entry)
+                kind = self.kinds.of(entry, path)
+                if not (self.offline and kind.online):
+                    await kind.prepare(context, spec, entry, path)
 
     def uses_servers(self, spec: AgentSpec) -> bool:
         """Whether tools of ``spec`` are offered by servers (``remote`` kinds): a build
@@ -122,37 +153,45 @@ class AgentBuilder:
         """
         source = source or SourceInfo("code")
         try:
-            interceptors = tuple(
-                self.interceptors.create(ref, i) for i, ref in enumerate(spec.interceptors)
-            )
-            tools, remote = self._tools(spec, interceptors)
-            revision = revision or spec.revision
-            if remote:  # what the servers offer is part of what serves
-                mixed = f"{revision}:{fingerprint(remote)}".encode()
-                revision = hashlib.sha256(mixed).hexdigest()[:12]
-            return Agent(
-                spec=spec,
-                model=self._model(spec),
-                tools=tools,
-                chain=InterceptorChain(interceptors),
-                system_prompt=system_prompt if system_prompt is not None else spec.prompt.system,
-                revision=revision,
-                sessions=self.sessions,
-                source=source,
-                factory=self.factory,
-                secrets=self.secrets,
-            )
+            with _collecting() as collected:
+                interceptors = tuple(
+                    self.interceptors.create(ref, i) for i, ref in enumerate(spec.interceptors)
+                )
+                tools, remote = self._tools(spec, interceptors)
+                model = self._model(spec)
         except ConfigError as exc:
             raise ConfigError(
                 exc.reason, source=source.location, agent=spec.name, issues=exc.issues
             ) from None
+        revision = revision or spec.revision
+        if remote:  # what the servers offer is part of what serves
+            mixed = f"{revision}:{fingerprint(remote)}".encode()
+            revision = hashlib.sha256(mixed).hexdigest()[:12]
+        own = frozenset(collected)
+        # Masked from now on; the service narrows them to the agents it serves (``own``
+        # again on each swap, ``forget`` when the name goes).
+        self.secrets.own(spec.name, self.secrets.owned(spec.name) | own)
+        return Agent(
+            spec=spec,
+            model=model,
+            tools=tools,
+            chain=InterceptorChain(interceptors),
+            system_prompt=system_prompt if system_prompt is not None else spec.prompt.system,
+            revision=revision,
+            sessions=self.sessions,
+            source=source,
+            factory=self.factory,
+            secrets=self.secrets.scoped(own),
+            own_secrets=own,
+        )
 
     def expand_env(self, text: str, path: str, *, secret: bool = False) -> str:
         """``${VAR}`` filled in for the definition's field at ``path``: the one expansion
         every field goes through (model, HTTP and MCP tool headers, …). Only names the
         service allows; ``secret`` (a credential) masks the values from then on.
         Raises ``ConfigError`` naming the field and the variable."""
-        return expand(text, path, self.environ, self.environment, self.secrets, secret=secret)
+        sink = _Owned(self.secrets)
+        return expand(text, path, self.environ, self.environment, sink, secret=secret)
 
     _env = expand_env
     """The name code written before ``expand_env`` calls (headers are found by their path)."""

@@ -4,7 +4,9 @@ the builder applies to every field that takes them.
 A definition is data from a config center that many people can edit; the environment is
 the service's. So ``${VAR}`` reads only names the service config allows
 (``environment.allow``, glob patterns), never a secret of the service itself, and every
-value that lands in a credential is added to the secrets masked wherever text surfaces.
+value that lands in a credential — taken from the environment or written in the
+definition itself (``Authorization: Bearer abc123``) — is added to the secrets masked
+wherever text surfaces, for as long as the definition is served.
 """
 
 from __future__ import annotations
@@ -12,11 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from dynagent.exceptions import ConfigError, FieldIssue
-from dynagent.masking import SecretValues
 from dynagent.spec._templates import MissingVariable, env_names, expand_env
+
+
+class SecretSink(Protocol):
+    """Where the secrets an expansion finds go (``SecretValues``, or a build's own set)."""
+
+    def add(self, values: Iterable[str]) -> None: ...
+
 
 DEFAULT_ALLOW = ("OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*")
 """What definitions may read when the service config does not say: model endpoints."""
@@ -73,17 +82,18 @@ def expand(
     path: str,
     environ: Mapping[str, str],
     policy: EnvironmentPolicy,
-    secrets: SecretValues,
+    secrets: SecretSink,
     *,
     secret: bool = False,
 ) -> str:
     """``text`` with ``${VAR}`` / ``${VAR:-default}`` filled in, for the field at ``path``.
 
     Raises ``ConfigError`` naming the field and the variable when a name is not allowed
-    or not set. ``secret``: the field is a credential, so every value taken from the
-    environment is masked from now on — a field named like one (``api_key``, any
-    ``headers.*``) always is; so is a value of a variable named like a secret, wherever
-    it lands, and the user, password and query values of a ``*url`` field.
+    or not set. ``secret``: the field is a credential, so its value is masked from now on,
+    whether it came from the environment or was written in the definition — a field named
+    like one (``api_key``, any ``headers.*``) always is; so is a value of a variable named
+    like a secret, wherever it lands, and the user, password and query values of a
+    ``*url`` field.
     """
     names = env_names(text)
     for name in names:
@@ -99,14 +109,23 @@ def expand(
         ) from None
     secret = secret or _credential_field(path)
     secrets.add(environ.get(n, "") for n in names if secret or _matches(n, SECRET_LOOKING))
-    if path.endswith("url"):
+    if path.endswith("url"):  # an address, not a credential: only the parts that are
         secrets.add(url_credentials(filled))
+    elif secret:
+        secrets.add(credential_parts(filled))
     return filled
 
 
 def _credential_field(path: str) -> bool:
     last = path.rsplit(".", 1)[-1].lower()
     return ".headers." in f".{path}" or last in {"api_key", "token", "password", "secret"}
+
+
+def credential_parts(value: str) -> list[str]:
+    """What of a credential's value an endpoint may echo: the whole value and each of its
+    words (``Bearer abc123`` → the token alone too); the scheme word is no secret and is
+    left out where masks are made (``masking.is_protocol_word``)."""
+    return [value, *value.split()]
 
 
 def url_credentials(url: str) -> list[str]:

@@ -30,6 +30,22 @@ TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 
 ErrorPolicy = Literal["report", "fail"]
 
+HOST_PATTERN = r"^(\*\.)?[A-Za-z0-9._:%-]{1,253}$"
+"""A host name, an IP address, or ``*.example.com`` for the names under it."""
+
+
+class OutboundFields(BaseModel):
+    """Where a tool that reaches a server by URL may connect (``runtime.outbound``): the
+    same two fields on every kind that opens connections (MCP, remote agents)."""
+
+    allow_hosts: list[Annotated[str, Field(pattern=HOST_PATTERN)]] | None = Field(
+        default=None, min_length=1
+    )
+    """Hosts it may connect to: exact names, or ``*.example.com``. Absent: the host of
+    its ``url`` only (for one found through a registry: the hosts the registry names)."""
+    allow_private: bool = False
+    """Allow loopback and private addresses (off: protects against SSRF)."""
+
 
 class ToolRef(BaseModel):
     """A registered tool, with execution options."""

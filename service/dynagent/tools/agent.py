@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from dynagent.exceptions import ConfigError, DynagentError, FieldIssue, RunError
 from dynagent.models.base import ToolDefinition
 from dynagent.spec.agent import NAME_PATTERN, AgentSpec
+from dynagent.spec.tools import OutboundFields
 from dynagent.tools.base import Tool
 
 
@@ -45,10 +46,12 @@ class A2aRef(_Strict):
         return self
 
 
-class AgentToolSpec(_Strict):
+class AgentToolSpec(_Strict, OutboundFields):
     """Another agent of this service, offered as a tool taking ``{input: string}``.
 
-    Routed through the registry at call time (stable or canary, current revision)."""
+    Routed through the registry at call time (stable or canary, current revision). A
+    remote one (``a2a``) is reached as ``allow_hosts`` and ``allow_private`` say
+    (``runtime.outbound``): a loopback or private address only with ``allow_private``."""
 
     type: Literal["agent"]
     name: str = Field(pattern=NAME_PATTERN)
@@ -68,6 +71,9 @@ class AgentToolSpec(_Strict):
     def _headers_go_remote(self) -> AgentToolSpec:
         if self.headers and self.a2a is None:
             raise ValueError("'headers' go with 'a2a' only (a remote agent)")
+        if self.a2a is None and (self.allow_hosts is not None or self.allow_private):
+            message = "'allow_hosts' and 'allow_private' go with 'a2a' only (a remote agent)"
+            raise ValueError(message)
         return self
 
 

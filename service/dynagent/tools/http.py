@@ -17,7 +17,8 @@ from dynagent import _regex
 from dynagent.exceptions import ConfigError, FieldIssue, ToolCallError
 from dynagent.models.base import ToolDefinition
 from dynagent.runtime._tracing import outgoing_headers
-from dynagent.runtime.resources import Resources, is_public_address
+from dynagent.runtime.outbound import OutboundPolicy
+from dynagent.runtime.resources import Resources
 from dynagent.spec._schemas import check_json_schema
 from dynagent.spec.agent import AgentSpec
 from dynagent.spec.tools import TOOL_NAME_PATTERN, ErrorPolicy
@@ -67,18 +68,6 @@ _PLACEHOLDER = _regex.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_RESPONSE_CHARS = 16_000
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 """Methods whose repeat has no effect beyond the first call's (RFC 9110, 9.2.2)."""
-
-
-def host_allowed(host: str, allow_hosts: list[str]) -> bool:
-    host = host.lower().rstrip(".")
-    for allowed in allow_hosts:
-        pattern = allowed.lower()
-        if pattern.startswith("*."):
-            if host.endswith(pattern[1:]):
-                return True
-        elif host == pattern:
-            return True
-    return False
 
 
 STRUCTURE = (
@@ -177,13 +166,11 @@ def http_tool(spec: HttpToolSpec, headers: Mapping[str, str], resources: Resourc
 
     template = UrlTemplate.parse(spec.url)
     host = urlsplit(template.origin).hostname or ""  # no argument can change it
+    policy = OutboundPolicy(tuple(spec.allow_hosts), spec.allow_private)
 
     async def call(arguments: dict[str, Any]) -> str:
         url, used = template.fill(arguments)
-        if not host_allowed(host, spec.allow_hosts):
-            raise PermissionError(f"host {host!r} is not in this tool's allow_hosts")
-        if not spec.allow_private and _is_literal_ip(host) and not is_public_address(host):
-            raise PermissionError(f"address {host} is private or loopback")
+        policy.check(template.origin)
         rest = {k: v for k, v in arguments.items() if k not in used}
         options: dict[str, Any] = {
             "headers": {**headers, **outgoing_headers()},
@@ -244,13 +231,6 @@ def _charset(name: str | None) -> str:
         return codecs.lookup(name).name if name else "utf-8"
     except LookupError:
         return "utf-8"
-
-
-def _is_literal_ip(host: str) -> bool:
-    # The test aiohttp uses to connect without asking the resolver (which filters
-    # private addresses), so every such host is checked here; a regex of hex digits
-    # and colons missed forms such as ::ffff:127.0.0.1 and fe80::1%eth0.
-    return ":" in host or host.replace(".", "").isdigit()
 
 
 class HttpKind(ToolKind[HttpToolSpec]):
