@@ -151,7 +151,8 @@ async def test_a_dropped_stream_ends_with_error_events_not_an_exception(
     error = one(events, ErrorEvent)
     assert (error.error_type, error.message) == (
         "model_error",
-        "could not reach the model endpoint after part of the answer was streamed",
+        f"the connection to the model endpoint at {model_server.address} broke before the "
+        "answer was complete after part of the answer was streamed",
     )
     assert one(events, RunFinished).status == "error"
 
