@@ -110,7 +110,8 @@ async def test_events_arrive_in_order_with_deltas_and_reassembled_tool_calls(
         [{"id": "call_1_0", "name": "add", "arguments": '{"a": 2, "b": 3}'}],
     )
     final = one(events, FinalOutput)
-    assert final.output == "".join(text for step, text in pieces if step == 2) == second.content
+    # The answer is every text of the turn, one model call's after the other's.
+    assert final.output == f"{first.content}\n\n{second.content}" == "Let me add.\n\nThe sum is 5."
     assert [e.output for e in events if e.type == "tool_result"] == ["5"]
 
 
