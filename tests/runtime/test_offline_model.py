@@ -15,6 +15,7 @@ from dynagent import AgentBuilder, load_spec
 from dynagent.events import ModelRequestEvent, ModelResponseEvent
 from dynagent.models import ModelRequest, TestModel, ToolDefinition
 from dynagent.runtime.agent import Agent
+from dynagent.runtime.options import RunOptions
 
 
 def offline(system: str, **fields: Any) -> Agent:
@@ -158,3 +159,21 @@ async def test_hostile_words_are_read_in_bounded_time_and_size() -> None:
     assert len(calls[0]["arguments"]) <= len('{"expression": ""}') + 1000
     assert str(result.output).startswith("[test model] you said: 1 + 1 + ")
     assert len(str(result.output)) < 2500 + 200  # not the caller's megabyte streamed back
+
+
+async def test_a_schema_answer_fits_the_agents_schema_and_the_callers_together() -> None:
+    own = {
+        "type": "object",
+        "properties": {"category": {"type": "string", "enum": ["billing", "other"]}},
+        "required": ["category"],
+    }
+    asked = {
+        "type": "object",
+        "properties": {"category": {"type": "string"}, "urgent": {"type": "boolean"}},
+        "required": ["category", "urgent"],
+    }
+    agent = offline("Classify.", output={"schema": own})
+
+    result = await agent.run("Late parcel", options=RunOptions(output_schema=asked))
+
+    assert result.output == {"category": "billing", "urgent": True}

@@ -116,6 +116,8 @@ def example(
     budget.take(1)
     if isinstance(schema, bool):  # true: anything goes; false: nothing can, give null
         return "example" if schema else None
+    if isinstance(schema.get("allOf"), list):  # an agent's schema and a caller's, together
+        schema = _merged([{k: v for k, v in schema.items() if k != "allOf"}, *schema["allOf"]])
     preset = _preset(schema, budget)
     if preset:
         return preset[0]
@@ -126,6 +128,20 @@ def example(
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     return _BY_TYPE.get(kind, lambda s, b: None)(schema, budget)
+
+
+def _merged(schemas: list[Any]) -> dict[str, Any]:
+    """One schema with the properties and requirements of all (the first of each else)."""
+    merged: dict[str, Any] = {}
+    for part in (p for p in schemas if isinstance(p, dict)):
+        for name, value in (part.get("properties") or {}).items():
+            properties = merged.setdefault("properties", {})
+            properties[name] = _merged([properties[name], value]) if name in properties else value
+        if "required" in part:
+            required = merged.setdefault("required", [])
+            required.extend(n for n in part["required"] if n not in required)
+        merged.update({k: v for k, v in part.items() if k not in merged})
+    return merged
 
 
 def _preset(schema: dict[str, Any], budget: _Budget) -> tuple[Any] | tuple[()]:

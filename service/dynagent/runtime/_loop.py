@@ -43,6 +43,7 @@ from dynagent.models.base import (
     ToolCallRequest,
 )
 from dynagent.runtime._redaction import INLINE_CHARS
+from dynagent.runtime._schema_pair import joined
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
 from dynagent.sessions.base import SessionStore
@@ -141,7 +142,7 @@ class _Loop:
         self.produced: list[Message] = []
         """Input and answers of this run, in order: what a session keeps."""
         output = agent.spec.output
-        self.schema = output.schema_ if output else options.output_schema
+        self.schema = joined(output.schema_ if output else None, options.output_schema)
         self.validator = validator(self.schema) if self.schema else None
         self.output_retries = output.retries if output else options.output_retries
         own = tuple(tool.definition for tool in agent.tools.values())
