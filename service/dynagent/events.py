@@ -112,8 +112,16 @@ class ToolResultEvent(_Event):
     duration_ms: float
 
 
+STEP_SEPARATOR = "\n\n"
+"""Between the texts of two model calls of one turn, in the answer text."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class FinalOutput(_Event):
+    """The answer of the run, the same on every surface: without an output schema, every
+    text the model wrote in the turn (text beside a tool call too), the texts of successive
+    model calls joined by ``STEP_SEPARATOR``; with one, the validated JSON value alone."""
+
     type: Literal["final_output"] = "final_output"
     output: JsonValue
 

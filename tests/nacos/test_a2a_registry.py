@@ -117,7 +117,7 @@ async def test_agent_cards_are_released_to_the_nacos_a2a_registry_and_follow_eac
             loopback = OutboundPolicy(allow_private=True)
             tool = remote_agent_tool(name, "", here, session, policy=loopback)
             answer = await tool.function({"input": "ping"})
-        assert answer == "[test model] you said: ping"
+        assert answer == "[test model] you said: ping | prompt: You are a test agent."
 
         second = agent_document(name, description="A new revision.")
         service.write_agent(second)
@@ -145,7 +145,7 @@ async def test_a_type_agent_tool_calls_a_remote_agent_found_in_the_nacos_a2a_reg
 
         return check
 
-    echoed = "[test model] you said: ping"
+    echoed = "[test model] you said: ping | prompt: You are a test agent."
     model_server.script(
         DEFAULT_MODEL,
         [

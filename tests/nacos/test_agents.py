@@ -161,7 +161,7 @@ async def test_agents_added_to_the_group_are_served_and_deleted_ones_are_gone(
         assert (code, body["agent"], body["output"]) == (
             200,
             "second",
-            "[test model] you said: hello",
+            "[test model] you said: hello | prompt: You are a test agent.",
         )
 
         await nacos.delete("first.agent.yaml", group)

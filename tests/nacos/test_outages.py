@@ -83,7 +83,7 @@ async def test_serving_survives_an_outage_and_a_restart_while_nacos_is_down(
         assert (code, body["revision"], body["output"]) == (
             200,
             revision_of(good),
-            "[test model] you said: still there?",
+            "[test model] you said: still there? | prompt: Served through the outage.",
         )
         code, ready = await readyz(service)
         reason = ready["degraded"].pop(source_name)

@@ -170,4 +170,5 @@ async def test_a_missing_prompt_is_a_clear_error_until_it_is_published(
             None,
         )
         code, body = await invoke(service, "helper", "hello")
-        assert (code, body["output"]) == (200, "[test model] you said: hello")
+        echoed = "[test model] you said: hello | prompt: You help ACME."
+        assert (code, body["output"]) == (200, echoed)

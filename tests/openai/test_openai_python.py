@@ -98,19 +98,6 @@ def test_parse_gets_a_validated_answer_after_a_retry(
     assert "does not match the required output schema" in second["messages"][-1]["content"]
 
 
-def test_a_schema_beside_the_agents_own_is_refused(client: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.parse(model="triage", messages=USER, response_format=Triage)
-    assert caught.value.body == {
-        "message": "agent 'triage' has its own output schema; send the request without "
-        "'response_format' (or with the agent's schema)",
-        "type": "invalid_request_error",
-        "param": None,
-        "code": None,
-    }
-    assert TRIAGE_SCHEMA["required"] == ["category"]
-
-
 def test_a_client_tool_ends_the_turn_and_its_result_resumes_it(
     service: Served, client: openai.OpenAI
 ) -> None:

@@ -89,7 +89,7 @@ FAULTS = {
         {"retries": 1, "timeout": 5},
         502,
         "model_error",
-        "could not reach the model endpoint",
+        "the connection to the model endpoint at {address} broke before the answer was complete",
         2,
         most=0.25 * 1.25,
     ),
@@ -101,6 +101,7 @@ async def test_a_model_fault_is_a_typed_error_quickly_after_bounded_retries(
     serve: Serve, model_server: ScriptedModelServer, fault: Fault
 ) -> None:
     model_server.script("gpt-main", fault.steps)
+    address = model_server.address
     document = agent_document("bot", model_server, model=fault.model)
     async with serve(document) as service:
         floor = await service.answer_floor(model_server)
@@ -112,7 +113,7 @@ async def test_a_model_fault_is_a_typed_error_quickly_after_bounded_retries(
     assert len(body["error"].pop("trace_id")) == 32
     assert (response.status, body) == (
         fault.status,
-        {"error": {"type": fault.type, "message": fault.message}},
+        {"error": {"type": fault.type, "message": fault.message.format(address=address)}},
     )
     assert len(model_server.requests_for("gpt-main")) == fault.requests
     slack = SLACK * fault.requests * floor
@@ -172,7 +173,8 @@ async def test_a_stream_broken_mid_answer_ends_with_a_typed_error_event(
     error, finished = events[3][1], events[4][1]
     assert (error["error_type"], error["message"]) == (
         "model_error",
-        "could not reach the model endpoint after part of the answer was streamed",
+        f"the connection to the model endpoint at {model_server.address} broke before the "
+        "answer was complete after part of the answer was streamed",
     )
     assert finished["status"] == "error"
     assert len(model_server.requests) == 1  # text reached the caller: no retry

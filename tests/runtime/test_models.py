@@ -80,7 +80,8 @@ async def test_a_client_error_is_not_retried(
 
     assert (caught.value.status, caught.value.retryable) == (404, False)
     assert caught.value.message == (
-        "the model endpoint answered 404: Error code: 404 - model not found"
+        "the model endpoint answered 404: Error code: 404 - model not found "
+        "(check model.name and model.base_url)"
     )
     assert len(model_server.requests) == 1
 

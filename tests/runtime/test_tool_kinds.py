@@ -231,7 +231,7 @@ async def test_the_builder_builds_each_entry_with_the_kind_its_registry_holds() 
     assert sorted(agent.tools) == ["calculator", "weather"]
     assert agent.revision != spec.revision  # a remote kind's tools are part of it
     outputs = {e.name: e.output for e in result.events if e.type == "tool_result"}
-    assert outputs["weather"] == "canned weather for example"
+    assert outputs["weather"] == "canned weather for weather?"  # the caller's words
 
 
 def test_an_offline_builder_leaves_out_the_tools_of_online_kinds() -> None:

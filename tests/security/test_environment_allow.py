@@ -210,7 +210,7 @@ async def test_values_from_the_environment_in_credentials_never_surface(
         texts = answer + await readable(service, trace_id)
 
     if not stream:
-        assert json.loads(answer)["output"] == " ".join([MASK] * 4)
+        assert json.loads(answer)["output"] == f"using {MASK}\n\n" + " ".join([MASK] * 4)
     events = [(event["type"], event) for event in trace["events"]]
     if stream:
         assert [name for name, _ in parse_sse(answer)] == [name for name, _ in events]
@@ -219,7 +219,7 @@ async def test_values_from_the_environment_in_credentials_never_surface(
     (tool_result,) = [data for name, data in events if name == "tool_result"]
     assert tool_result["output"] == f"token was {MASK}"
     (final,) = [data for name, data in events if name == "final_output"]
-    assert final["output"] == " ".join([MASK] * 4)
+    assert final["output"] == f"using {MASK}\n\n" + " ".join([MASK] * 4)
     assert [secret for secret in SECRETS if secret in texts] == []
     assert [line for line in logged for secret in SECRETS if secret in line] == []
 

@@ -25,7 +25,7 @@ from tests.support.service import (
 
 TOKEN = "billing-a2a-token-0123456789abcdef"
 WRONG = "not-the-billing-token-0123456789"
-ECHO = "[test model] you said: how much?"
+ECHO = "[test model] you said: how much? | prompt: You are a test agent."
 
 
 def tool(name: str, url: str, token_variable: str | None) -> dict[str, Any]:

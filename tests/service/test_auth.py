@@ -106,7 +106,10 @@ async def test_keys_from_the_environment_and_the_file_are_accepted(
     service: RunningService, key: str
 ) -> None:
     status, body = await call(service, "POST", "/v1/agents/bot/invoke", key)
-    assert (status, body["output"]) == (200, "[test model] you said: hi")
+    assert (status, body["output"]) == (
+        200,
+        "[test model] you said: hi | prompt: You are a test agent.",
+    )
 
 
 async def test_a_key_limited_to_some_agents_sees_and_calls_only_those(

@@ -204,7 +204,8 @@ async def test_openai_model_names_pin_a_variant_and_traces_record_it(
     ) as client:
         for variant in ("stable", "canary", "stable", "canary"):
             model, text, headers = await completion_of(client, f"bot@{variant}", stream)
-            assert (model, (text or "").strip()) == (f"bot@{variant}", "[test model] you said: hi")
+            echoed = f"[test model] you said: hi | prompt: {variant.title()}."
+            assert (model, (text or "").strip()) == (f"bot@{variant}", echoed)
             assert (headers["X-Agent-Variant"], headers["X-Agent-Revision"]) == (
                 variant,
                 REVISIONS[variant],

@@ -227,7 +227,8 @@ def test_the_client_commands_against_a_running_service(served: str) -> None:
     assert code == 0
     # The sample canary takes 10% of the callers; this API key's bucket (8.4) is one of them.
     assert {k: answer[k] for k in ("output", "agent", "variant", "session_id", "steps")} == {
-        "output": "[test model] you said: hello",
+        "output": "[test model] you said: hello | prompt: You are the friendly assistant of "
+        "Initech. Answer warmly, in at most three sentences.",
         "agent": "assistant",
         "variant": "canary",
         "session_id": None,

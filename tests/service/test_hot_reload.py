@@ -181,7 +181,7 @@ async def test_adding_a_file_adds_an_agent_and_deleting_it_removes_it(
         assert (code, body["agent"], body["output"]) == (
             200,
             "second",
-            "[test model] you said: hello",
+            "[test model] you said: hello | prompt: You are a test agent.",
         )
 
         path.unlink()

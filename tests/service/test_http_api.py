@@ -378,7 +378,7 @@ async def test_the_openapi_document_describes_the_whole_contract(
         send
     )
     answer = await (await service.client.post("/a2a/echo", json=send)).json()
-    parts = [{"kind": "text", "text": "[test model] you said: hi"}]
+    parts = [{"kind": "text", "text": "[test model] you said: hi | prompt: You are a test agent."}]
     assert answer.get("result", {}).get("parts") == parts, answer
     check("SendMessageResponse", answer)
     # A run that fails (bot's prompt needs a variable A2A cannot pass) and a bad request.

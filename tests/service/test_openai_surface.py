@@ -282,5 +282,8 @@ async def test_the_offline_model_streams_its_answer_byte_for_byte(
         if data != "[DONE]"
     ]
     assert "".join(pieces) == content
-    expected = "Tool results: " if tools else "[test model] you said: Say  two  words."
-    assert content.startswith(expected), content
+    called = " | calculator(2 + 2 * 3) -> 8" if tools else ""
+    assert (
+        content
+        == f"[test model] you said: Say  two  words.{called} | prompt: You are a test agent."
+    )

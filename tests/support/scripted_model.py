@@ -200,6 +200,11 @@ class ScriptedModelServer:
         self.base_url = f"http://{host}:{port}/v1"
         return self
 
+    @property
+    def address(self) -> str:
+        """``host:port`` of the server, as errors about its connections name it."""
+        return self.base_url.split("//", 1)[1].split("/", 1)[0]
+
     async def stop(self) -> None:
         self._stopping.set()
         if self._runner is not None:

@@ -21,8 +21,9 @@ import orjson
 from openai import AsyncStream, RequestOptions
 
 from dynagent.events import Usage
-from dynagent.exceptions import ModelError, ModelTimeout
+from dynagent.exceptions import ModelError
 from dynagent.models._answers import chunk_delta, from_completion, malformed, usage_of
+from dynagent.models._failures import model_error, short, timeout_error
 from dynagent.models._sse import chunk_blocks, whole_body
 from dynagent.models.base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 from dynagent.models.breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
@@ -135,7 +136,7 @@ class OpenAIModel:
             response = builder.response()
             permit.succeeded()
         except openai.APIError as exc:
-            raise permit.settle(_model_error(exc, self.timeout)) from exc
+            raise permit.settle(model_error(exc, self.timeout)) from exc
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             error = ModelError(f"malformed stream from the model endpoint: {exc}")
             raise permit.settle(error) from exc
@@ -157,7 +158,7 @@ class OpenAIModel:
             await answer.close()
         kind = answer.response.headers.get("content-type", "")
         if "json" not in kind.lower():
-            raise malformed(f"not a chat completion (Content-Type {_short(kind, 60)!r})")
+            raise malformed(f"not a chat completion (Content-Type {short(kind, 60)!r})")
         return from_completion(orjson.loads(body), self.model_name)
 
     async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
@@ -214,9 +215,9 @@ class OpenAIModel:
             async with asyncio.timeout(self.timeout):
                 return await call(), permit
         except TimeoutError as exc:
-            raise permit.settle(_timeout(self.timeout)) from exc
+            raise permit.settle(timeout_error(self.timeout)) from exc
         except openai.APIError as exc:
-            raise permit.settle(_model_error(exc, self.timeout)) from exc
+            raise permit.settle(model_error(exc, self.timeout)) from exc
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             error = ModelError(f"malformed response from the model endpoint: {exc}")
             raise permit.settle(error) from exc
@@ -244,31 +245,6 @@ def _delay(exc: BaseException | None, backoff: float, attempt: int) -> float:
                     break
     base: float = min(backoff * 2.0**attempt, MAX_BACKOFF)
     return base * random.uniform(0.75, 1.25)
-
-
-def _timeout(seconds: float | None) -> ModelTimeout:
-    within = f" within model.timeout = {seconds:g} s" if seconds is not None else ""
-    return ModelTimeout(f"the model endpoint did not answer{within}", retryable=True)
-
-
-def _model_error(exc: openai.APIError, timeout: float | None = None) -> ModelError:
-    if isinstance(exc, openai.APITimeoutError):
-        return _timeout(timeout)
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelError("could not reach the model endpoint", retryable=True)
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        retryable = status == 429 or status >= 500
-        return ModelError(
-            f"the model endpoint answered {status}: {_short(exc.message)}",
-            status=status,
-            retryable=retryable,
-        )
-    return ModelError(f"model endpoint error: {_short(str(exc))}")
-
-
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _too_long(builder: _StreamAccumulator, max_chunks: int, max_chars: int) -> ModelError:

@@ -1,20 +1,22 @@
 """The offline ``test`` model: schema-valid tool calls, then a schema-valid answer.
 
 Like pydantic-ai's ``TestModel``: it calls every tool once with arguments built
-from the tool's JSON Schema, then answers, so samples run with no network.
+from the tool's JSON Schema, then answers, so samples run with no network. Its
+arguments and answer show what it was given (``_test_text.py``): the caller's
+words, the tools' results and the agent's system prompt.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dynagent import _regex
 from dynagent.events import Usage
+from dynagent.models._test_text import Request, answer_text, fitted
 from dynagent.models.base import (
-    Message,
     ModelRequest,
     ModelResponse,
     StreamItem,
@@ -23,18 +25,24 @@ from dynagent.models.base import (
 )
 
 _WORDS = _regex.compile(r"\s*\S+\s*|\s+")
+NAME = "test"
+"""The name traces and events give the offline model, whatever the definition names."""
 
 
 @dataclass(frozen=True, slots=True)
 class TestModel:
-    model_name: str = "test"
+    model_name: str = NAME
+    """What the definition names (``gpt-4o-mini`` under ``provider: auto``); the offline
+    model answers in its place, as ``test (offline, for gpt-4o-mini)``."""
     call_tools: bool = True
 
     __test__ = False  # not a pytest test class
 
     @property
     def name(self) -> str:
-        return self.model_name
+        if self.model_name in (NAME, ""):
+            return NAME
+        return f"{NAME} (offline, for {self.model_name})"
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         return self._respond(request)
@@ -50,33 +58,33 @@ class TestModel:
     def _respond(self, request: ModelRequest) -> ModelResponse:
         usage = Usage(sum(len(str(m.get("content") or "")) for m in request.messages) // 4, 0)
         last = request.messages[-1] if request.messages else {}
+        asked = Request.of(request.messages)
         if self.call_tools and request.tools and last.get("role") == "user":
             calls = tuple(
-                ToolCallRequest(f"call_{i}", tool.name, json.dumps(example(tool.parameters)))
+                ToolCallRequest(
+                    f"call_{i}", tool.name, json.dumps(example(tool.parameters, fill=asked.fill))
+                )
                 for i, tool in enumerate(request.tools)
             )
-            return ModelResponse(None, calls, usage, self.model_name)
-        content = _answer(request)
-        return ModelResponse(
-            content, (), Usage(usage.input_tokens, len(content) // 4), self.model_name
-        )
+            return ModelResponse(None, calls, usage, self.name)
+        content = _answer(request, asked)
+        return ModelResponse(content, (), Usage(usage.input_tokens, len(content) // 4), self.name)
 
 
-def _answer(request: ModelRequest) -> str:
-    if request.output_schema is not None:
-        return json.dumps(example(request.output_schema))
-    results = [m for m in request.messages if m.get("role") == "tool"]
-    if results:
-        return "Tool results: " + "; ".join(str(m.get("content")) for m in results[-8:])
-    user = next((m for m in reversed(request.messages) if m.get("role") == "user"), None)
-    return f"[test model] you said: {_text(user)}" if user else "[test model] hello"
+def _answer(request: ModelRequest, asked: Request) -> str:
+    text = answer_text(asked, request.messages)
+    if request.output_schema is None:
+        return text
+
+    def fill(schema: dict[str, Any]) -> str | None:
+        constrained = ("examples", "enum", "const", "default", "pattern", "format")
+        return None if any(key in schema for key in constrained) else fitted(text, schema)
+
+    return json.dumps(example(request.output_schema, fill=fill))
 
 
-def _text(message: Message) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content)
+Fill = Callable[[dict[str, Any]], "str | None"]
+"""A string for a string schema, or None for its example."""
 
 
 MAX_ANSWER_SIZE = 100_000
@@ -87,10 +95,11 @@ schema (422) instead."""
 
 
 class _Budget:
-    __slots__ = ("left",)
+    __slots__ = ("fill", "left")
 
-    def __init__(self, left: int) -> None:
+    def __init__(self, left: int, fill: Fill | None = None) -> None:
         self.left = left
+        self.fill = fill
 
     def take(self, wanted: int) -> int:
         granted = max(0, min(wanted, self.left))
@@ -98,19 +107,20 @@ class _Budget:
         return granted
 
 
-def example(schema: dict[str, Any] | bool, budget: _Budget | None = None) -> Any:
-    """A value that validates against a (reasonable) JSON Schema, within ``MAX_ANSWER_SIZE``."""
-    budget = budget or _Budget(MAX_ANSWER_SIZE)
+def example(
+    schema: dict[str, Any] | bool, budget: _Budget | None = None, *, fill: Fill | None = None
+) -> Any:
+    """A value that validates against a (reasonable) JSON Schema, within ``MAX_ANSWER_SIZE``;
+    ``fill`` may give a string schema its value."""
+    budget = budget or _Budget(MAX_ANSWER_SIZE, fill)
     budget.take(1)
     if isinstance(schema, bool):  # true: anything goes; false: nothing can, give null
         return "example" if schema else None
-    if schema.get("examples"):
-        return schema["examples"][0]
-    for key in ("const", "default"):
-        if key in schema:
-            return schema[key]
-    if schema.get("enum"):
-        return schema["enum"][0]
+    if isinstance(schema.get("allOf"), list):  # an agent's schema and a caller's, together
+        schema = _merged([{k: v for k, v in schema.items() if k != "allOf"}, *schema["allOf"]])
+    preset = _preset(schema, budget)
+    if preset:
+        return preset[0]
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
             return example(schema[key][0], budget)
@@ -118,6 +128,37 @@ def example(schema: dict[str, Any] | bool, budget: _Budget | None = None) -> Any
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     return _BY_TYPE.get(kind, lambda s, b: None)(schema, budget)
+
+
+def _merged(schemas: list[Any]) -> dict[str, Any]:
+    """One schema with the properties and requirements of all (the first of each else)."""
+    merged: dict[str, Any] = {}
+    for part in (p for p in schemas if isinstance(p, dict)):
+        for name, value in (part.get("properties") or {}).items():
+            properties = merged.setdefault("properties", {})
+            properties[name] = _merged([properties[name], value]) if name in properties else value
+        if "required" in part:
+            required = merged.setdefault("required", [])
+            required.extend(n for n in part["required"] if n not in required)
+        merged.update({k: v for k, v in part.items() if k not in merged})
+    return merged
+
+
+def _preset(schema: dict[str, Any], budget: _Budget) -> tuple[Any] | tuple[()]:
+    """The value a schema gives itself (filled, an example, const, default, enum): ``(value,)``;
+    ``()`` when it gives none."""
+    if budget.fill is not None and schema.get("type") == "string":
+        filled = budget.fill(schema)
+        if filled is not None:
+            return (filled[: budget.take(len(filled))],)
+    if schema.get("examples"):
+        return (schema["examples"][0],)
+    for key in ("const", "default"):
+        if key in schema:
+            return (schema[key],)
+    if schema.get("enum"):
+        return (schema["enum"][0],)
+    return ()
 
 
 def _object(schema: dict[str, Any], budget: _Budget) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 import jsonschema
 
 from dynagent.events import (
+    STEP_SEPARATOR,
     FinalOutput,
     JsonValue,
     ModelDelta,
@@ -42,6 +43,7 @@ from dynagent.models.base import (
     ToolCallRequest,
 )
 from dynagent.runtime._redaction import INLINE_CHARS
+from dynagent.runtime._schema_pair import joined
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
 from dynagent.sessions.base import SessionStore
@@ -140,7 +142,7 @@ class _Loop:
         self.produced: list[Message] = []
         """Input and answers of this run, in order: what a session keeps."""
         output = agent.spec.output
-        self.schema = output.schema_ if output else options.output_schema
+        self.schema = joined(output.schema_ if output else None, options.output_schema)
         self.validator = validator(self.schema) if self.schema else None
         self.output_retries = output.retries if output else options.output_retries
         own = tuple(tool.definition for tool in agent.tools.values())
@@ -152,22 +154,26 @@ class _Loop:
     ) -> tuple[JsonValue, Usage, int]:
         messages = [*system, *history, *new]
         self.produced.extend(new)
+        texts: list[str] = []
+        """Every text the model wrote in this turn: the answer, where there is no schema."""
         for step in range(1, self.agent.spec.limits.max_steps + 1):
             response = await self._model_step(step, messages)
+            if response.content:
+                texts.append(response.content)
             client_calls = [c for c in response.tool_calls if c.name in self.client_names]
             if client_calls:  # the caller runs these: the turn ends with the calls
                 ended = ModelResponse(response.content, tuple(client_calls), response.usage)
                 self._keep(messages, ended.to_message())
-                self.ctx.emit(
-                    FinalOutput(trace_id=self.ctx.trace_id, step=step, output=response.content)
-                )
-                return response.content or "", self.ctx.usage, step
+                text = STEP_SEPARATOR.join(texts)
+                self.ctx.emit(FinalOutput(trace_id=self.ctx.trace_id, step=step, output=text))
+                return text, self.ctx.usage, step
             self._keep(messages, response.to_message())
             if response.tool_calls:
                 for message in await self._run_tools(step, response.tool_calls):
                     self._keep(messages, message)
                 continue
-            output, problem = await self._checked_output(response.content or "")
+            text = (response.content or "") if self.validator else STEP_SEPARATOR.join(texts)
+            output, problem = await self._checked_output(text)
             if problem is None:
                 self.ctx.emit(FinalOutput(trace_id=self.ctx.trace_id, step=step, output=output))
                 return output, self.ctx.usage, step

@@ -15,6 +15,7 @@ from typing import Any
 
 from dynagent.exceptions import BadRequest
 from dynagent.models.base import ToolDefinition
+from dynagent.runtime._schema_pair import clash as schema_clash
 from dynagent.spec.agent import AgentSpec
 
 __all__ = ["RunOptions"]
@@ -27,7 +28,8 @@ class RunOptions:
     tool_choice: Any = None
     """OpenAI's ``tool_choice`` (``auto``, ``none``, ``required`` or one function)."""
     output_schema: dict[str, Any] | None = None
-    """The caller's JSON Schema for the answer, validated and retried like the agent's."""
+    """The caller's JSON Schema for the answer, validated and retried like the agent's (and
+    together with it, on an agent that has its own)."""
     output_retries: int = 2
     """How many times an answer that fails ``output_schema`` goes back to the model."""
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -74,10 +76,12 @@ class RunOptions:
                 f"{spec.name!r}; rename them"
             )
         own = spec.output.schema_ if spec.output else None
-        if self.output_schema is not None and own is not None and own != self.output_schema:
+        why = schema_clash(own, self.output_schema) if own is not None else None
+        if why is not None:
             raise BadRequest(
-                f"agent {spec.name!r} has its own output schema; send the request without "
-                "'response_format' (or with the agent's schema)"
+                f"the response format cannot hold together with agent {spec.name!r}'s own "
+                f"output schema: {why}",
+                param="response_format",
             )
         self._check_choice()
 

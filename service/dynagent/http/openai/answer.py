@@ -1,12 +1,9 @@
 """The answer text of a run, as both OpenAI routes send it, streamed or not.
 
-One rule for both: every piece of text the model writes in the turn is part of
-the answer, including text written beside a tool call; the texts of successive
-model calls are joined by a blank line. A streamed answer concatenates to
-exactly the non-streamed one, because both are folded from the run's events by
-this one class (deltas when streamed, whole responses when not). With an
-output schema (the agent's or the caller's) the answer is the validated JSON
-alone, sent whole once validated.
+The rule is the run's own (``FinalOutput``: every text of the turn, joined by a blank
+line; with an output schema the validated JSON alone, sent whole once validated). A
+streamed answer concatenates to exactly the non-streamed one, because both are folded
+from the run's events by this one class (deltas when streamed, whole responses when not).
 """
 
 from __future__ import annotations
@@ -14,9 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from dynagent.events import Event, FinalOutput, ModelDelta, ModelRequestEvent, ModelResponseEvent
-
-STEP_SEPARATOR = "\n\n"
+from dynagent.events import (
+    STEP_SEPARATOR,
+    Event,
+    FinalOutput,
+    ModelDelta,
+    ModelRequestEvent,
+    ModelResponseEvent,
+)
 
 
 class AnswerText:

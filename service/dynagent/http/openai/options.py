@@ -6,8 +6,9 @@ Honoured: ``model``, ``messages``/``input``, ``stream``, ``stream_options``,
 ``user`` (sticky key), ``metadata.session_id``/``metadata.variables``, the extra
 fields ``session_id`` and ``variables``, and the sampling settings the agent's
 ``model.caller_settings`` allows. Refused (400): ``n`` other than 1, tools on an
-agent with ``client_tools: false``, a tool name clash, a schema beside the
-agent's own. Everything else is ignored and named in ``X-Ignored-Fields``.
+agent with ``client_tools: false``, a tool name clash, a schema that cannot hold
+together with the agent's own (``runtime/_schema_pair.py``). Everything else is
+ignored and named in ``X-Ignored-Fields``.
 """
 
 from __future__ import annotations
