@@ -71,8 +71,9 @@ async def test_the_last_change_of_a_burst_is_listed_and_served(
 async def test_a_servers_session_closes_when_its_last_agent_is_deleted(
     service: RunningService, model_server: ScriptedModelServer, http_server: McpProcess
 ) -> None:
-    tool = {"type": "mcp", "name": "orders", "url": http_server.url, "allow": ["echo"]}
-    tool["allow_private"] = True  # the test server listens on loopback
+    # allow_private: the test server listens on loopback.
+    tool: dict[str, object] = {"type": "mcp", "name": "orders", "url": http_server.url}
+    tool |= {"allow": ["echo"], "allow_private": True}
     files = {
         name: service.write_agent(agent_document(name, model_server, tools=[tool]))
         for name in ("bot", "bot2")
