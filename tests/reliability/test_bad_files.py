@@ -72,7 +72,7 @@ async def test_a_snapshot_file_cut_mid_character_is_skipped_and_named(tmp_path: 
         assert await served.exit_code(within=20) == 0
 
     skipped = "cut-bot.agent.yaml (not valid UTF-8 at byte"
-    assert (ready[0], ready[1]["status"], ready[1]["agents"]) == (200, "ready", 2)
+    assert (ready[0], ready[1]["status"], ready[1]["agents"]) == (200, "degraded", 2)
     [reason] = ready[1]["degraded"].values()
     assert skipped in reason
     assert skipped in named

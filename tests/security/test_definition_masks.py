@@ -45,7 +45,9 @@ async def test_a_definitions_values_never_mask_protocol_words_and_go_with_the_de
             ("plain", "serving", revision_of(plain)),
         ]
         assert (missing.status, (await missing.json())["error"]["type"]) == (404, "not_found")
-        assert (await answer.json())["output"] == "[test model] you said: serving"
+        assert (await answer.json())["output"] == (
+            "[test model] you said: serving | prompt: You are a test agent."
+        )
         assert [word for word in WORDS if word in secrets] == []
         assert FIRST_KEY in secrets
 
