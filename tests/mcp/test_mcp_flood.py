@@ -96,3 +96,29 @@ async def test_a_servers_session_closes_when_its_last_agent_is_deleted(
     model_server.script(DEFAULT_MODEL, [CallTools([("orders_echo", {"text": "hi"})]), Reply("ok")])
     assert await tool_results(service, await invoke(service)) == [("orders_echo", "echo: hi")]
     assert users() == [["bot"]]
+
+
+async def test_a_servers_session_closes_when_an_edit_drops_it_and_not_before(
+    service: RunningService, model_server: ScriptedModelServer, http_server: McpProcess
+) -> None:
+    """An edit that no longer names the server lets go of it as a deletion does; an edit
+    that still names it, or a canary that does, keeps the session."""
+    tool: dict[str, object] = {"type": "mcp", "name": "orders", "url": http_server.url}
+    tool |= {"allow": ["echo"], "allow_private": True}
+    service.write_agent(agent_document("bot", model_server, tools=[tool]))
+    await service.registry.wait_for(lambda r: "bot" in r and r.entry("bot").stable is not None)
+    mcp = servers(service)
+    assert [status["agents"] for status in mcp.status()] == [["bot"]]
+
+    def serving(prompt: str) -> bool:
+        stable = service.registry.entry("bot").stable
+        return stable is not None and stable.system_prompt == prompt
+
+    edited = agent_document("bot", model_server, tools=[tool], system="Still with orders.")
+    service.write_agent(edited)
+    await service.registry.wait_for(lambda r: serving("Still with orders."))
+    assert [status["agents"] for status in mcp.status()] == [["bot"]]
+
+    service.write_agent(agent_document("bot", model_server, system="No tools now."))
+    await service.registry.wait_for(lambda r: serving("No tools now."))
+    await mcp.pool.wait_for(lambda: mcp.status() == [])

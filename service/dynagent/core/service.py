@@ -44,7 +44,14 @@ from dynagent.mcp.tools import McpServers
 from dynagent.nacos.factory import NacosAgentBuilderFactory
 from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
 from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
-from dynagent.registry.events import AgentRemoved, RegistryEvent
+from dynagent.registry.events import (
+    AgentRemoved,
+    AgentSwapped,
+    CanaryPulled,
+    CanaryRemoved,
+    CanaryStarted,
+    RegistryEvent,
+)
 from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.builder import AgentBuilder
@@ -58,6 +65,10 @@ from dynagent.tools.registry import ToolRegistry
 
 FactoryMaker = Callable[[AgentBuilder, ServiceConfig], AgentBuilderFactory]
 """Makes an extra factory from the shared builder and the config."""
+
+SERVED_CHANGES = (AgentSwapped, CanaryStarted, CanaryRemoved, CanaryPulled)
+"""Events after which an agent's served versions (stable, canary) are others: the servers
+their tools hold are then all it uses."""
 
 
 @dataclass(eq=False)
@@ -184,8 +195,13 @@ class Service:
             self.mcp.release(event.name)
             self.metrics.forget(event.name)
             self.series.forget(event.name)
-        else:
-            self.metrics.reloads.labels(event.name, event.kind).inc()
+            return
+        self.metrics.reloads.labels(event.name, event.kind).inc()
+        if isinstance(event, SERVED_CHANGES) and event.name in self.registry:
+            entry = self.registry.entry(event.name)
+            served = [entry.stable, entry.canary.agent if entry.canary else None]
+            held = (h for agent in served if agent for t in agent.tools.values() for h in t.holds)
+            self.mcp.retain(event.name, held)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Service]:

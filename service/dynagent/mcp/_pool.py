@@ -8,7 +8,7 @@ agent using it is gone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from loguru import logger
@@ -44,10 +44,13 @@ class McpPool:
         for target in targets:
             self.users.setdefault(target, set()).add(agent)
 
-    def release(self, agent: str) -> list[McpTarget]:
-        """``agent`` is gone: it uses no server now. Returns the servers no agent uses."""
+    def release(self, agent: str, keep: Container[McpTarget] = ()) -> list[McpTarget]:
+        """``agent`` uses no server now but those in ``keep`` (none: it is gone). Returns
+        the servers no agent uses."""
         unused = []
         for target, users in list(self.users.items()):
+            if target in keep:
+                continue
             users.discard(agent)
             if not users:
                 del self.users[target]

@@ -12,7 +12,7 @@ import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from mcp import types
@@ -123,6 +123,18 @@ class McpServers:
         for target in self.pool.release(agent):
             self._close_soon(target)
 
+    def retain(self, agent: str, held: Iterable[Hashable]) -> None:
+        """``agent`` now serves versions whose tools hold ``held``: it stops using every
+        other server (an edit dropped it), and a session no agent uses then closes."""
+        keep = {target for target in held if isinstance(target, McpTarget)}
+        for key in [target for target in keep if target.transport == "nacos"]:
+            registered = self._registered.get(key)
+            entry = registered.entry if registered is not None else None
+            if entry is not None:  # the registry server's sessions, by endpoint
+                keep |= {endpoint_target(entry, url, key.policy) for url in entry.endpoints}
+        for target in self.pool.release(agent, keep=keep):
+            self._close_soon(target)
+
     def _close_soon(self, target: McpTarget) -> None:
         task = asyncio.get_running_loop().create_task(self._close_unused(target))
         self._closing.add(task)  # kept until done: the loop holds tasks weakly
@@ -138,7 +150,7 @@ class McpServers:
             entry = registered.entry
             if entry is not None:
                 for url in entry.endpoints:
-                    await self.pool.close_unused(endpoint_target(entry, url))
+                    await self.pool.close_unused(endpoint_target(entry, url, target.policy))
         await self.pool.close_unused(target)
 
     def _registered_server(self, key: McpTarget) -> RegisteredServer:
@@ -258,6 +270,7 @@ def _tool(
         timeout=entry.timeout,
         on_error=entry.on_error,
         idempotent=remote.idempotent,
+        holds=(target,),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -62,6 +62,9 @@ class Tool:
     PUT, a DELETE), so the ``retry`` interceptor may send again a call that failed on the
     way (a transient ``ToolCallError``). False: a call is never repeated, since the first
     may have taken effect (an order placed, a card charged) before its answer was lost."""
+    holds: tuple[Hashable, ...] = field(default=(), compare=False)
+    """What the tool keeps open while an agent that has it serves (an MCP server's
+    session): its feature lets go of what no served agent's tools hold any more."""
 
     @classmethod
     def of(
@@ -73,11 +76,12 @@ class Tool:
         on_error: Literal["report", "fail"] = "report",
         shadow_safe: bool = False,
         idempotent: bool = False,
+        holds: tuple[Hashable, ...] = (),
     ) -> Tool:
         """The tool ``definition`` describes, run by ``function``; ``ValueError`` for a
         schema pattern RE2 cannot run."""
         check = ArgumentCheck.of(definition.parameters)
-        return cls(definition, function, check, timeout, on_error, shadow_safe, idempotent)
+        return cls(definition, function, check, timeout, on_error, shadow_safe, idempotent, holds)
 
     @property
     def name(self) -> str:
