@@ -16,6 +16,7 @@ from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, DEFAULT_SESSION_TTL
 from dynagent.spec._templates import MissingVariable, expand_env
 from dynagent.spec.agent import issues_from
+from dynagent.spec.tools import OutboundFields
 
 
 class _Section(BaseModel):
@@ -62,14 +63,21 @@ class NacosConfig(_Section):
     connection label ``Vipserver-Tag``, which Nacos's tag rules match."""
 
 
+class SpringAiAlibabaConfig(_Section, OutboundFields):
+    """The Spring AI Alibaba layout factory. Its documents have no network fields, so the
+    MCP servers and partner agents they name are reached as these say (``allow_private``
+    for servers on internal addresses; by default public addresses only)."""
+
+
 class FactoriesConfig(_Section):
     default: DefaultFactoryConfig = DefaultFactoryConfig()
     nacos: bool = False
     """Serve every agent in ``nacos.group`` (full-agent factory)."""
     nacos_prompt: DefaultFactoryConfig | None = None
     """Local specs whose ``prompt.ref`` points into Nacos (prompt-only factory)."""
-    spring_ai_alibaba: bool = False
-    """Serve every Spring AI Alibaba agent of the namespace (groups ``ai-agent-*``)."""
+    spring_ai_alibaba: bool | SpringAiAlibabaConfig = False
+    """Serve every Spring AI Alibaba agent of the namespace (groups ``ai-agent-*``): ``true``,
+    or the factory's settings (``allow_hosts``, ``allow_private``)."""
 
 
 class A2aConfig(_Section):

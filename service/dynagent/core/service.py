@@ -21,7 +21,7 @@ from loguru import logger
 
 from dynagent._compat import check_all as check_dependencies
 from dynagent.a2a.nacos_registry import NacosA2aDirectory, NacosA2aRegistrar, start_registrar
-from dynagent.config import ServiceConfig
+from dynagent.config import ServiceConfig, SpringAiAlibabaConfig
 from dynagent.core.auth import ApiKeys
 from dynagent.core.drain import Drain
 from dynagent.core.gauges import RegistryGauges
@@ -337,8 +337,9 @@ def configured_factories(
     ]
     if config.factories.nacos:
         chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
-    if config.factories.spring_ai_alibaba:
-        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos))
+    if saa := config.factories.spring_ai_alibaba:
+        network = saa if isinstance(saa, SpringAiAlibabaConfig) else SpringAiAlibabaConfig()
+        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos, network))
     prompt_only = config.factories.nacos_prompt
     if prompt_only is not None and prompt_only.directory is not None:
         chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))

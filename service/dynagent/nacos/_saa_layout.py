@@ -73,9 +73,15 @@ def prompt_key_of(base: Piece) -> str:
     return key if isinstance(key, str) else ""
 
 
-def spec_document(name: str, pieces: Mapping[str, Piece], prompt: Piece | None) -> dict[str, Any]:
+def spec_document(
+    name: str,
+    pieces: Mapping[str, Piece],
+    prompt: Piece | None,
+    network: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The AgentSpec document for agent ``name`` from its group's ``pieces`` (by dataId)
-    and its prompt; ``ConfigError`` naming the piece when one cannot be mapped."""
+    and its prompt; ``ConfigError`` naming the piece when one cannot be mapped. Every
+    server and partner tool gets the factory's ``network`` fields (the layout has none)."""
     base = parse_piece(pieces[AGENT_BASE])
     document: dict[str, Any] = {"name": name, "description": str(base.get("description") or "")}
     key = base.get("promptKey")
@@ -93,6 +99,7 @@ def spec_document(name: str, pieces: Mapping[str, Piece], prompt: Piece | None) 
     if MODEL in pieces:
         document["model"] = _model(parse_piece(pieces[MODEL]))
     tools = [*_mcp_tools(pieces.get(MCP_SERVERS)), *_partner_tools(pieces.get(PARTNER_AGENTS))]
+    tools = [{**tool, **(network or {})} for tool in tools]
     if tools:
         document["tools"] = tools
     return document

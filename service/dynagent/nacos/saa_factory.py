@@ -35,6 +35,7 @@ from dynagent.runtime.agent import Agent, SourceInfo, Variant
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.base import Document
 from dynagent.spec.agent import AgentSpec, load_spec
+from dynagent.spec.tools import OutboundFields
 
 ASSEMBLY_WINDOW = 0.3
 """Seconds a change waits for the other pieces published with it."""
@@ -53,9 +54,16 @@ def _tool_types() -> frozenset[str]:
 class SpringAiAlibabaAgentBuilderFactory:
     name = "spring-ai-alibaba"
 
-    def __init__(self, builder: AgentBuilder, settings: NacosConfig) -> None:
+    def __init__(
+        self,
+        builder: AgentBuilder,
+        settings: NacosConfig,
+        network: OutboundFields | None = None,
+    ) -> None:
         self._template = builder
         self.settings = settings
+        self.network = (network or OutboundFields()).model_dump(exclude_defaults=True)
+        """``allow_hosts``/``allow_private`` for every server and partner the layout names."""
         self.client = NacosClient(settings)
         self._registry: AgentRegistry | None = None
         self._groups: dict[str, NacosSource] = {}
@@ -329,7 +337,7 @@ class SpringAiAlibabaAgentBuilderFactory:
         """``name`` built from ``pieces`` and the prompt of ``prompts`` they name."""
         key = layout.prompt_key_of(pieces[layout.AGENT_BASE])
         prompt = prompts.get(layout.prompt_data_id(key)) if key else None
-        document = layout.spec_document(name, pieces, prompt)
+        document = layout.spec_document(name, pieces, prompt, self.network)
         self._check_tool_types(document)
         spec = load_spec(document, source=where)
         group = f"{layout.GROUP_PREFIX}{name}"
