@@ -16,6 +16,7 @@ from dynagent.nacos import _saa_layout as layout
 from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.spec.agent import load_spec
+from dynagent.spec.tools import OutboundFields
 
 GROUP = "ai-agent-bot"
 
@@ -37,8 +38,15 @@ PROMPT = piece("prompt-bot-prompt.json", {"template": "You help."}, group=layout
 def tools_of(factory: SpringAiAlibabaAgentBuilderFactory) -> list[dict[str, Any]]:
     document = layout.spec_document("bot", PIECES, PROMPT, factory.network)
     spec = load_spec({**document, "model": {"provider": "test"}})
+    entries = [entry for entry in spec.tools if isinstance(entry, OutboundFields)]
+    assert len(entries) == len(spec.tools)
     return [
-        entry.model_dump(include={"name", "allow_hosts", "allow_private"}) for entry in spec.tools
+        {
+            "name": getattr(entry, "name", None),
+            "allow_hosts": entry.allow_hosts,
+            "allow_private": entry.allow_private,
+        }
+        for entry in entries
     ]
 
 
