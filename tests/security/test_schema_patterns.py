@@ -15,6 +15,7 @@ import pytest
 from dynagent.spec import _schemas
 from dynagent.spec._schemas import check_schema, validator
 from tests.support import ScriptedModelServer
+from tests.support.caller_schema import post_caller_schema
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -93,28 +94,7 @@ async def test_a_caller_schema_the_service_cannot_use_is_a_400_naming_response_f
     kind: str, service: RunningService, model_server: ScriptedModelServer
 ) -> None:
     schema, reason = UNUSABLE[kind]
-    headers = {"Authorization": f"Bearer {KEY}"}
-    chat = await service.client.post(
-        "/v1/chat/completions",
-        headers=headers,
-        json={
-            "model": "bot",
-            "messages": [{"role": "user", "content": "hi"}],
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": "x", "schema": schema},
-            },
-        },
-    )
-    responses = await service.client.post(
-        "/v1/responses",
-        headers=headers,
-        json={
-            "model": "bot",
-            "input": "hi",
-            "text": {"format": {"type": "json_schema", "name": "x", "schema": schema}},
-        },
-    )
+    chat, responses = await post_caller_schema(service, KEY, schema)
     answers = [(chat.status, await chat.json()), (responses.status, await responses.json())]
     assert [
         (status, body["error"]["type"], body["error"]["param"], reason in body["error"]["message"])

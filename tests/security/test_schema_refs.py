@@ -17,6 +17,7 @@ from dynagent.exceptions import ConfigError
 from dynagent.spec._schemas import check_schema, validator
 from dynagent.spec.agent import load_spec
 from tests.support import ScriptedModelServer
+from tests.support.caller_schema import post_caller_schema
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -166,28 +167,7 @@ async def test_a_caller_schema_with_an_outside_reference_is_a_400_on_both_routes
 ) -> None:
     base, asked = listener
     schema = _with_ref(outside_refs(base, tmp_path)[kind])
-    headers = {"Authorization": f"Bearer {KEY}"}
-    chat = await service.client.post(
-        "/v1/chat/completions",
-        headers=headers,
-        json={
-            "model": "bot",
-            "messages": [{"role": "user", "content": "hi"}],
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": "x", "schema": schema},
-            },
-        },
-    )
-    responses = await service.client.post(
-        "/v1/responses",
-        headers=headers,
-        json={
-            "model": "bot",
-            "input": "hi",
-            "text": {"format": {"type": "json_schema", "name": "x", "schema": schema}},
-        },
-    )
+    chat, responses = await post_caller_schema(service, KEY, schema)
     for answer in (chat, responses):
         body = await answer.json()
         assert answer.status == 400, body

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .process import wait_ready
+from .process import stopped_cleanly
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
@@ -189,16 +188,8 @@ class Workspace:
             stderr=subprocess.PIPE,
             text=True,
         )
-        try:
-            wait_ready(url, server)
+        with stopped_cleanly(server, url):
             yield
-            server.send_signal(signal.SIGTERM)
-            _, log = server.communicate(timeout=30)
-            assert server.returncode == 0, log
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.communicate()
 
     @contextmanager
     def setup(self, block: Block, text: str, url: str) -> Iterator[None]:

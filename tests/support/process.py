@@ -68,9 +68,18 @@ def dynagent_serving(args: list[str], env: dict[str, str]) -> Iterator[str]:
         text=True,
     )
     url = f"http://127.0.0.1:{port}"
+    with stopped_cleanly(server, url):
+        yield url
+
+
+@contextmanager
+def stopped_cleanly(server: subprocess.Popen[str], url: str) -> Iterator[None]:
+    """Wait until ``server`` (answering at ``url``) is ready; when the block ends, stop it
+    with SIGTERM, which must exit 0 (its stderr is the message). Killed if anything goes
+    wrong."""
     try:
         wait_ready(url, server)
-        yield url
+        yield
         server.send_signal(signal.SIGTERM)
         _, log = server.communicate(timeout=30)
         assert server.returncode == 0, log
