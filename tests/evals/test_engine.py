@@ -88,8 +88,16 @@ TABLE: list[tuple[dict[str, Any], Outcome, bool]] = [
         outcome('{"a": 1} and [1, 2]'),
         False,
     ),
-    ({"type": "json-path", "path": "$.order.items[0].sku"}, outcome('{"order": {"items": [{"sku": "A"}]}}'), True),
-    ({"type": "json-path", "path": "$.order.items[1]"}, outcome('{"order": {"items": [{"sku": "A"}]}}'), False),
+    (
+        {"type": "json-path", "path": "$.order.items[0].sku"},
+        outcome('{"order": {"items": [{"sku": "A"}]}}'),
+        True,
+    ),
+    (
+        {"type": "json-path", "path": "$.order.items[1]"},
+        outcome('{"order": {"items": [{"sku": "A"}]}}'),
+        False,
+    ),
     ({"type": "json-path", "path": "$['a b']", "equals": 2}, outcome('{"a b": 2}'), True),
     ({"type": "json-path", "path": "$.a", "equals": 2}, outcome('{"a": 3}'), False),
     ({"type": "json-path", "path": "$.a", "equals": None}, outcome('{"a": null}'), True),
@@ -168,9 +176,15 @@ def test_text_checks_agree_with_python_containment(answer: str, value: str) -> N
     assert passed({"type": "not-icontains", "value": value}, run) is not folded
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-                    lambda inner: st.lists(inner, max_size=3)
-                    | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=10))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+        ),
+        max_leaves=10,
+    )
+)
 def test_any_json_value_embedded_in_text_is_found(value: Any) -> None:
     import json
 

@@ -24,7 +24,9 @@ SUITE = {
         {"id": "greets", "input": "hello", "assert": [{"type": "icontains", "value": "hello"}]}
     ]
 }
-BROKEN = "cases:\n  - id: greets\n    input: hello\n    assert:\n      - {type: contains, valu: x}\n"
+BROKEN = (
+    "cases:\n  - id: greets\n    input: hello\n    assert:\n      - {type: contains, valu: x}\n"
+)
 
 
 def suite_text(suite: dict[str, Any]) -> str:
@@ -89,9 +91,9 @@ async def test_a_suite_file_is_shown_refused_fixed_and_removed_while_the_agent_s
         assert [a.get("evals") for a in listed["agents"]] == [first["evals"]]
 
         path.write_text(BROKEN, encoding="utf-8")
-        await service.registry.wait_for(waiting("bot", lambda e: e["state"] == "refused"))
+        await service.registry.wait_for(waiting("bot", lambda e: e is not None and e["state"] == "refused"))
         refused = await status(service, "bot")
-        error = refused["evals"]["last_error"]
+        error: dict[str, Any] = refused["evals"]["last_error"]
         assert without_times(refused["evals"]) == {
             **valid(SUITE, path),  # the last good suite is kept
             "state": "refused",
@@ -101,8 +103,9 @@ async def test_a_suite_file_is_shown_refused_fixed_and_removed_while_the_agent_s
                 "message": error["message"],
             },
         }
-        assert "unknown field 'valu' in cases[#1].assert[#1]; did you mean 'value'?" in (
-            error["message"]
+        assert (
+            "unknown field 'valu' in cases[#1].assert[#1]; did you mean 'value'?"
+            in (error["message"])
         )
         assert (refused["state"], refused["revision"], refused["last_error"]) == (
             "serving",
@@ -113,7 +116,7 @@ async def test_a_suite_file_is_shown_refused_fixed_and_removed_while_the_agent_s
 
         fixed = {"cases": [*SUITE["cases"], {**SUITE["cases"][0], "id": "again"}]}
         path.write_text(suite_text(fixed), encoding="utf-8")
-        await service.registry.wait_for(waiting("bot", lambda e: e["state"] == "valid"))
+        await service.registry.wait_for(waiting("bot", lambda e: e is not None and e["state"] == "valid"))
         assert without_times((await status(service, "bot"))["evals"]) == valid(fixed, path)
 
         path.unlink()

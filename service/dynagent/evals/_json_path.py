@@ -34,7 +34,7 @@ def parse_path(path: str) -> tuple[Step, ...]:
         found = _STEP.match(path[at:])
         if found is None:
             raise ValueError(
-                f"unsupported JSON path at {path[at:at + 20]!r}: use .name, ['name'] or [index]"
+                f"unsupported JSON path at {path[at : at + 20]!r}: use .name, ['name'] or [index]"
             )
         name, index = found.group(1), found.group(2)
         quoted = found.group(3) if found.group(3) is not None else found.group(4)
@@ -52,10 +52,13 @@ def parse_path(path: str) -> tuple[Step, ...]:
 def lookup(value: Any, steps: tuple[Step, ...]) -> Any:
     """The value at ``steps`` inside ``value``, or ``MISSING``."""
     for step in steps:
-        if isinstance(step, int) and isinstance(value, list) and -len(value) <= step < len(value):
-            value = value[step]
-        elif isinstance(step, str) and isinstance(value, dict) and step in value:
-            value = value[step]
-        else:
+        if not _holds(value, step):
             return MISSING
+        value = value[step]
     return value
+
+
+def _holds(value: Any, step: Step) -> bool:
+    if isinstance(step, int):
+        return isinstance(value, list) and -len(value) <= step < len(value)
+    return isinstance(value, dict) and step in value

@@ -248,7 +248,9 @@ def load_suite(
     except ConfigError as exc:
         raise ConfigError(f"evaluation suite {exc.reason}", source=source, agent=agent) from None
     if not isinstance(data, Mapping):
-        raise ConfigError("an evaluation suite must be a mapping of fields", source=source, agent=agent)
+        raise ConfigError(
+            "an evaluation suite must be a mapping of fields", source=source, agent=agent
+        )
     try:
         return EvalSuite.model_validate(dict(data))
     except ValidationError as exc:

@@ -65,9 +65,7 @@ def trial_verdict(
     )
     weights = [check.weight for check in case.assert_]
     total = sum(weights)
-    score = (
-        sum(w * v.score for w, v in zip(weights, checks, strict=True)) / total if total else 1.0
-    )
+    score = sum(w * v.score for w, v in zip(weights, checks, strict=True)) / total if total else 1.0
     passed = all(v.passed for w, v in zip(weights, checks, strict=True) if w > 0)
     return TrialVerdict(passed, _unit(score), checks)
 
