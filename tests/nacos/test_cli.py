@@ -74,10 +74,13 @@ def serve_nacos(nacos_server: NacosServer, nacos_group: str, service_yaml: Path)
 
 def sample_documents() -> dict[str, str]:
     """dataId → text, as ``dynagent publish`` names the sample files: ``{name}.agent.yaml``,
-    and ``{name}.canary.yaml`` for a canary file."""
+    ``{name}.canary.yaml`` for a canary file and ``{name}.evals.yaml`` for a suite."""
     documents = {}
     for path in sorted(SAMPLES.glob("*.yaml")):
         text = path.read_text(encoding="utf-8")
+        if ".evals." in path.name:  # an agent's evaluation suite, published beside it
+            documents[path.name] = text
+            continue
         kind = "canary" if ".canary." in path.name else "agent"
         documents[f"{yaml.safe_load(text)['name']}.{kind}.yaml"] = text
     return documents
@@ -116,6 +119,8 @@ async def test_publish_then_serve_lists_every_sample(
         )
     ]
     assert [a["name"] for a in listed] == SAMPLE_NAMES
+    suites = {a["name"]: a["evals"]["state"] for a in listed if "evals" in a}
+    assert suites == {name.split(".")[0]: "valid" for name in documents if ".evals." in name}
     canaries = {
         a["name"]: without_since(a["canary"]["source"]) for a in listed if a["canary"] is not None
     }

@@ -17,7 +17,9 @@ SUITE = {
         {"id": "greets", "input": "hello", "assert": [{"type": "icontains", "value": "hello"}]}
     ]
 }
-BROKEN = "cases:\n  - id: greets\n    input: hello\n    assert:\n      - {type: contains, valu: x}\n"
+BROKEN = (
+    "cases:\n  - id: greets\n    input: hello\n    assert:\n      - {type: contains, valu: x}\n"
+)
 
 
 def evals_of(registry: AgentRegistry) -> dict[str, Any] | None:
