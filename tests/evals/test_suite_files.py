@@ -41,6 +41,10 @@ def waiting(name: str, test: Callable[[dict[str, Any] | None], bool]) -> Any:
     return lambda registry: test(evals_of(registry, name))
 
 
+def state_is(name: str, state: str) -> Any:
+    return waiting(name, lambda e: e is not None and e["state"] == state)
+
+
 async def status(service: RunningService, name: str) -> dict[str, Any]:
     response = await service.client.get(f"/v1/agents/{name}")
     assert response.status == 200
@@ -91,7 +95,7 @@ async def test_a_suite_file_is_shown_refused_fixed_and_removed_while_the_agent_s
         assert [a.get("evals") for a in listed["agents"]] == [first["evals"]]
 
         path.write_text(BROKEN, encoding="utf-8")
-        await service.registry.wait_for(waiting("bot", lambda e: e is not None and e["state"] == "refused"))
+        await service.registry.wait_for(state_is("bot", "refused"))
         refused = await status(service, "bot")
         error: dict[str, Any] = refused["evals"]["last_error"]
         assert without_times(refused["evals"]) == {
@@ -116,7 +120,7 @@ async def test_a_suite_file_is_shown_refused_fixed_and_removed_while_the_agent_s
 
         fixed = {"cases": [*SUITE["cases"], {**SUITE["cases"][0], "id": "again"}]}
         path.write_text(suite_text(fixed), encoding="utf-8")
-        await service.registry.wait_for(waiting("bot", lambda e: e is not None and e["state"] == "valid"))
+        await service.registry.wait_for(state_is("bot", "valid"))
         assert without_times((await status(service, "bot"))["evals"]) == valid(fixed, path)
 
         path.unlink()
