@@ -147,6 +147,24 @@ async def test_publish_refuses_a_folder_with_an_invalid_file_and_publishes_nothi
     assert await nacos.data_ids(nacos_group) == []
 
 
+async def test_publish_refuses_a_folder_with_an_invalid_suite_and_publishes_nothing(
+    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, tmp_path: Path
+) -> None:
+    (tmp_path / "assistant.yaml").write_text(
+        (SAMPLES / "assistant.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    broken = tmp_path / "assistant.evals.yaml"
+    broken.write_text("cases: [{id: a, input: hi, assert: [{type: contains, valu: x}]}]\n")
+
+    done = dynagent("publish", str(tmp_path), "--nacos", nacos_server.addr, "--group", nacos_group)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(
+        f"not published: agent 'assistant' {broken}: invalid evaluation suite"
+    )
+    assert "cases[#1].assert[#1].valu: unknown field 'valu'" in done.stderr
+    assert await nacos.data_ids(nacos_group) == []
+
+
 async def test_publish_refuses_an_agent_naming_a_stdio_server_its_config_does_not_declare(
     nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, tmp_path: Path
 ) -> None:
