@@ -223,3 +223,35 @@ def test_contains_json_tries_a_bounded_number_of_starts() -> None:
     found = "{x " * (JSON_ATTEMPTS - 1) + '{"a": 1}'
     assert passed({"type": "contains-json"}, outcome(hidden)) is False
     assert passed({"type": "contains-json"}, outcome(found)) is True
+
+
+steps = st.lists(
+    st.integers(min_value=-5, max_value=5)
+    | st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,8}", fullmatch=True)
+    | st.text(alphabet="ab '\\\"c.[]$", min_size=0, max_size=6),
+    max_size=6,
+)
+
+
+@given(steps)
+def test_a_json_path_of_names_quoted_names_and_indexes_finds_the_value_it_names(
+    path: list[Any],
+) -> None:
+    import json
+
+    from dynagent.evals._json_path import lookup, parse_path
+
+    written = "$"
+    document: Any = "found"
+    for step in reversed(path):
+        document = [document] * (abs(step) + 1) if isinstance(step, int) else {step: document}
+    for step in path:
+        if isinstance(step, int):
+            written += f"[{step}]"
+        else:
+            written += "['" + step.replace("\\", "\\\\").replace("'", "\\'") + "']"
+    assert parse_path(written) == tuple(path)
+    assert lookup(document, parse_path(written)) == "found"
+    assert passed(
+        {"type": "json-path", "path": written, "equals": "found"}, outcome(json.dumps(document))
+    )

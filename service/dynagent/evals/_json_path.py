@@ -18,6 +18,9 @@ _STEP = _regex.compile(
     r"|\[\"((?:[^\"\\]|\\.){0,256})\"\]"
 )
 
+_ESCAPED = _regex.compile(r"\\(.)")
+"""A backslash and the character it escapes inside a quoted name."""
+
 Step = str | int
 
 MISSING: Any = object()
@@ -42,7 +45,7 @@ def parse_path(path: str) -> tuple[Step, ...]:
             steps.append(int(index))
         else:
             text = name if name is not None else quoted or ""
-            steps.append(text.replace("\\'", "'").replace('\\"', '"').replace("\\\\", "\\"))
+            steps.append(_ESCAPED.sub(lambda escaped: escaped.group(1) or "", text))
         at += found.end()
         if len(steps) > MAX_STEPS:
             raise ValueError(f"a JSON path has at most {MAX_STEPS} steps")
