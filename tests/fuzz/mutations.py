@@ -23,7 +23,9 @@ SAMPLES = {
     # builds or not depending on what else the service runs, which the hostile-document
     # runs (a bare folder, one Nacos dataId) do not model. Their entries are fuzzed in
     # tests/mcp instead.
-    if "type: mcp" not in (text := path.read_text(encoding="utf-8")) and "type: agent" not in text
+    if ".evals." not in path.name  # an evaluation suite, not an agent
+    and "type: mcp" not in (text := path.read_text(encoding="utf-8"))
+    and "type: agent" not in text
 }
 Path_ = tuple[str | int, ...]
 

@@ -74,10 +74,13 @@ def serve_nacos(nacos_server: NacosServer, nacos_group: str, service_yaml: Path)
 
 def sample_documents() -> dict[str, str]:
     """dataId → text, as ``dynagent publish`` names the sample files: ``{name}.agent.yaml``,
-    and ``{name}.canary.yaml`` for a canary file."""
+    ``{name}.canary.yaml`` for a canary file and ``{name}.evals.yaml`` for a suite."""
     documents = {}
     for path in sorted(SAMPLES.glob("*.yaml")):
         text = path.read_text(encoding="utf-8")
+        if ".evals." in path.name:  # an agent's evaluation suite, published beside it
+            documents[path.name] = text
+            continue
         kind = "canary" if ".canary." in path.name else "agent"
         documents[f"{yaml.safe_load(text)['name']}.{kind}.yaml"] = text
     return documents
@@ -116,6 +119,8 @@ async def test_publish_then_serve_lists_every_sample(
         )
     ]
     assert [a["name"] for a in listed] == SAMPLE_NAMES
+    suites = {a["name"]: a["evals"]["state"] for a in listed if "evals" in a}
+    assert suites == {name.split(".")[0]: "valid" for name in documents if ".evals." in name}
     canaries = {
         a["name"]: without_since(a["canary"]["source"]) for a in listed if a["canary"] is not None
     }
@@ -139,6 +144,24 @@ async def test_publish_refuses_a_folder_with_an_invalid_file_and_publishes_nothi
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith(f"not published: agent 'broken' {broken}: invalid agent")
     assert "prompt.sytem: unknown field 'sytem' in prompt; did you mean 'system'?" in done.stderr
+    assert await nacos.data_ids(nacos_group) == []
+
+
+async def test_publish_refuses_a_folder_with_an_invalid_suite_and_publishes_nothing(
+    nacos_server: NacosServer, nacos: NacosAdmin, nacos_group: str, tmp_path: Path
+) -> None:
+    (tmp_path / "assistant.yaml").write_text(
+        (SAMPLES / "assistant.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    broken = tmp_path / "assistant.evals.yaml"
+    broken.write_text("cases: [{id: a, input: hi, assert: [{type: contains, valu: x}]}]\n")
+
+    done = dynagent("publish", str(tmp_path), "--nacos", nacos_server.addr, "--group", nacos_group)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(
+        f"not published: agent 'assistant' {broken}: invalid evaluation suite"
+    )
+    assert "cases[#1].assert[#1].valu: unknown field 'valu'" in done.stderr
     assert await nacos.data_ids(nacos_group) == []
 
 

@@ -21,7 +21,9 @@ from tests.support.process import DYNAGENT, dynagent_serving, free_port
 
 ROOT = Path(__file__).parents[2]
 SAMPLES = ROOT / "config-samples"
-AGENT_FILES = sorted((SAMPLES / "agents").glob("*.yaml"))
+AGENT_FILES = sorted(p for p in (SAMPLES / "agents").glob("*.yaml") if ".evals." not in p.name)
+SUITE_FILES = sorted((SAMPLES / "agents").glob("*.evals.yaml"))
+"""The sample agents' evaluation suites (``{name}.evals.yaml``)."""
 API_KEY = "cli-test-key-0123456789abcdef"
 
 
@@ -43,8 +45,13 @@ def restore_logging() -> Iterator[None]:
 
 @pytest.mark.usefixtures("offline_environment")
 def test_validate_accepts_every_sample(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["validate", *map(str, AGENT_FILES)]) == 0
+    assert cli.main(["validate", *map(str, AGENT_FILES + SUITE_FILES)]) == 0
     out = capsys.readouterr().out.splitlines()
+    suites, out = out[len(AGENT_FILES) :], out[: len(AGENT_FILES)]
+    assert [line.split(", revision")[0] for line in suites] == [
+        f"{path}: ok (evaluation suite of {path.name.split('.')[0]}" for path in SUITE_FILES
+    ]
+    assert SUITE_FILES
     assert [line.split(": ok (")[0] for line in out] == [str(p) for p in AGENT_FILES]
     assert [line.split(": ok (")[1].split(",")[0] for line in out] == [
         "assistant",  # assistant.canary.yaml
@@ -53,6 +60,21 @@ def test_validate_accepts_every_sample(capsys: pytest.CaptureFixture[str]) -> No
         "librarian",
         "support-bot",
         "ticket-triage",
+    ]
+
+
+@pytest.mark.usefixtures("offline_environment")
+def test_validate_refuses_a_bad_suite_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bot.evals.yaml"
+    bad.write_text("cases:\n  - {id: a, input: hi, assert: [{type: contains, valu: x}]}\n")
+    assert cli.main(["validate", str(bad)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"{bad}: invalid evaluation suite",
+        "  cases[#1].assert[#1].value: Field required",
+        "  cases[#1].assert[#1].valu: unknown field 'valu' in cases[#1].assert[#1]; "
+        "did you mean 'value'?",
     ]
 
 

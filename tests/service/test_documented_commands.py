@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from dynagent.config import ServiceConfig, load_config
+from dynagent.evals import is_suite_key
 from dynagent.exceptions import ConfigError
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.sources.files import is_agent_file, load_agent_file
@@ -75,7 +76,7 @@ def _refusals(config: ServiceConfig) -> list[str]:
     builder = AgentBuilder(offline=True, features=(config,))
     refused = []
     for path in sorted(SAMPLES.iterdir()):
-        if not is_agent_file(path):
+        if not is_agent_file(path) or is_suite_key(path.name):  # a suite names no server
             continue
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         for entry in document.get("tools", []):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,6 +11,15 @@ import pytest
 import yaml
 
 from dynagent.config import load_config
+from dynagent.evals import (
+    Case,
+    Outcome,
+    ToolCall,
+    case_verdict,
+    load_suite,
+    suite_verdict,
+    trial_verdict,
+)
 from dynagent.registry.canary import load_canary
 from tests.support.service import RunningService, parse_sse, running_service
 
@@ -77,9 +87,16 @@ def sample_path(name: str, variant: str) -> Path:
     return SAMPLES / "agents" / (f"{name}.canary.yaml" if variant == "canary" else f"{name}.yaml")
 
 
+SAMPLE_SUITES = ["support-bot"]
+"""The sample agents with an evaluation suite (``{name}.evals.yaml``)."""
+
+
 def test_every_sample_is_covered() -> None:
     assert sorted((SAMPLES / "agents").glob("*.yaml")) == sorted(
-        sample_path(name, variant) for name, variant in SAMPLE_VARIANTS
+        [
+            *(sample_path(name, variant) for name, variant in SAMPLE_VARIANTS),
+            *(SAMPLES / "agents" / f"{name}.evals.yaml" for name in SAMPLE_SUITES),
+        ]
     )
 
 
@@ -152,3 +169,42 @@ async def test_every_sample_answers_the_openai_endpoint(service: RunningService)
         body = await response.json()
         assert response.status == 200, body
         assert body["choices"][0]["message"]["content"]
+
+
+async def outcome_of(service: RunningService, name: str, case: Case) -> Outcome:
+    """One offline run of ``case`` through the HTTP API, as the engine sees it."""
+    response = await service.client.post(
+        f"/v1/agents/{name}/invoke", json={"input": case.input, "variables": case.variables}
+    )
+    body = await response.json()
+    assert response.status == 200, body
+    trace = await (await service.client.get(f"/v1/traces/{body['trace_id']}")).json()
+    events = trace["events"]
+    results = {e.get("call_id"): e.get("output") for e in events if e["type"] == "tool_result"}
+    calls = tuple(
+        ToolCall(e["name"], e.get("arguments") or {}, results.get(e.get("call_id")))
+        for e in events
+        if e["type"] == "tool_call"
+    )
+    answer = body["output"] if isinstance(body["output"], str) else json.dumps(body["output"])
+    return Outcome(
+        answer, tool_calls=calls, steps=body["steps"], tokens=body["usage"]["total_tokens"]
+    )
+
+
+@pytest.mark.parametrize("name", SAMPLE_SUITES)
+async def test_a_sample_suite_passes_against_the_offline_model(
+    service: RunningService, name: str
+) -> None:
+    suite = load_suite((SAMPLES / "agents" / f"{name}.evals.yaml").read_text(encoding="utf-8"))
+    assert service.registry.status(name)["evals"]["revision"] == suite.revision
+    verdicts = []
+    for case in suite.cases:
+        trials = [
+            trial_verdict(case, await outcome_of(service, name, case)) for _ in range(case.trials)
+        ]
+        verdicts.append(case_verdict(case, trials))
+    verdict = suite_verdict(suite.pass_, verdicts)
+    assert (verdict.passed, verdict.reason) == (True, f"0 of {len(suite.cases)} cases failed"), [
+        (v.case_id, v.reason, [t.checks for t in v.trials]) for v in verdicts
+    ]

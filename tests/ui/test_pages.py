@@ -73,7 +73,7 @@ async def test_the_sample_agents_are_listed(tmp_path: Path) -> None:
     names = sorted(
         yaml.safe_load(path.read_text())["name"]
         for path in SAMPLES.glob("*.yaml")
-        if ".canary." not in path.name
+        if ".canary." not in path.name and ".evals." not in path.name
     )
     environ = {"DYNAGENT_SESSIONS_PATH": str(tmp_path / "sessions.db")}
     config = load_config(SAMPLES.parent / "service.yaml", environ)

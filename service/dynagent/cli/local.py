@@ -12,20 +12,24 @@ from dynagent.exceptions import ConfigError
 
 
 def add_commands(commands: Any) -> None:
-    check = commands.add_parser("validate", help="check agent files")
+    check = commands.add_parser("validate", help="check agent files and evaluation suites")
     check.add_argument("files", nargs="+", type=Path)
     check.set_defaults(func=validate)
     commands.add_parser("schema", help="print the AgentSpec JSON Schema").set_defaults(func=schema)
 
 
 def validate(args: argparse.Namespace) -> int:
-    from dynagent.runtime.builder import AgentBuilder  # not for ``--help``
+    from dynagent.evals.spec import is_suite_key  # not for ``--help``
+    from dynagent.runtime.builder import AgentBuilder
     from dynagent.sources.files import load_agent_file
 
     failed = 0
     builder = AgentBuilder(offline=True)
     for path in args.files:
         try:
+            if is_suite_key(path.name):
+                print(f"{path}: ok ({_suite_summary(path)})")
+                continue
             spec = load_agent_file(path)
             builder.build(spec)
         except (OSError, UnicodeDecodeError) as exc:
@@ -39,6 +43,17 @@ def validate(args: argparse.Namespace) -> int:
         else:
             print(f"{path}: ok ({spec.name}, revision {spec.revision})")
     return 1 if failed else 0
+
+
+def _suite_summary(path: Path) -> str:
+    """Validate the evaluation suite at ``path``; what ``validate`` says of it."""
+    from dynagent.evals.spec import load_suite, suite_agent
+    from dynagent.spec.agent import format_of
+
+    name = suite_agent(path.name)
+    text = path.read_text(encoding="utf-8")
+    suite = load_suite(text, fmt=format_of(path.name), source=str(path), agent=name)
+    return f"evaluation suite of {name}, revision {suite.revision}, {len(suite.cases)} cases"
 
 
 def schema(args: argparse.Namespace) -> int:

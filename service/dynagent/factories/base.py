@@ -17,7 +17,9 @@ from typing import Protocol
 import yaml
 from loguru import logger
 
+from dynagent.evals.spec import is_suite_key
 from dynagent.exceptions import ConfigError
+from dynagent.factories._suites import apply_suite
 from dynagent.registry.canary import load_canary
 from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
@@ -156,6 +158,8 @@ class DocumentApplier:
         self._claims.pop(document.key, None)
         if is_canary_key(document.key):
             return await self._apply_canary(document)
+        if is_suite_key(document.key):
+            return apply_suite(self.registry, document)
         known = self._names.get(document.key)
         blame = known or name_from_key(document.key)
         where = document.info.location or document.key
@@ -307,7 +311,10 @@ class DocumentApplier:
         waiting = (
             k
             for k in sorted(self.siblings())
-            if name_from_key(k) == name and k != key and not is_canary_key(k)
+            if name_from_key(k) == name
+            and k != key
+            and not is_canary_key(k)
+            and not is_suite_key(k)
         )
         return next((k for k in waiting if k not in self._names and k not in self._failed), None)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dynagent.config import NacosConfig
+from dynagent.evals.spec import SUITE_SUFFIXES
 from dynagent.factories.base import DocumentApplier, document_name, render_spec
 from dynagent.nacos.client import NacosClient, content_md5
 from dynagent.nacos.snapshot import Snapshot
@@ -26,7 +27,8 @@ CANARY_SUFFIXES = (".canary.yaml", ".canary.yml", ".canary.json")
 
 
 def is_agent_data_id(data_id: str) -> bool:
-    return data_id.endswith(AGENT_SUFFIXES + CANARY_SUFFIXES)
+    """An agent, its canary, or its evaluation suite (``{name}.evals.yaml``)."""
+    return data_id.endswith(AGENT_SUFFIXES + CANARY_SUFFIXES + SUITE_SUFFIXES)
 
 
 def agent_data_id(name: str) -> str:

@@ -1,6 +1,6 @@
-"""``dynagent publish DIR``: push local agent files into Nacos, to bootstrap a
-namespace (e.g. from ``config-samples/``). Every file is validated first;
-nothing is published when one is invalid."""
+"""``dynagent publish DIR``: push local agent files and their evaluation suites into
+Nacos, to bootstrap a namespace (e.g. from ``config-samples/``). Every file is
+validated first; nothing is published when one is invalid."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from dynagent.config import ServiceConfig
+from dynagent.evals.spec import is_suite_key, load_suite, suite_agent
 from dynagent.exceptions import ConfigError
 from dynagent.nacos.client import NacosClient, NacosError
 from dynagent.runtime.builder import AgentBuilder
@@ -25,9 +26,15 @@ def _documents(directory: Path, config: ServiceConfig) -> list[tuple[str, str, s
     for path in sorted(directory.iterdir()):
         if not (path.is_file() and is_agent_file(path)):
             continue
+        fmt = format_of(path.name)
+        if is_suite_key(path.name):  # an agent's evaluation suite, published beside it
+            name = suite_agent(path.name)
+            text = path.read_text(encoding="utf-8")
+            load_suite(text, fmt=fmt, source=str(path), agent=name)
+            found.append((f"{name}.evals.{'json' if fmt == 'json' else 'yaml'}", text, fmt))
+            continue
         spec = load_agent_file(path)
         builder.build(spec)
-        fmt = format_of(path.name)
         kind = "canary" if is_canary_key(path.name) else "agent"
         data_id = f"{spec.name}.{kind}.{'json' if fmt == 'json' else 'yaml'}"
         found.append((data_id, path.read_text(encoding="utf-8"), fmt))

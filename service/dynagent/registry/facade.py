@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dynagent.registry.attachments import Attachments
 from dynagent.registry.entry import AgentEntry, RevisionRecord
 from dynagent.registry.events import Listener
 from dynagent.registry.readiness import Changes, Readiness
@@ -27,6 +28,8 @@ class AgentRegistry:
         self.table = AgentTable(self.feed)
         self.rollouts = Rollouts(self.table)
         self.readiness = Readiness(self.feed)
+        self.attachments = Attachments(self.feed)
+        """Documents beside an agent (its evaluation suite), shown in its status."""
 
     @property
     def listeners(self) -> list[Listener]:
@@ -67,9 +70,11 @@ class AgentRegistry:
         return self.rollouts.route(name, key=key, pin=pin)
 
     def status(self, name: str) -> dict[str, Any]:
-        """``name``'s entry, the traffic figures of its variants, and its revisions."""
+        """``name``'s entry, the traffic figures of its variants, its revisions and what is
+        attached to it (``evals``: its suite)."""
         status = self.table.entry(name).status(self.rollouts.stats_of(name))
         status["revisions"] = [r.as_dict() for r in reversed(self.table.history(name))]
+        status.update(self.attachments.status_of(name))
         return status
 
     def __contains__(self, name: str) -> bool:

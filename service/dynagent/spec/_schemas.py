@@ -89,8 +89,13 @@ class _PatternCache:
 _CACHE = _PatternCache(CACHE_BYTES)
 
 
-def _compiled(pattern: str) -> _regex.Pattern:
+def compiled_pattern(pattern: str) -> _regex.Pattern:
+    """``pattern`` compiled by RE2 within the bounds of a caller's pattern (length, program
+    memory), from the shared cache; ``ValueError`` or ``_regex.error`` when refused."""
     return _CACHE.get(pattern)
+
+
+_compiled = compiled_pattern
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:

@@ -113,6 +113,19 @@ class CanaryBody(Answer):
     loaded_at: float
 
 
+class SuiteStatusBody(Answer):
+    """The agent's evaluation suite (``{name}.evals.yaml``): the last good one, and why
+    its newest version was refused, if it was."""
+
+    state: Literal["valid", "refused"]
+    revision: str | None
+    cases: int
+    needs_judge: int
+    source: str | None
+    loaded_at: float | None
+    last_error: LastErrorBody | None
+
+
 class AgentStatus(Answer):
     name: str
     state: Literal["serving", "refused"]
@@ -125,6 +138,8 @@ class AgentStatus(Answer):
     canary: CanaryBody | None
     traffic: dict[str, TrafficBody]
     revisions: list[RevisionBody]
+    evals: SuiteStatusBody | None = None
+    """Present when the agent has an evaluation suite beside it."""
 
 
 class AgentList(Answer):
