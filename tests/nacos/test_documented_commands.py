@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.support.docs import Workspace, addressed, of_service, wait_serving
+from tests.support.docs import ROOT, Workspace, addressed, of_service, wait_serving
 from tests.support.nacos import NacosAdmin, NacosServer
 from tests.support.process import free_port
 
@@ -57,6 +57,13 @@ def test_the_blocks_of_the_nacos_section_run_verbatim(
         )
     assert '"agent": "librarian"' in served
     samples = ("assistant", "concierge", "librarian", "support-bot", "ticket-triage")
+    suites = sorted(p.name for p in (ROOT / "config-samples" / "agents").glob("*.evals.yaml"))
+    assert suites  # the samples' suites are published beside their agents
     assert console_publish(nacos_server, "", "") == sorted(
-        ["hello.agent.yaml", "assistant.canary.yaml", *(f"{n}.agent.yaml" for n in samples)]
+        [
+            "hello.agent.yaml",
+            "assistant.canary.yaml",
+            *(f"{n}.agent.yaml" for n in samples),
+            *suites,
+        ]
     )
