@@ -34,6 +34,7 @@ from bench._process import Child, cpu_seconds, free_port
 from bench._service import AGENT, agent_document
 from bench._stats import ratio, summary
 from dynagent import AgentBuilder, load_spec
+from dynagent.registry.canary import picks_canary
 from dynagent.sessions import SqliteSessionStore
 from dynagent.sessions.base import SessionStore
 from dynagent.sessions.redis import RedisSessionStore
@@ -275,17 +276,24 @@ async def _guard_spread(
             canary = _canary(model_url, round_, dead_url)
             await nacos.publish(f"{GUARDED}.canary.yaml", fleet.group, yaml.safe_dump(canary))
             await _until_all(http, fleet, lambda c: c is not None and c["state"] == "serving")
-            for _ in range(5):
+            # Callers the router sends to the canary: the guard counts only routed traffic
+            # (a caller pinning the canary picks what it judges).
+            for key in _canary_callers(round_, 5, canary["rollout"]["weight"]):
                 async with http.post(
                     f"{fleet.replica_url(1)}/v1/agents/{GUARDED}/invoke",
                     json={"input": "ping"},
-                    headers={"X-Agent-Variant": "canary"},
+                    headers={"X-Canary-Key": key},
                 ) as response:
                     await response.read()
             pulled = time.perf_counter()  # replica 1's guard pulled on the 5th failure
             await _until_all(http, fleet, lambda c: c is not None and c["state"] == "pulled")
             spreads.append((time.perf_counter() - pulled) * 1000)
     return {"rounds": rounds, "ms": summary(spreads), "bar_p99_ms": 2000}
+
+
+def _canary_callers(round_: int, count: int, weight: float) -> list[str]:
+    keys = (f"caller-{round_}-{i}" for i in range(100_000))
+    return [key for key in keys if picks_canary(GUARDED, key, weight)][:count]
 
 
 async def _until_all(

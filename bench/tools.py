@@ -113,7 +113,16 @@ async def mcp_round_trip(calls: int) -> dict[str, Any]:
                 "name": "bench",
                 "model": {"provider": "test"},
                 "prompt": {"system": "x"},
-                "tools": [{"type": "mcp", "name": "b", "url": url, "allow": ["echo"]}],
+                # allow_private: the bench's MCP server listens on loopback.
+                "tools": [
+                    {
+                        "type": "mcp",
+                        "name": "b",
+                        "url": url,
+                        "allow": ["echo"],
+                        "allow_private": True,
+                    }
+                ],
             }
         )
         builder = AgentBuilder(mcp=servers)
