@@ -12,7 +12,7 @@ import pytest
 from loguru import logger
 
 from dynagent.config import NacosConfig
-from dynagent.nacos.client import CONNECT_TIMEOUT
+from dynagent.nacos._sdk_config import CONNECT_TIMEOUT
 from tests.support.nacos import (
     NacosAdmin,
     NacosServer,

@@ -35,7 +35,8 @@ from v2.nacos.ai.nacos_ai_service import NacosAIService
 from dynagent.a2a.card import agent_card
 from dynagent.config import NacosConfig, ServiceConfig
 from dynagent.exceptions import ConfigError
-from dynagent.nacos.client import CONNECT_TIMEOUT, NacosUnavailable
+from dynagent.nacos._sdk_config import CONNECT_TIMEOUT
+from dynagent.nacos.client import NacosUnavailable
 from dynagent.registry.events import AgentRemoved, AgentSwapped, RegistryEvent
 from dynagent.registry.facade import AgentRegistry
 from dynagent.runtime.agent import Agent

@@ -13,22 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from v2.nacos import ClientConfigBuilder
 from v2.nacos.ai.model.ai_param import GetMcpServerParam, SubscribeMcpServerParam
 from v2.nacos.ai.nacos_ai_service import NacosAIService
 
 from dynagent.config import NacosConfig
 from dynagent.mcp._connection import RemoteTool
 from dynagent.mcp._registry import RegistryEntry
+from dynagent.nacos._sdk_config import CONNECT_TIMEOUT, sdk_config
 
-CONNECT_TIMEOUT = 5.0
 PROTOCOLS = {"mcp-streamable": "streamable_http", "mcp-sse": "sse"}
 
 
@@ -47,19 +45,7 @@ class NacosMcpDirectory:
             if self._service is None:
                 folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-nacos-mcp-")
                 self._work_dir = Path(folder)
-                builder = (
-                    ClientConfigBuilder()
-                    .server_address(self.settings.server_addr)
-                    .namespace_id(self.settings.namespace)
-                    .cache_dir(str(self._work_dir / "cache"))
-                    .log_dir(str(self._work_dir / "logs"))
-                    .log_level(logging.WARNING)
-                    .timeout_ms(int(CONNECT_TIMEOUT * 1000))
-                )
-                if self.settings.username:
-                    builder = builder.username(self.settings.username).password(
-                        self.settings.password
-                    )
+                builder = sdk_config(self.settings, self._work_dir)
                 async with asyncio.timeout(CONNECT_TIMEOUT * 2):
                     self._service = await NacosAIService.create_ai_service(builder.build())
             return self._service

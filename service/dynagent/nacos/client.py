@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 import aiohttp
-from v2.nacos import ClientConfigBuilder, ConfigParam, NacosConfigService
+from v2.nacos import ConfigParam, NacosConfigService
 from v2.nacos.common.constants import Constants
 from v2.nacos.common.nacos_exception import NacosException
 from v2.nacos.config.model.config_request import ConfigQueryRequest
@@ -35,11 +35,11 @@ from dynagent.config import NacosConfig
 from dynagent.exceptions import DynagentError, ErrorKind
 from dynagent.logs import stdlib_routed
 from dynagent.nacos._fuzzy import FuzzyHub, FuzzyWatch, OnGroupChange
+from dynagent.nacos._sdk_config import CONNECT_TIMEOUT, sdk_config
 
 Listener = Callable[[str, str, str, str], Awaitable[None]]
 """``(tenant, group, data_id, content)``: the SDK's argument order (checked against 3.x)."""
 
-CONNECT_TIMEOUT = 5.0
 CONFIG_NOT_FOUND = 300
 PAGE_SIZE = 500
 GRAY_TAG_LABEL = Constants.VIPSERVER_TAG
@@ -138,17 +138,7 @@ class NacosClient:
             self._work_dir = Path(
                 await asyncio.to_thread(tempfile.mkdtemp, prefix="dynagent-nacos-")
             )
-        builder = (
-            ClientConfigBuilder()
-            .server_address(self.settings.server_addr)
-            .namespace_id(self.settings.namespace)
-            .cache_dir(str(self._work_dir / "cache"))
-            .log_dir(str(self._work_dir / "logs"))
-            .log_level(logging.WARNING)
-            .timeout_ms(int(CONNECT_TIMEOUT * 1000))
-        )
-        if self.settings.username:
-            builder = builder.username(self.settings.username).password(self.settings.password)
+        builder = sdk_config(self.settings, self._work_dir)
         if self.settings.gray_tag:
             builder = builder.app_conn_labels({GRAY_TAG_LABEL: self.settings.gray_tag})
         before = set(SDK_LOGGER.handlers)
