@@ -93,6 +93,7 @@ CALCULATOR = Tool.of(
     ),
     _calculator,
     timeout=5,
+    shadow_safe=True,  # no effect outside the run: shadow and evaluation runs use it
     idempotent=True,  # arithmetic: the same answer every time
 )
 
@@ -109,6 +110,7 @@ CURRENT_TIME = Tool.of(
     ),
     _current_time,
     timeout=5,
+    shadow_safe=True,
     idempotent=True,  # reads the clock, changes nothing
 )
 
