@@ -473,4 +473,6 @@ async def test_refusals_are_4xx_json_errors(service: RunningService) -> None:
         "judge": {"agent": "ghost"},
     }
     assert await status("POST", "/v1/agents/bot/evals", {"suite": no_judge}) == (409, "conflict")
+    unscored = {**no_judge, "judge": {"agent": "bot"}}  # bot has no output schema
+    assert await status("POST", "/v1/agents/bot/evals", {"suite": unscored}) == (409, "conflict")
     assert service_evals(service).list("bot") == []
