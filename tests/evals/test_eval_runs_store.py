@@ -17,7 +17,12 @@ async def test_the_store_keeps_the_newest_runs_per_agent_and_in_all() -> None:
     runs = EvalRuns(per_agent=2, total=3)
     a1, a2, a3, b1, b2 = (handle(n) for n in ("a", "a", "a", "b", "b"))
     held = asyncio.Event()
-    a1.task = asyncio.get_running_loop().create_task(held.wait())
+
+    async def running() -> SuiteRun:
+        await held.wait()
+        return a1.run
+
+    a1.task = asyncio.get_running_loop().create_task(running())
     for name, each in (("a", a1), ("a", a2), ("a", a3), ("b", b1), ("b", b2)):
         runs.add(name, each)
     assert runs.list("a") == [a3]  # a1 went past 2 of "a", a2 past 3 in all
