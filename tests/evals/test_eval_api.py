@@ -389,6 +389,7 @@ BAD_BODIES: dict[str, tuple[Any, str]] = {
     "a concurrency past 64": ({"concurrency": 65}, "concurrency"),
     "no case listed": ({"cases": []}, "cases"),
     "an unknown case": ({"cases": ["greet", "nope"]}, "the suite has no case 'nope'"),
+    "a case id past 128 characters": ({"cases": ["x" * 100_000]}, "at most 128 characters"),
     "a spec of another agent": (
         {"spec": {"name": "other", "model": {"provider": "test"}, "prompt": {"system": "x"}}},
         "not 'bot'",

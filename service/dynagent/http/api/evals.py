@@ -8,7 +8,7 @@ final ``done`` with the whole run. The run goes on when the caller leaves.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -53,7 +53,9 @@ class EvalRunRequest(BaseModel):
     """Case runs at once (default 8)."""
     compare: bool = False
     """Run the stable version on the same cases too; the run shows the per-case change."""
-    cases: list[str] | None = Field(default=None, min_length=1, max_length=MAX_CASES)
+    cases: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_CASES
+    )
     """Only the cases with these ids."""
     trigger: Literal["api", "cli"] = "api"
     """Who asks: ``cli`` from ``dynagent eval`` (counted apart in the metrics)."""
