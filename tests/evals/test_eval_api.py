@@ -41,7 +41,7 @@ SCORE_SCHEMA = {
     },
     "required": ["score", "reason"],
 }
-SUITE = {
+SUITE: dict[str, Any] = {
     "cases": [
         {"id": "greet", "input": "say hello", "assert": [{"type": "icontains", "value": "hello"}]},
         {
