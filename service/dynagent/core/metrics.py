@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from dynagent.events import Usage
 
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -49,6 +50,7 @@ class Metrics:
         )
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
         self._rollout_metrics(labels)
+        self._judge_metrics()
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
@@ -57,6 +59,8 @@ class Metrics:
             (self.reloads, ("agent", "result")),
             (self.feedback, labels),
             (self.feedback_score, labels),
+            (self.judge_score, ("agent", "revision", "variant", "source")),
+            (self.online_judged, (*labels, "outcome")),
         )
 
     def _rollout_metrics(self, labels: tuple[str, str]) -> None:
@@ -77,6 +81,24 @@ class Metrics:
             "dynagent_canary_step",
             "The current step (from 0) of each progressive rollout.",
             ["agent"],
+            registry=self.registry,
+        )
+
+    def _judge_metrics(self) -> None:
+        """Scores judge agents gave, and what became of the live runs sampled for one."""
+        self.judge_score = Histogram(
+            "dynagent_judge_score",
+            "Scores (0-1) a judge agent gave: source suite (evaluation runs) or online "
+            "(a sample of live runs, rollout.judge).",
+            ["agent", "revision", "variant", "source"],
+            buckets=SCORE_BUCKETS,
+            registry=self.registry,
+        )
+        self.online_judged = Counter(
+            "dynagent_online_judged",
+            "Live runs sampled for an online score (rollout.judge), by outcome: scored, "
+            "error (the judge gave no score) or skipped (the judge's queue was full).",
+            ["agent", "variant", "outcome"],
             registry=self.registry,
         )
 

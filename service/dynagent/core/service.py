@@ -25,6 +25,7 @@ from dynagent.config import ServiceConfig, SpringAiAlibabaConfig
 from dynagent.core.auth import ApiKeys
 from dynagent.core.drain import Drain
 from dynagent.core.gauges import RegistryGauges
+from dynagent.core.judging import OnlineJudge
 from dynagent.core.keys_watch import KeysFileWatch
 from dynagent.core.metrics import Metrics
 from dynagent.core.redact import Redactor
@@ -99,6 +100,8 @@ class Service:
     """Masks what the operations views show of definitions and traces."""
     watchers: StreamSlots
     """The open ``/v1/watch/agents`` streams, in all and per key, within their limits."""
+    judging: OnlineJudge = field(init=False)
+    """Online scores (``rollout.judge``): sampled live runs scored in the background."""
     tracer: RunTracer | None = None
     """OpenTelemetry for runs; set when the ``otel`` extra is installed and configured."""
     factories: dict[str, AgentBuilderFactory] = field(default_factory=dict)
@@ -113,6 +116,9 @@ class Service:
     _interceptors: InterceptorRegistry | None = None
     _specs: Sequence[AgentSpec] = ()
     _extra_factories: Sequence[FactoryMaker] = ()
+
+    def __post_init__(self) -> None:
+        self.judging = OnlineJudge(self.registry, self.metrics)
 
     @classmethod
     def create(
@@ -213,6 +219,7 @@ class Service:
             self.decisions.start()
             stack.push_async_callback(self.decisions.aclose)
             stack.push_async_callback(self.shadows.aclose)
+            stack.push_async_callback(self.judging.aclose)
             if self.config.auth.keys_file is not None:
                 self.keys_watch = await asyncio.to_thread(  # it looks at the file: off the loop
                     KeysFileWatch, self.api_keys, self.config.auth, self.environ, self.secrets
