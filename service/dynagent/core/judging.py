@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from loguru import logger
 
 from dynagent.core.metrics import Metrics
+from dynagent.evals.capture import content_text
 from dynagent.evals.judge import Judge
 from dynagent.events import Event, FinalOutput, RunStarted
 from dynagent.exceptions import DynagentError
@@ -161,14 +162,4 @@ def last_user_text(value: object) -> str:
     for item in reversed(value if isinstance(value, list) else []):
         if isinstance(item, dict) and item.get("role") == "user":
             return content_text(item.get("content"))
-    return ""
-
-
-def content_text(content: object) -> str:
-    """A message's content as text: a string, or the text parts of a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = (p.get("text") for p in content if isinstance(p, dict))
-        return "\n".join(p for p in parts if isinstance(p, str))
     return ""

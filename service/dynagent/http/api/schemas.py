@@ -142,6 +142,23 @@ class AgentStatus(Answer):
     """Present when the agent has an evaluation suite beside it."""
 
 
+class SkippedRun(Answer):
+    trace_id: str
+    reason: str
+
+
+class CapturedSuite(Answer):
+    """Recent answered runs of an agent as an evaluation suite (a backtest)."""
+
+    agent: str
+    variant: Literal["stable", "canary"]
+    cases: int
+    skipped: list[SkippedRun]
+    """Runs that could not become cases, and why."""
+    suite: dict[str, Any]
+    """The suite document (``{name}.evals.yaml``), validated."""
+
+
 class AgentList(Answer):
     agents: list[AgentStatus]
 
