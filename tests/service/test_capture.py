@@ -216,6 +216,13 @@ async def test_a_capture_from_served_traffic_replays_without_calling_a_real_tool
         ],
     }
 
+    latest = tmp_path / "latest.evals.yaml"
+    assert await capture(service, "--last", "1", "--rubric", "Polite.", "--out", str(latest)) == 0
+    only = yaml.safe_load(latest.read_text(encoding="utf-8"))["cases"]
+    assert [(c["id"], c["assert"]) for c in only] == [
+        (f"trace-{traces['chat']}", [{"type": "pairwise", "threshold": 0.5, "value": "Polite."}])
+    ]
+
     # The replay: the candidate calls the lookup more often than the recorded run did, and
     # the shadow_safe tracker too; the judge compares each answer with the stable's.
     suite = load_suite(text)

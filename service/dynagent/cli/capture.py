@@ -60,8 +60,6 @@ def capture_command(args: argparse.Namespace) -> int:
     from dynagent.exceptions import ConfigError
 
     query: dict[str, Any] = {"last": args.last, "variant": args.variant, "judge": args.judge}
-    if args.rubric:
-        query["rubric"] = args.rubric
     path = f"/v1/agents/{quote(args.name, safe='')}/capture?{urlencode(query)}"
     try:
         status, raw = remote._request(args, "GET", path)
@@ -80,6 +78,10 @@ def capture_command(args: argparse.Namespace) -> int:
         )
         return 1
     document = answer["suite"]
+    if args.rubric:  # added here: a rubric may be longer than a request line
+        for case in document["cases"]:
+            for check in case["assert"]:
+                check["value"] = args.rubric
     try:
         load_suite(document, source="capture", agent=args.name)
     except ConfigError as exc:

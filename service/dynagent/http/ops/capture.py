@@ -40,8 +40,13 @@ VARIANTS = ("stable", "canary")
                 "Runs of this variant (default stable)",
                 {"type": "string", "enum": list(VARIANTS)},
             ),
-            Param("judge", "query", "The judge agent the suite names (default judge-bot)"),
-            Param("rubric", "query", "A rubric the pairwise checks follow"),
+            Param(
+                "judge",
+                "query",
+                "The judge agent the suite names (default judge-bot)",
+                {"type": "string", "pattern": NAME_PATTERN},
+            ),
+
         ),
         response=CapturedSuite,
         errors=(400, *AGENT_ERRORS),
@@ -67,9 +72,6 @@ async def capture(request: web.Request) -> web.Response:
     judge = query.get("judge", "judge-bot")
     if not _NAME.fullmatch(judge):
         raise BadRequest("judge must be an agent name (lowercase letters, digits, '-')")
-    rubric = query.get("rubric") or None
-    if rubric is not None and len(rubric) > 10_000:
-        raise BadRequest("rubric must be at most 10000 characters")
     found = await capture_suite(
         running.traces,
         running.redactor,
@@ -78,6 +80,5 @@ async def capture(request: web.Request) -> web.Response:
         last=int(last),
         variant=variant,
         judge=judge,
-        rubric=rubric,
     )
     return json(CapturedSuite.model_validate(found.as_dict(name, variant)))
