@@ -105,12 +105,34 @@ class TrafficBody(Answer):
     p95_ms: float | None
 
 
+class JudgedBody(Answer):
+    count: int
+    """Runs scored."""
+    mean: float | None
+    """The mean of the recent scores (``guard.window``)."""
+    errors: int
+    """Sampled runs the judge gave no score."""
+    skipped: int
+    """Sampled runs left out: the judge's queue was full."""
+
+
+class OnlineScoresBody(Answer):
+    """``rollout.judge``: the online scores of each variant."""
+
+    agent: str
+    sample: float
+    stable: JudgedBody
+    canary: JudgedBody
+
+
 class CanaryBody(Answer):
     revision: str
     weight: float
     state: Literal["serving", "pulled"]
     source: SourceBody
     loaded_at: float
+    judge: OnlineScoresBody | None = None
+    """Present when the canary has ``rollout.judge``."""
 
 
 class SuiteStatusBody(Answer):

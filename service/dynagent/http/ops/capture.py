@@ -46,7 +46,6 @@ VARIANTS = ("stable", "canary")
                 "The judge agent the suite names (default judge-bot)",
                 {"type": "string", "pattern": NAME_PATTERN},
             ),
-
         ),
         response=CapturedSuite,
         errors=(400, *AGENT_ERRORS),
