@@ -45,11 +45,15 @@ def judged_by_variant(stable: float, canary: float) -> Callable[[dict[str, Any]]
     return score
 
 
+def stable(server: ScriptedModelServer) -> dict[str, Any]:
+    return agent_document("bot", server, system="Stable.", model={"retries": 0})
+
+
 def setup(server: ScriptedModelServer, folder: Path, **rollout: Any) -> dict[str, Any]:
     """``bot`` (stable answers "stable answer"), its canary ("canary answer") at 50 % by
     ``X-Canary-Key``, and ``judge-bot``; returns the canary document."""
     judge = {"sample": 1, "rubric": RUBRIC, "agent": "judge-bot", **rollout.pop("judge", {})}
-    write_agent(folder, agent_document("bot", server, system="Stable.", model={"retries": 0}))
+    write_agent(folder, stable(server))
     write_agent(
         folder, agent_document("judge-bot", server, model={"name": JUDGE_MODEL, "retries": 0})
     )
@@ -115,9 +119,7 @@ async def test_a_canary_judged_worse_than_the_stable_by_more_than_max_score_drop
     model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
 ) -> None:
     canary = setup(model_server, agents_dir, guard={"max_score_drop": 0.2, "min_judged": 3})
-    stable_revision = revision_of(
-        agent_document("bot", model_server, system="Stable.", model={"retries": 0})
-    )
+    stable_revision = revision_of(stable(model_server))
     model_server.script(JUDGE_MODEL, [Reply(judged_by_variant(0.9, 0.4))] * 6)
     async with running_service(service_config(agents_dir, state_dir)) as service:
         for key in keys("stable", 3) + keys("canary", 3):
