@@ -226,6 +226,29 @@ async def test_a_full_judge_queue_skips_sampled_runs_and_counts_them(
         assert (await judged_status(service))["stable"]["count"] == 1
 
 
+async def test_pinned_runs_are_not_sampled_a_pinning_caller_picks_what_it_measures(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    setup(model_server, agents_dir)  # the judge's model has no script: a call would fail
+    async with running_service(service_config(agents_dir, state_dir)) as service:
+        for variant in ("stable", "canary"):
+            response = await service.client.post(
+                "/v1/agents/bot/invoke",
+                json={"input": "the question"},
+                headers={"X-Agent-Variant": variant},
+            )
+            assert response.status == 200, await response.text()
+        await core(service).judging.idle()
+        nothing = {"count": 0, "mean": None, "errors": 0, "skipped": 0}
+        assert await judged_status(service) == {
+            "agent": "judge-bot",
+            "sample": 1.0,
+            "stable": nothing,
+            "canary": nothing,
+        }
+        assert model_server.requests_for(JUDGE_MODEL) == []
+
+
 @pytest.mark.parametrize(
     "answer",
     ["this is not JSON", '{"score": 1.7}', '{"reason": "no score"}', '["score", 1]'],
