@@ -254,6 +254,9 @@ async def test_a_canary_lives_and_ends_with_its_file(agents_dir: Path, state_dir
                 "window": 200,
                 "min_feedback_score": None,
                 "min_feedback": 10,
+                "min_judge_score": None,
+                "max_score_drop": None,
+                "min_judged": 20,
             },
             "steps": None,
         }

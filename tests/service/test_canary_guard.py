@@ -138,6 +138,9 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
                 "window": 200,
                 "min_feedback_score": None,
                 "min_feedback": 10,
+                "min_judge_score": None,
+                "max_score_drop": None,
+                "min_judged": 20,
             },
             "steps": None,
         }

@@ -160,6 +160,9 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
             "window": 200,
             "min_feedback_score": None,
             "min_feedback": 10,
+            "min_judge_score": None,
+            "max_score_drop": None,
+            "min_judged": 20,
         },
         "steps": (),
         "step_after": None,
@@ -168,6 +171,7 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
         "paused": None,
         "shadow": 0.0,
         "pin_sessions": False,
+        "judge": None,
     }
 
 

@@ -15,12 +15,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from dynagent.cli import evals, health, local, remote, serve
+from dynagent.cli import capture, evals, health, local, remote, serve
 from dynagent.exceptions import ConfigError, StartupError
 from dynagent.mcp import cli as mcp_cli
 from dynagent.nacos import cli as nacos_cli
 
-COMMANDS = (serve, health, nacos_cli, local, mcp_cli, remote, evals)
+COMMANDS = (serve, health, nacos_cli, local, mcp_cli, remote, evals, capture)
 """Where the subcommands come from, in the order ``--help`` lists them."""
 
 
@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(capture.spelled(sys.argv[1:] if argv is None else argv))
     try:
         code: int = args.func(args)
     except ConfigError as exc:

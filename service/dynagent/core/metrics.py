@@ -52,6 +52,7 @@ class Metrics:
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
         self._rollout_metrics(labels)
         self._eval_metrics()
+        self._online_metrics()
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
@@ -63,6 +64,7 @@ class Metrics:
             (self.eval_cases, ("agent", "revision", "verdict", "trigger")),
             (self.judge_score, ("agent", "revision", "variant", "source")),
             (self.eval_gate, ("agent", "state")),
+            (self.online_judged, (*labels, "outcome")),
         )
 
     def _eval_metrics(self) -> None:
@@ -107,6 +109,16 @@ class Metrics:
             "dynagent_canary_step",
             "The current step (from 0) of each progressive rollout.",
             ["agent"],
+            registry=self.registry,
+        )
+
+    def _online_metrics(self) -> None:
+        """What became of the live runs sampled for an online score (``rollout.judge``)."""
+        self.online_judged = Counter(
+            "dynagent_online_judged",
+            "Live runs sampled for an online score (rollout.judge), by outcome: scored, "
+            "error (the judge gave no score) or skipped (the judge's queue was full).",
+            ["agent", "variant", "outcome"],
             registry=self.registry,
         )
 

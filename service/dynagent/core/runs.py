@@ -142,6 +142,8 @@ class _Served:
         ok = guard_evidence(error, routed=self.run.pin is None, shaped=shaped)
         if ok is not None:
             service.registry.rollouts.observe(agent, self.variant, ok=ok, seconds=seconds)
+        if error is None and self.run.pin is None:  # scored once answered: the caller never waits
+            service.judging.offer(agent, self.variant, events)
         log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:

@@ -26,6 +26,7 @@ from dynagent.core.auth import ApiKeys
 from dynagent.core.drain import Drain
 from dynagent.core.eval_runs import EvalRuns
 from dynagent.core.gauges import RegistryGauges
+from dynagent.core.judging import OnlineJudge
 from dynagent.core.keys_watch import KeysFileWatch
 from dynagent.core.metrics import Metrics
 from dynagent.core.redact import Redactor
@@ -100,6 +101,8 @@ class Service:
     """Masks what the operations views show of definitions and traces."""
     watchers: StreamSlots
     """The open ``/v1/watch/agents`` streams, in all and per key, within their limits."""
+    judging: OnlineJudge = field(init=False)
+    """Online scores (``rollout.judge``): sampled live runs scored in the background."""
     evals: EvalRuns = field(default_factory=EvalRuns)
     """Evaluation runs this replica started (``core/evals.py``), kept for reading back."""
     tracer: RunTracer | None = None
@@ -116,6 +119,9 @@ class Service:
     _interceptors: InterceptorRegistry | None = None
     _specs: Sequence[AgentSpec] = ()
     _extra_factories: Sequence[FactoryMaker] = ()
+
+    def __post_init__(self) -> None:
+        self.judging = OnlineJudge(self.registry, self.metrics)
 
     @classmethod
     def create(
@@ -216,6 +222,7 @@ class Service:
             self.decisions.start()
             stack.push_async_callback(self.decisions.aclose)
             stack.push_async_callback(self.shadows.aclose)
+            stack.push_async_callback(self.judging.aclose)
             stack.push_async_callback(self.evals.aclose)
             if self.config.auth.keys_file is not None:
                 self.keys_watch = await asyncio.to_thread(  # it looks at the file: off the loop

@@ -299,7 +299,7 @@ async def run_case(
 ) -> tuple[Outcome, str | None]:
     """One run of ``case`` on ``agent`` with its tools replaced (``eval_tools``): what it
     produced, and why it failed if it did."""
-    tools = eval_tools(agent.tools, case.tool_results)
+    tools = eval_tools(agent.tools, case.tool_results, live=case.live_tools)
     isolated = dataclasses.replace(agent, tools=tools, sessions=None)
     messages: list[Message] = [{"role": t.role, "content": t.content} for t in case.history]
     messages.append({"role": "user", "content": case.input})
@@ -343,17 +343,21 @@ def _args(arguments: str) -> Mapping[str, Any]:
 
 
 def eval_tools(
-    tools: Mapping[str, Tool], recorded: Mapping[str, str | tuple[str, ...]]
+    tools: Mapping[str, Tool],
+    recorded: Mapping[str, str | tuple[str, ...]],
+    *,
+    live: bool = True,
 ) -> dict[str, Tool]:
     """``tools`` for an evaluation: a recorded result where the case has one (a list: one
-    per call, in order, the last repeated), the real tool where it is ``shadow_safe``,
-    otherwise a placeholder. No tool without a recorded result or ``shadow_safe`` runs."""
-    return {name: _eval_tool(tool, recorded.get(name)) for name, tool in tools.items()}
+    per call, in order, the last repeated), the real tool where it is ``shadow_safe`` (and
+    ``live``), otherwise a placeholder. No tool without a recorded result or
+    ``shadow_safe`` runs; with ``live`` False, none runs at all."""
+    return {name: _eval_tool(tool, recorded.get(name), live) for name, tool in tools.items()}
 
 
-def _eval_tool(tool: Tool, recorded: str | tuple[str, ...] | None) -> Tool:
+def _eval_tool(tool: Tool, recorded: str | tuple[str, ...] | None, live: bool) -> Tool:
     if recorded is None:
-        return tool if tool.shadow_safe else _answering(tool, (PLACEHOLDER,))
+        return tool if tool.shadow_safe and live else _answering(tool, (PLACEHOLDER,))
     answers = (recorded,) if isinstance(recorded, str) else recorded
     return _answering(tool, answers or (PLACEHOLDER,))
 

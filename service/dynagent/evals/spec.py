@@ -195,6 +195,9 @@ class Case(_Strict):
     tags: tuple[str, ...] = Field(default=(), max_length=50)
     tool_results: dict[str, str | tuple[str, ...]] = {}
     """Tool name → the result it returns in this case (a list: one per call, in order)."""
+    live_tools: bool = True
+    """False: a tool without a recorded result answers the placeholder even where it is
+    ``shadow_safe`` (cases captured from production set it: a replay runs no real tool)."""
     reference: str | None = Field(default=None, max_length=MAX_TEXT)
     """The reference answer ``pairwise`` checks compare with (captured backtests record
     the stable version's answer here)."""

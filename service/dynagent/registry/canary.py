@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.registry.judged import JudgedScores, JudgePolicy, judge_verdict
 from dynagent.spec.agent import AgentSpec, Format, issues_from, load_spec, parse_document
 
 GUARDED_ERRORS = frozenset(
@@ -71,6 +72,12 @@ class GuardPolicy(BaseModel):
     (``POST /v1/traces/{trace_id}/feedback``; thumbs up = 1, down = 0)."""
     min_feedback: int = Field(default=10, ge=1)
     """…over at least this many ratings."""
+    min_judge_score: float | None = Field(default=None, ge=0, le=1)
+    """Pull when the canary's mean online score (``rollout.judge``) is below this."""
+    max_score_drop: float | None = Field(default=None, ge=0, le=1)
+    """Pull when the canary's mean online score is below the stable's by more than this."""
+    min_judged: int = Field(default=20, ge=1)
+    """…over at least this many scored runs (of each variant, for ``max_score_drop``)."""
 
 
 class Paused(BaseModel):
@@ -135,6 +142,8 @@ class RolloutPolicy(BaseModel):
     pin_sessions: bool = False
     """A session stays on the variant it started on for the life of this canary revision
     (weight changes and steps move new sessions only); a paused canary still serves none."""
+    judge: JudgePolicy | None = None
+    """Score a sample of both variants' live runs with a judge agent (online scores)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -219,6 +228,8 @@ class VariantStats:
         self.scores: deque[float] = deque(maxlen=window)
         """Recent feedback scores (0 to 1) of this variant's runs."""
         self.ratings = 0
+        self.judged = JudgedScores(window)
+        """Online scores of a sample of this variant's runs (``rollout.judge``)."""
 
     def rate(self, score: float) -> None:
         self.scores.append(score)
@@ -271,7 +282,13 @@ def _feedback_verdict(policy: GuardPolicy, canary: VariantStats) -> str | None:
 
 def guard_verdict(policy: GuardPolicy, stable: VariantStats, canary: VariantStats) -> str | None:
     """Why the canary must be pulled, or None while it looks healthy."""
-    feedback = _feedback_verdict(policy, canary)
+    feedback = _feedback_verdict(policy, canary) or judge_verdict(
+        min_score=policy.min_judge_score,
+        max_drop=policy.max_score_drop,
+        min_judged=policy.min_judged,
+        stable=stable.judged,
+        canary=canary.judged,
+    )
     if feedback is not None:
         return feedback
     if len(canary.recent) < policy.min_requests:

@@ -10,7 +10,10 @@ from typing import Any
 
 from dynagent.exceptions import ConfigError
 from dynagent.registry.canary import Pulled, RolloutPolicy, VariantStats
+from dynagent.registry.judged import JudgedScores, JudgePolicy
 from dynagent.runtime.agent import Agent, Variant
+
+VARIANTS: tuple[Variant, ...] = ("stable", "canary")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +98,17 @@ class AgentEntry:
             "factory": agent.factory if agent else None,
             "loaded_at": self.loaded_at or None,
             "last_error": self.last_error.as_dict() if self.last_error else None,
-            "canary": self._canary_status(stats.get("canary")),
+            "canary": self._canary_status(stats.get("canary"), stats),
             "traffic": {variant: figures.summary() for variant, figures in stats.items()},
         }
 
-    def _canary_status(self, stats: VariantStats | None) -> dict[str, Any] | None:
+    def _canary_status(
+        self, stats: VariantStats | None, both: Mapping[Variant, VariantStats]
+    ) -> dict[str, Any] | None:
         canary = self.canary
         if canary is None:
             return None
-        return {
+        status = {
             "revision": canary.agent.revision,
             "weight": canary.policy.weight,
             "sticky_key": canary.policy.sticky_key,
@@ -121,6 +126,19 @@ class AgentEntry:
             "guard": canary.policy.guard.model_dump(),
             "steps": _steps_status(canary, stats),
         }
+        if canary.policy.judge is not None:  # absent when the canary has no online scores
+            status["judge"] = _judge_status(canary.policy.judge, both)
+        return status
+
+
+def _judge_status(policy: JudgePolicy, stats: Mapping[Variant, VariantStats]) -> dict[str, Any]:
+    """The online scores of both variants (``rollout.judge``): count, mean, errors, skipped."""
+    scores = {v: stats[v].judged if v in stats else JudgedScores() for v in VARIANTS}
+    return {
+        "agent": policy.agent,
+        "sample": policy.sample,
+        **{variant: judged.summary() for variant, judged in scores.items()},
+    }
 
 
 def _steps_status(canary: Canary, stats: VariantStats | None) -> dict[str, Any] | None:

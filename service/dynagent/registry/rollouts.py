@@ -206,6 +206,28 @@ class Rollouts:
             self._guard(entry, canary)
         return True
 
+    def judged(
+        self, name: str, revision: str, variant: Variant, score: float | None, *, skipped: bool
+    ) -> bool:
+        """Count an online judgement of a run of ``revision`` (``rollout.judge``): a score,
+        a judge error (``score`` None) or a sampled run skipped (``skipped``: the judge's
+        queue was full); False when that revision no longer serves as ``variant``."""
+        entry = self.table.find(name)
+        if entry is None:
+            return False
+        canary = entry.canary
+        serving = canary.agent if variant == "canary" and canary else entry.stable
+        if serving is None or serving.revision != revision:
+            return False
+        judged = self._figures(entry, variant).judged
+        if skipped:
+            judged.skipped += 1
+            return True
+        judged.add(score)
+        if score is not None and canary is not None and canary.serving:
+            self._guard(entry, canary)
+        return True
+
     def _figures(self, entry: AgentEntry, variant: Variant) -> VariantStats:
         key = (entry.name, variant)
         stats = self._stats.get(key)

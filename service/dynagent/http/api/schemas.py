@@ -105,12 +105,34 @@ class TrafficBody(Answer):
     p95_ms: float | None
 
 
+class JudgedBody(Answer):
+    count: int
+    """Runs scored."""
+    mean: float | None
+    """The mean of the recent scores (``guard.window``)."""
+    errors: int
+    """Sampled runs the judge gave no score."""
+    skipped: int
+    """Sampled runs left out: the judge's queue was full."""
+
+
+class OnlineScoresBody(Answer):
+    """``rollout.judge``: the online scores of each variant."""
+
+    agent: str
+    sample: float
+    stable: JudgedBody
+    canary: JudgedBody
+
+
 class CanaryBody(Answer):
     revision: str
     weight: float
     state: Literal["serving", "pulled"]
     source: SourceBody
     loaded_at: float
+    judge: OnlineScoresBody | None = None
+    """Present when the canary has ``rollout.judge``."""
 
 
 class SuiteStatusBody(Answer):
@@ -140,6 +162,23 @@ class AgentStatus(Answer):
     revisions: list[RevisionBody]
     evals: SuiteStatusBody | None = None
     """Present when the agent has an evaluation suite beside it."""
+
+
+class SkippedRun(Answer):
+    trace_id: str
+    reason: str
+
+
+class CapturedSuite(Answer):
+    """Recent answered runs of an agent as an evaluation suite (a backtest)."""
+
+    agent: str
+    variant: Literal["stable", "canary"]
+    cases: int
+    skipped: list[SkippedRun]
+    """Runs that could not become cases, and why."""
+    suite: dict[str, Any]
+    """The suite document (``{name}.evals.yaml``), validated."""
 
 
 class AgentList(Answer):
