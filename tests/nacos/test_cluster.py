@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,6 @@ import pytest
 
 from dynagent.config import NacosConfig
 from dynagent.registry.events import AgentSwapped, RegistryEvent
-from tests.nacos.conftest import unique_group
 from tests.support.nacos import claimed_port, invoke, nacos_service_config, yaml_text
 from tests.support.nacos_cluster import NODES, NacosCluster, claimed_cluster_ports
 from tests.support.service import RunningService, agent_document, revision_of, running_service
@@ -55,7 +55,7 @@ def nacos_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NacosClu
 
 @pytest.fixture
 def cluster_settings(nacos_cluster: NacosCluster, tmp_path: Path) -> NacosConfig:
-    group = unique_group("cluster")
+    group = f"cluster-{uuid.uuid4().hex[:8]}"  # a group no other test uses
     return NacosConfig(
         server_addr=nacos_cluster.addr,
         group=group,
