@@ -8,9 +8,10 @@ agent called as a tool against ``Agent.run``); hostile text, the ``dynagent`` co
 against Python's own (``bench.cli_start``), and a flooding model's 1 MB answer
 (``bench.model_stream``, its own model process); then, with a real Nacos started by
 ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
-1,000 agents loaded from it; then a fleet (``scripts/fleet.sh``: three replicas behind
-nginx on Nacos and Redis). Prints the tables and writes the same figures
-to ``bench/results/bench.json``.
+1,000 agents loaded from it; then three Nacos nodes in cluster mode, whose raft leader is
+killed ten times (three with ``--quick``) to time edits flowing again; then a fleet
+(``scripts/fleet.sh``: three replicas behind nginx on Nacos and Redis). Prints the tables
+and writes the same figures to ``bench/results/bench.json``.
 
     .venv/bin/python -m bench            # full run (several minutes)
     .venv/bin/python -m bench --quick    # under two minutes
@@ -37,6 +38,7 @@ from bench import (
     fleet,
     hostile_text,
     model_stream,
+    nacos_cluster,
     overhead,
     reload_files,
     reload_nacos,
@@ -170,6 +172,11 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             except Exception as exc:  # no Java, ports taken …: keep the other figures
                 logger.exception("the Nacos parts failed")
                 run.data["nacos_error"] = f"{type(exc).__name__}: {exc}"
+            await run.part(
+                "nacos_cluster",
+                lambda: nacos_cluster.measure(3 if quick else nacos_cluster.KILLS),
+                nacos_cluster.table,
+            )
             await run.part("fleet", lambda: fleet.measure(model_url, quick=quick), fleet.table)
         run.data["model_server_report"] = await model.stop()
     run.data["bars"] = bars(run.data)

@@ -7,6 +7,14 @@
 #   scripts/nacos.sh logs [-f] [N]     tail the server log
 #   scripts/nacos.sh install           only download/build into the cache
 #
+#   scripts/nacos.sh cluster start [--clean] [N...]   three nodes in cluster mode (or nodes N),
+#                                      embedded storage (Derby replicated by JRaft); waits
+#                                      until every node answers and a config round trip passes
+#   scripts/nacos.sh cluster stop [N...] | kill [N...]   TERM (then KILL) | KILL at once
+#   scripts/nacos.sh cluster status    each node, and the raft leader of the config group
+#   scripts/nacos.sh cluster leader    host:port (HTTP) of that leader
+#   scripts/nacos.sh cluster addr      the nodes as nacos.server_addr takes them
+#
 # Environment (defaults):
 #   NACOS_PORT=8848            HTTP port; gRPC client port = +1000, gRPC cluster = +1001,
 #                              JRaft = -1000 (all on 127.0.0.1)
@@ -21,6 +29,12 @@
 #   NACOS_STOP_TIMEOUT=30      seconds between TERM and KILL
 #   NACOS_JAVA_OPTS            extra/override JVM flags
 #   JAVA, MVN                  java / mvn executables (default: from PATH)
+#   NACOS_CLUSTER_PORTS="8858 8868 8878"   the cluster nodes' HTTP ports (each also uses
+#                              +1000, +1001 and -1000, like the single server; no console)
+#   NACOS_CLUSTER_HOME=$NACOS_CACHE_DIR/cluster   node homes: node1, node2, node3
+#   NACOS_CLUSTER_HEAP=320m    each node's -Xmx (three JVMs on a small machine)
+#   NACOS_CLUSTER_ELECTION_MS=5000   raft election timeout (Nacos's default)
+#   NACOS_CLUSTER_RESPAWNS=5   how often a node that exits while the cluster forms is restarted
 #
 # The server version is pinned only in scripts/nacos/pom.xml (property nacos.version).
 set -euo pipefail
@@ -37,6 +51,11 @@ NACOS_CACHE_DIR="$(realpath -m "${NACOS_CACHE_DIR:-$REPO_ROOT/.cache/nacos}")"
 NACOS_HOME="$(realpath -m "${NACOS_HOME:-$NACOS_CACHE_DIR/home}")"
 NACOS_START_TIMEOUT="${NACOS_START_TIMEOUT:-180}"
 NACOS_STOP_TIMEOUT="${NACOS_STOP_TIMEOUT:-30}"
+NACOS_CLUSTER_PORTS="${NACOS_CLUSTER_PORTS:-8858 8868 8878}"
+NACOS_CLUSTER_HOME="$(realpath -m "${NACOS_CLUSTER_HOME:-$NACOS_CACHE_DIR/cluster}")"
+NACOS_CLUSTER_HEAP="${NACOS_CLUSTER_HEAP:-320m}"
+NACOS_CLUSTER_ELECTION_MS="${NACOS_CLUSTER_ELECTION_MS:-5000}"
+NACOS_CLUSTER_RESPAWNS="${NACOS_CLUSTER_RESPAWNS:-5}"
 JAVA="${JAVA:-java}"
 MVN="${MVN:-mvn}"
 
@@ -230,6 +249,56 @@ nacos.config.push.maxRetryTime=50
 EOF
 }
 
+# spawn_server STANDALONE: write this home's settings and launch the JVM in the background;
+# the pid is left in SPAWNED_PID (the caller waits for readiness).
+spawn_server() {
+  local standalone="$1"
+  touch "$HOME_MARKER"
+  printf 'NACOS_PORT=%s\nNACOS_CONSOLE=%s\nNACOS_CONSOLE_PORT=%s\n' \
+    "$NACOS_PORT" "$NACOS_CONSOLE" "$NACOS_CONSOLE_PORT" >"$RUN_INFO"
+  write_conf
+  if [[ "$standalone" == false ]]; then write_cluster_conf; fi
+  rm -f "$PID_FILE"
+  local mode=server
+  if [[ "$NACOS_CONSOLE" == 1 ]]; then mode=merged; fi
+  local cp
+  cp="$(paste -sd: "$CP_FILE")"
+  # shellcheck disable=SC2206
+  local jvm=(-Xms256m "-Xmx${NACOS_HEAP:-512m}" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k
+             -XX:MaxDirectMemorySize=256m -Djava.net.preferIPv4Stack=true
+             ${NACOS_JAVA_OPTS:-})
+  (
+    cd "$NACOS_HOME"
+    exec 8>&- 9>&-  # don't let the server inherit (and hold) our lock files
+    exec setsid "$JAVA" "${jvm[@]}" \
+      -Dnacos.home="$NACOS_HOME" \
+      -Dnacos.standalone="$standalone" \
+      -DembeddedStorage=true \
+      -Dnacos.deployment.type="$mode" \
+      -Dnacos.remote.grpc.listen.ip="$HOST" \
+      -Dnacos.logs.path="$NACOS_HOME/logs" \
+      -DJM.LOG.PATH="$NACOS_HOME/logs" \
+      -Dderby.stream.error.file="$NACOS_HOME/logs/derby.log" \
+      -cp "$cp" "$MAIN_CLASS" \
+      --spring.config.additional-location="file:$NACOS_HOME/conf/" \
+      </dev/null >>"$LOG_FILE" 2>&1
+  ) &
+  local launcher=$! i pid=""
+  # setsid normally execs in place (same pid); if it had to fork, find the java process.
+  for i in $(seq 1 50); do
+    if is_our_process "$launcher"; then pid=$launcher; else pid="$(find_pid)"; fi
+    [[ -n "$pid" ]] && break
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ -z "$pid" ]]; then
+    tail -n 60 "$LOG_FILE" >&2 || true
+    die "the server process did not start"
+  fi
+  echo "$pid" >"$PID_FILE"
+  SPAWNED_PID=$pid
+}
+
 # ---------------------------------------------------------------------------------- commands
 cmd_start() {
   local clean=0 arg
@@ -263,6 +332,7 @@ cmd_start() {
     fi
     die "a server (pid $pid) is running for $NACOS_HOME but does not answer; run '$0 stop' first"
   fi
+  local started_at=$SECONDS
 
   if [[ "$clean" == 1 ]]; then
     if [[ -d "$NACOS_HOME" && ! -f "$HOME_MARKER" && -n "$(ls -A "$NACOS_HOME" | grep -v '^\.start\.lock$' || true)" ]]; then
@@ -276,49 +346,8 @@ cmd_start() {
     port_open "$p" && die "port $HOST:$p is already in use (NACOS_PORT=$NACOS_PORT uses $(ports | tr '\n' ' ' | sed 's/ $//'); set NACOS_PORT / NACOS_CONSOLE_PORT / NACOS_CONSOLE=0)"
   done
 
-  touch "$HOME_MARKER"
-  printf 'NACOS_PORT=%s\nNACOS_CONSOLE=%s\nNACOS_CONSOLE_PORT=%s\n' \
-    "$NACOS_PORT" "$NACOS_CONSOLE" "$NACOS_CONSOLE_PORT" >"$RUN_INFO"
-  write_conf
-  rm -f "$PID_FILE"
-  local mode=server
-  if [[ "$NACOS_CONSOLE" == 1 ]]; then mode=merged; fi
-  local cp
-  cp="$(paste -sd: "$CP_FILE")"
-  # shellcheck disable=SC2206
-  local jvm=(-Xms256m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k
-             -XX:MaxDirectMemorySize=256m -Djava.net.preferIPv4Stack=true
-             ${NACOS_JAVA_OPTS:-})
-  local started_at=$SECONDS
-  (
-    cd "$NACOS_HOME"
-    exec 8>&- 9>&-  # don't let the server inherit (and hold) our lock files
-    exec setsid "$JAVA" "${jvm[@]}" \
-      -Dnacos.home="$NACOS_HOME" \
-      -Dnacos.standalone=true \
-      -Dnacos.deployment.type="$mode" \
-      -Dnacos.remote.grpc.listen.ip="$HOST" \
-      -Dnacos.logs.path="$NACOS_HOME/logs" \
-      -DJM.LOG.PATH="$NACOS_HOME/logs" \
-      -Dderby.stream.error.file="$NACOS_HOME/logs/derby.log" \
-      -cp "$cp" "$MAIN_CLASS" \
-      --spring.config.additional-location="file:$NACOS_HOME/conf/" \
-      </dev/null >>"$LOG_FILE" 2>&1
-  ) &
-  local launcher=$! i
-  # setsid normally execs in place (same pid); if it had to fork, find the java process.
-  pid=""
-  for i in $(seq 1 50); do
-    if is_our_process "$launcher"; then pid=$launcher; else pid="$(find_pid)"; fi
-    [[ -n "$pid" ]] && break
-    kill -0 "$launcher" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ -z "$pid" ]]; then
-    tail -n 60 "$LOG_FILE" >&2 || true
-    die "the server process did not start"
-  fi
-  echo "$pid" >"$PID_FILE"
+  spawn_server true
+  pid="$SPAWNED_PID"
   log "started pid $pid (log $LOG_FILE), waiting up to ${NACOS_START_TIMEOUT}s"
 
   if ! wait_ready "$pid" "$NACOS_START_TIMEOUT"; then
@@ -402,6 +431,194 @@ cmd_logs() {
   tail -n "$n" "${follow[@]}" "$LOG_FILE"
 }
 
+# ---------------------------------------------------------------------------------- cluster
+# Three nodes in cluster mode (-Dnacos.standalone=false) with embedded storage: each node's
+# Derby is replicated by JRaft (raft port = HTTP - 1000); members come from conf/cluster.conf.
+# shellcheck disable=SC2206
+CLUSTER_PORTS=($NACOS_CLUSTER_PORTS)
+
+# Point the single-server variables (ports, home, pid/log files) at node $1 (1-based).
+use_node() {
+  local i="$1"
+  [[ "$i" =~ ^[0-9]+$ ]] && ((i >= 1 && i <= ${#CLUSTER_PORTS[@]})) ||
+    die "no node $i (nodes 1..${#CLUSTER_PORTS[@]})"
+  NACOS_PORT=${CLUSTER_PORTS[$((i - 1))]}
+  NACOS_CONSOLE=0
+  NACOS_HOME="$NACOS_CLUSTER_HOME/node$i"
+  PID_FILE="$NACOS_HOME/nacos.pid"
+  LOG_FILE="$NACOS_HOME/nacos.log"
+  HOME_MARKER="$NACOS_HOME/.nacos-sh-home"
+  RUN_INFO="$NACOS_HOME/nacos.run"
+  NACOS_HEAP="$NACOS_CLUSTER_HEAP"
+  set_ports
+}
+
+cluster_addr() {
+  local p out=()
+  for p in "${CLUSTER_PORTS[@]}"; do out+=("$HOST:$p"); done
+  (IFS=,; echo "${out[*]}")
+}
+
+write_cluster_conf() {
+  local p
+  { echo "# Generated by scripts/nacos.sh cluster start; edits are overwritten."
+    for p in "${CLUSTER_PORTS[@]}"; do echo "$HOST:$p"; done
+  } >"$NACOS_HOME/conf/cluster.conf"
+  cat >>"$NACOS_HOME/conf/application.properties" <<EOF
+# Cluster mode: members from conf/cluster.conf, configs in Derby replicated by JRaft.
+nacos.core.member.lookup.type=file
+nacos.core.protocol.raft.data.election_timeout_ms=$NACOS_CLUSTER_ELECTION_MS
+# A new cluster has no pre-3.x namespace rows to migrate, and the migration's pre-check
+# queries the store before the raft group has a leader, which fails the start.
+nacos.config.namespace.compatible.mode=false
+EOF
+}
+
+# Launch node $1 unless it runs; no waiting.
+cluster_spawn() {
+  use_node "$1"
+  local pid p
+  pid="$(running_pid)"
+  if [[ -n "$pid" ]]; then return 0; fi
+  mkdir -p "$NACOS_HOME"
+  if [[ "$CLUSTER_CLEAN" == 1 ]]; then
+    if [[ -n "$(ls -A "$NACOS_HOME")" && ! -f "$HOME_MARKER" ]]; then
+      die "--clean refused: $NACOS_HOME is not empty and was not created by nacos.sh ($HOME_MARKER missing)"
+    fi
+    find "$NACOS_HOME" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+  fi
+  for p in $(ports); do
+    port_open "$p" && die "port $HOST:$p of node $1 is already in use (set NACOS_CLUSTER_PORTS)"
+  done
+  spawn_server false
+  log "node $1: started pid $SPAWNED_PID on $BASE_URL (log $LOG_FILE)"
+}
+
+cluster_start() {
+  local arg i nodes=()
+  CLUSTER_CLEAN=0
+  for arg in "$@"; do
+    case "$arg" in
+      --clean) CLUSTER_CLEAN=1 ;;
+      *) nodes+=("$arg") ;;
+    esac
+  done
+  if ((${#nodes[@]} == 0)); then mapfile -t nodes < <(seq 1 ${#CLUSTER_PORTS[@]}); fi
+  if [[ "$CLUSTER_CLEAN" == 1 ]]; then
+    for i in "${nodes[@]}"; do cluster_stop_node "$i" TERM >/dev/null; done
+  fi
+  ensure_installed
+  mkdir -p "$NACOS_CLUSTER_HOME"
+  exec 9>"$NACOS_CLUSTER_HOME/.start.lock"
+  flock 9
+  local started_at=$SECONDS
+  for i in "${nodes[@]}"; do cluster_spawn "$i"; done
+  # A node answers only once its raft groups have a leader, so only once a majority runs.
+  # A node may also exit while the cluster forms: its first read of the store can race the
+  # new leader's first commit ("The Raft Group [nacos_config] did not find the Leader node",
+  # fatal at start); it is started again, and joins the leader the others elected.
+  local deadline=$((SECONDS + NACOS_START_TIMEOUT)) all pid
+  declare -A respawns=()
+  while true; do
+    ((SECONDS < deadline)) || die "the cluster did not become ready in ${NACOS_START_TIMEOUT}s (logs $NACOS_CLUSTER_HOME/node*/nacos.log)"
+    all=1
+    for i in "${nodes[@]}"; do
+      use_node "$i"
+      pid="$(running_pid)"
+      if [[ -z "$pid" ]]; then
+        respawns[$i]=$((${respawns[$i]:-0} + 1))
+        if ((respawns[$i] > NACOS_CLUSTER_RESPAWNS)); then
+          tail -n 40 "$LOG_FILE" >&2 || true
+          die "node $i exited $NACOS_CLUSTER_RESPAWNS times while starting (log $LOG_FILE)"
+        fi
+        log "node $i exited while the cluster formed: $(grep -o 'did not find the Leader node\|Caused by: [^:]*' "$LOG_FILE" | tail -n1); starting it again"
+        CLUSTER_CLEAN=0
+        cluster_spawn "$i"
+        all=0
+      elif ! { is_ready && port_open "$GRPC_PORT"; }; then
+        all=0
+      fi
+    done
+    if ((all)) && config_round_trip; then break; fi
+    sleep 0.5
+  done
+  echo "cluster ready in $((SECONDS - started_at))s: nacos.server_addr $(cluster_addr), homes $NACOS_CLUSTER_HOME/node*"
+}
+
+# cluster_stop_node N SIGNAL: TERM (then KILL after NACOS_STOP_TIMEOUT), or KILL at once (a
+# crash: no goodbye to the other members, no raft leadership handed over).
+cluster_stop_node() {
+  use_node "$1"
+  local pid
+  pid="$(running_pid)"
+  if [[ "$2" == KILL && -n "$pid" ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    rm -f "$PID_FILE"
+    echo "node $1: killed pid $pid"
+    return 0
+  fi
+  echo "node $1: $(cmd_stop)"
+}
+
+# The raft leader of the config group as node $1 sees it: host:port of its HTTP API (the raft
+# port + 1000), or nothing while there is none.
+cluster_leader_of() {
+  use_node "$1"
+  curl -s -m 3 "$BASE_URL/v3/admin/core/cluster/node/self" 2>/dev/null |
+    grep -o '"nacos_config":{[^}]*"leader":"[^"]*"' |
+    sed 's/.*"leader":"\([^"]*\)"/\1/' |
+    awk -F: 'NF == 2 { print $1 ":" $2 + 1000 }'
+}
+
+cluster_leader() {
+  local i leader
+  for i in $(seq 1 ${#CLUSTER_PORTS[@]}); do
+    use_node "$i"
+    [[ -n "$(running_pid)" ]] || continue
+    leader="$(cluster_leader_of "$i")"
+    # A node may name a leader that just died until it notices (the election timeout).
+    if [[ -n "$leader" ]] && port_open "${leader##*:}"; then echo "$leader"; return 0; fi
+  done
+  log "no running node names a leader of the config group"
+  return 1
+}
+
+cluster_status() {
+  local i pid rc=0
+  for i in $(seq 1 ${#CLUSTER_PORTS[@]}); do
+    use_node "$i"
+    pid="$(running_pid)"
+    if [[ -z "$pid" ]]; then
+      echo "node $i ($BASE_URL): not running"; rc=1
+    elif is_ready; then
+      echo "node $i ($BASE_URL): running, pid $pid, home $NACOS_HOME"
+    else
+      echo "node $i ($BASE_URL): pid $pid alive but not answering"; rc=1
+    fi
+  done
+  echo "config leader: $(cluster_leader 2>/dev/null || echo none)"
+  return $rc
+}
+
+cmd_cluster() {
+  local sub="${1:-}" i signal=TERM nodes
+  shift || true
+  case "$sub" in
+    start) cluster_start "$@" ;;
+    stop | kill)
+      nodes=("$@")
+      if [[ "$sub" == kill ]]; then signal=KILL; fi
+      if ((${#nodes[@]} == 0)); then mapfile -t nodes < <(seq 1 ${#CLUSTER_PORTS[@]}); fi
+      for i in "${nodes[@]}"; do cluster_stop_node "$i" "$signal"; done
+      ;;
+    status) cluster_status ;;
+    leader) cluster_leader ;;
+    addr) cluster_addr ;;
+    *) echo "usage: $0 cluster start [--clean] [N...] | stop [N...] | kill [N...] | status | leader | addr" >&2; exit 2 ;;
+  esac
+}
+
 set_ports
 
 case "${1:-}" in
@@ -409,6 +626,7 @@ case "${1:-}" in
   stop) cmd_stop ;;
   status) cmd_status ;;
   logs) shift; cmd_logs "$@" ;;
+  cluster) shift; cmd_cluster "$@" ;;
   install) ensure_installed; echo "installed Nacos $(nacos_version) in $NACOS_CACHE_DIR" ;;
-  *) echo "usage: $0 start [--clean] | stop | status | logs [-f] [N] | install" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--clean] | stop | status | logs [-f] [N] | install | cluster ..." >&2; exit 2 ;;
 esac

@@ -31,10 +31,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-NACOS_FIXTURES = frozenset({"nacos_server", "fleet"})
+NACOS_FIXTURES = frozenset({"nacos_server", "nacos_cluster", "fleet"})
 """Fixtures that start a Nacos server (the fleet runs one too): their tests need Java."""
-SLOW_FIXTURES = frozenset({"fleet"})
-"""Fixtures whose start alone outlasts the fast tier's budget (three replicas and nginx)."""
+SLOW_FIXTURES = frozenset({"fleet", "nacos_cluster"})
+"""Fixtures whose start alone outlasts the fast tier's budget (three replicas and nginx;
+three Nacos nodes)."""
 BROWSER_MODULE = "tests.ui.browser"
 """Where the Chromium helpers live: a test module that imports from it drives a browser."""
 

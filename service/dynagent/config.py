@@ -43,6 +43,9 @@ class DefaultFactoryConfig(_Section):
 
 class NacosConfig(_Section):
     server_addr: str = "127.0.0.1:8848"
+    """The server, or every node of a cluster: ``h1:8848,h2:8848`` or a YAML list of
+    ``host:port`` (each may also be ``http://host:port``). Kept as the comma-separated
+    text the Nacos client takes; the client fails over between the nodes."""
     namespace: str = ""
     group: str = "AGENTS"
     username: str = ""
@@ -61,6 +64,39 @@ class NacosConfig(_Section):
     """This instance's gray tag: a config with a tag gray (``tag=`` on publish) under this
     tag is served in its gray version here, the formal one elsewhere. Sent as the
     connection label ``Vipserver-Tag``, which Nacos's tag rules match."""
+
+    @field_validator("server_addr", mode="before")
+    @classmethod
+    def _addresses(cls, value: Any) -> Any:
+        entries = value if isinstance(value, list) else [value]
+        if not all(isinstance(entry, str) for entry in entries):
+            return value  # left to the type check
+        addresses = [a.strip() for entry in entries for a in entry.split(",")]
+        if not addresses:
+            raise ValueError("name at least one Nacos node (host:port)")
+        for address in addresses:
+            if not _is_address(address):
+                raise ValueError(
+                    f"{address!r} is not a Nacos address: give host:port (or "
+                    "http://host:port) for each node, comma-separated or as a list"
+                )
+        return ",".join(addresses)
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Every node of ``server_addr``."""
+        return tuple(self.server_addr.split(","))
+
+
+def _is_address(address: str) -> bool:
+    """``host:port`` or ``http(s)://host:port``, without spaces or a path (the Nacos
+    client adds 1000 to the port for gRPC, so a missing port is no default)."""
+    for scheme in ("http://", "https://"):
+        address = address.removeprefix(scheme)
+    host, _, port = address.rpartition(":")
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        return False
+    return bool(host) and not any(c.isspace() or c in "/?#@,:" for c in host)
 
 
 class SpringAiAlibabaConfig(_Section, OutboundFields):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dynagent.config import ServiceConfig, load_config
 from dynagent.exceptions import ConfigError, FieldIssue
@@ -203,3 +204,44 @@ def test_the_sample_config_serves_the_sample_agents() -> None:
     assert config.sessions.path == SAMPLES / "../var/sessions.db"
     assert (config.listen.host, config.listen.port) == ("127.0.0.1", 8090)
     assert load_config(SAMPLES / "service.yaml", {"DYNAGENT_PORT": "8111"}).listen.port == 8111
+
+
+@pytest.mark.parametrize(
+    ("given", "addresses"),
+    [
+        ("n1:8848", ("n1:8848",)),
+        (" n1:8848 , n2:8849,n3:8850 ", ("n1:8848", "n2:8849", "n3:8850")),
+        (["n1:8848", "n2:8849"], ("n1:8848", "n2:8849")),
+        (["n1:8848,n2:8849", "http://n3:8850"], ("n1:8848", "n2:8849", "http://n3:8850")),
+    ],
+)
+def test_nacos_server_addr_takes_every_node_as_text_or_a_list(
+    tmp_path: Path, given: str | list[str], addresses: tuple[str, ...]
+) -> None:
+    path = write(tmp_path, yaml.safe_dump({"nacos": {"server_addr": given}}))
+    nacos = load_config(path, {}).nacos
+    # The Nacos SDK takes the nodes as one comma-separated text.
+    assert (nacos.addresses, nacos.server_addr) == (addresses, ",".join(addresses))
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "",
+        "n1:8848,,n2:8849",
+        "n1",
+        "n1:",
+        "n1:99999",
+        "n1 :8848",
+        "n1:8848/nacos",
+        [],
+        ["n1:8848", 7],
+    ],
+)
+def test_a_nacos_node_without_host_and_port_is_refused_by_name(
+    tmp_path: Path, given: str | list[object]
+) -> None:
+    path = write(tmp_path, yaml.safe_dump({"nacos": {"server_addr": given}}))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert [issue.path for issue in caught.value.issues] == ["nacos.server_addr"]

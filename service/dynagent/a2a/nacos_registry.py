@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from loguru import logger
-from v2.nacos import ClientConfigBuilder
 from v2.nacos.ai.model.ai_param import (
     DeregisterAgentEndpointParam,
     GetAgentCardParam,
@@ -35,7 +33,7 @@ from v2.nacos.ai.nacos_ai_service import NacosAIService
 from dynagent.a2a.card import agent_card
 from dynagent.config import NacosConfig, ServiceConfig
 from dynagent.exceptions import ConfigError
-from dynagent.nacos._sdk_config import CONNECT_TIMEOUT
+from dynagent.nacos._sdk_config import CONNECT_TIMEOUT, sdk_config
 from dynagent.nacos.client import NacosUnavailable
 from dynagent.registry.events import AgentRemoved, AgentSwapped, RegistryEvent
 from dynagent.registry.facade import AgentRegistry
@@ -217,16 +215,7 @@ class NacosA2aDirectory:
 
 async def _ai_service(settings: NacosConfig, work_dir: Path) -> Any:
     """A connected ``NacosAIService``; ``NacosUnavailable`` after ``CONNECT_TIMEOUT``."""
-    builder = (
-        ClientConfigBuilder()
-        .server_address(settings.server_addr)
-        .namespace_id(settings.namespace)
-        .cache_dir(str(work_dir / "cache"))
-        .log_dir(str(work_dir / "logs"))
-        .log_level(logging.WARNING)
-    )
-    if settings.username:
-        builder = builder.username(settings.username).password(settings.password)
+    builder = sdk_config(settings, work_dir)
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
             return await NacosAIService.create_ai_service(builder.build())

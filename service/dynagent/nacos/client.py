@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_plus
 
-import aiohttp
 from v2.nacos import ConfigParam, NacosConfigService
 from v2.nacos.common.constants import Constants
 from v2.nacos.common.nacos_exception import NacosException
@@ -32,9 +31,9 @@ from v2.nacos.config.model.config_response import ConfigQueryResponse
 
 from dynagent._compat import nacos as sdk
 from dynagent.config import NacosConfig
-from dynagent.exceptions import DynagentError, ErrorKind
 from dynagent.logs import stdlib_routed
 from dynagent.nacos._fuzzy import FuzzyHub, FuzzyWatch, OnGroupChange
+from dynagent.nacos._http_api import NacosError, NacosHttp, NacosUnavailable
 from dynagent.nacos._sdk_config import CONNECT_TIMEOUT, sdk_config
 
 Listener = Callable[[str, str, str, str], Awaitable[None]]
@@ -76,14 +75,6 @@ def content_md5(text: str) -> str:
     return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
-class NacosError(DynagentError):
-    kind: ErrorKind = "unavailable"
-
-
-class NacosUnavailable(NacosError):
-    """The Nacos server could not be reached."""
-
-
 async def _shutdown(service: Any) -> None:
     """Shut the SDK client down without waiting up to 5 s for its listen task's tick."""
     sdk.stop_listen_task(service)
@@ -106,14 +97,13 @@ class NacosClient:
         self.settings = settings
         self.page_size = page_size
         """Configs per request when listing a group."""
-        self.base_url = f"http://{settings.server_addr.split(',')[0].strip()}/nacos"
+        self._http = NacosHttp(settings)
+        """The v3 HTTP API, on whichever node answers."""
         self._own_work_dir = work_dir is None
         self._work_dir = work_dir
         """The SDK's cache and logs; made at the first connect when not given (off the loop)."""
         self._service: Any = None
         self._log_handlers: list[logging.Handler] = []
-        self._http: aiohttp.ClientSession | None = None
-        self._token: str | None = None
         self._failed_at = -CONNECT_TIMEOUT
         self._failure = ""
         """When and why the last connect failed (monotonic seconds)."""
@@ -177,9 +167,7 @@ class NacosClient:
         if service is not None:
             await _shutdown(service)
         self._release_log_handlers()
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        await self._http.close()
         if self._own_work_dir and self._work_dir is not None:
             await asyncio.to_thread(shutil.rmtree, self._work_dir, ignore_errors=True)
             self._work_dir = None
@@ -331,7 +319,7 @@ class NacosClient:
                 "dataId": data_id,
                 "search": search,
             }
-            data = await self._get_json("/v3/admin/cs/config/list", params)
+            data = await self._http.get_json("/v3/admin/cs/config/list", params)
             items = data.get("pageItems") or []
             for item in items:
                 name = str(item.get("groupName"))
@@ -351,40 +339,21 @@ class NacosClient:
                 "pageSize": str(self.page_size),
                 "namespaceId": self.settings.namespace or "public",
             }
-            data = await self._get_json("/v3/admin/ai/mcp/list", params)
+            data = await self._http.get_json("/v3/admin/ai/mcp/list", params)
             items = data.get("pageItems") or []
             found.extend(item for item in items if isinstance(item, dict))
             if page >= int(data.get("pagesAvailable") or 1) or not items:
                 return found
             page += 1
 
-    async def _session(self) -> aiohttp.ClientSession:
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
-        return self._http
 
-    async def _get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        session = await self._session()
-        for attempt in (1, 2):
-            query = dict(params)
-            if self._token:
-                query["accessToken"] = self._token
-            try:
-                async with session.get(self.base_url + path, params=query) as response:
-                    if response.status in (401, 403) and self.settings.username and attempt == 1:
-                        await self._login(session)
-                        continue
-                    body = await response.json(content_type=None)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                raise NacosUnavailable(f"Nacos HTTP API {path} failed: {exc}") from None
-            if response.status != 200 or not isinstance(body, dict) or body.get("code") != 0:
-                raise NacosError(f"Nacos HTTP API {path} answered {response.status}: {body}")
-            data: dict[str, Any] = body.get("data") or {}
-            return data
-        raise NacosError(f"Nacos refused the credentials for {path}")
-
-    async def _login(self, session: aiohttp.ClientSession) -> None:
-        form = {"username": self.settings.username, "password": self.settings.password}
-        async with session.post(self.base_url + "/v3/auth/user/login", data=form) as response:
-            body = await response.json(content_type=None)
-        self._token = body.get("accessToken") if isinstance(body, dict) else None
+__all__ = [
+    "SDK_LOGGER",
+    "ConfigRead",
+    "GrayAwareQueryResponse",
+    "Listener",
+    "NacosClient",
+    "NacosError",
+    "NacosUnavailable",
+    "content_md5",
+]
