@@ -79,6 +79,13 @@ class Metrics:
             ["agent"],
             registry=self.registry,
         )
+        self.webhooks = Counter(
+            "dynagent_webhook_deliveries",
+            "Webhook notices: delivered, retried (an attempt failed), failed (gave up), "
+            "dropped (the queue was full).",
+            ["result"],
+            registry=self.registry,
+        )
 
     def forget(self, agent: str) -> None:
         """Drop every series of ``agent``, which the service no longer serves: series of

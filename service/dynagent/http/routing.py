@@ -8,7 +8,7 @@ from dynagent.http import a2a
 from dynagent.http._routes import Routes
 from dynagent.http.api import agents, feedback
 from dynagent.http.openai import chat, models, responses
-from dynagent.http.ops import admin, live, mcp, probes, traces, ui
+from dynagent.http.ops import admin, live, mcp, notifications, probes, traces, ui
 
 TABLES: tuple[Routes, ...] = (
     probes.routes,
@@ -23,6 +23,7 @@ TABLES: tuple[Routes, ...] = (
     ui.routes,
     traces.routes,
     live.routes,
+    notifications.routes,
 )
 
 
