@@ -7,7 +7,7 @@ import asyncio
 import hashlib
 import hmac
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestServer
 from dynagent.config import ServiceConfig
 from dynagent.core.service import Service
 from dynagent.exceptions import ConfigError
+from dynagent.registry.facade import AgentRegistry
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (
     RunningService,
@@ -158,6 +159,14 @@ async def test_a_refusing_receiver_is_given_up_on_at_once_and_shows_in_the_statu
     assert "s3cr3t" not in hook["url"]
 
 
+def _weighs(weight: float) -> Callable[[AgentRegistry], bool]:
+    def done(registry: AgentRegistry) -> bool:
+        canary = registry.entry("bot").canary
+        return canary is not None and canary.policy.weight == weight
+
+    return done
+
+
 async def test_a_receiver_that_hangs_never_slows_a_run(
     agents_dir: Path, state_dir: Path, receiver: tuple[Receiver, str]
 ) -> None:
@@ -170,11 +179,7 @@ async def test_a_receiver_that_hangs_never_slows_a_run(
         for weight in (20, 30, 40, 50):  # more notices than the queue holds
             candidate = agent_document("bot", system="Canary.")
             service.write_agent(canary_document(candidate, weight), filename=canary_filename("bot"))
-            await service.registry.wait_for(
-                lambda r, w=weight: (
-                    (c := r.entry("bot").canary) is not None and c.policy.weight == w
-                )
-            )
+            await service.registry.wait_for(_weighs(weight))
         answers = await asyncio.gather(
             *(service.client.post("/v1/agents/bot/invoke", json={"input": "hi"}) for _ in range(20))
         )
