@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector
 from dynagent.events import Usage
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome")
 
 
 class Metrics:
@@ -49,6 +50,7 @@ class Metrics:
         )
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
         self._rollout_metrics(labels)
+        self._evidence_metrics()
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
@@ -57,6 +59,8 @@ class Metrics:
             (self.reloads, ("agent", "result")),
             (self.feedback, labels),
             (self.feedback_score, labels),
+            (self.evidence, EVIDENCE_LABELS),
+            (self.evidence_latency, EVIDENCE_LABELS[:3]),
         )
 
     def _rollout_metrics(self, labels: tuple[str, str]) -> None:
@@ -86,6 +90,30 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+
+    def _evidence_metrics(self) -> None:
+        """What the rollout analysis reads, fleet-wide, from Prometheus: the runs that are
+        evidence about a version (``registry.canary.guard_evidence``), by revision."""
+        self.evidence = Counter(
+            "dynagent_rollout_requests",
+            "Runs that count for or against a version: routed (the router chose the "
+            "variant) or shadow copies, by outcome (ok or error).",
+            EVIDENCE_LABELS,
+            registry=self.registry,
+        )
+        self.evidence_latency = Histogram(
+            "dynagent_rollout_latency_seconds",
+            "Latency of the runs that count for or against a version.",
+            EVIDENCE_LABELS[:3],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe_evidence(  # noqa: PLR0917
+        self, agent: str, revision: str, variant: str, source: str, ok: bool, seconds: float
+    ) -> None:
+        self.evidence.labels(agent, revision, variant, source, "ok" if ok else "error").inc()
+        self.evidence_latency.labels(agent, revision, variant).observe(seconds)
 
     def forget(self, agent: str) -> None:
         """Drop every series of ``agent``, which the service no longer serves: series of

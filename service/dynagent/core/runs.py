@@ -157,6 +157,9 @@ class _Served:
         ok = guard_evidence(error, routed=self.run.pin is None, shaped=shaped)
         if ok is not None:
             service.registry.rollouts.observe(agent, self.variant, ok=ok, seconds=seconds)
+            service.metrics.observe_evidence(
+                agent.name, agent.revision, self.variant, "routed", ok, seconds
+            )
         log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:

@@ -55,6 +55,7 @@ from dynagent.registry.events import (
     RegistryEvent,
 )
 from dynagent.registry.facade import AgentRegistry
+from dynagent.rollout.analyses import CanaryAnalyses
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
@@ -111,6 +112,8 @@ class Service:
     """Present while running when ``a2a.register`` is on."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the service begins to stop: long-lived watch streams end."""
+    analyses: CanaryAnalyses = field(init=False)
+    """``rollout.analysis``: each canary checked against its stable version."""
     webhooks: Webhooks | None = None
     """Rollout notices to ``notifications.webhooks``; None when none is configured."""
     _tools: ToolRegistry | None = None
@@ -182,6 +185,7 @@ class Service:
         """Who listens to the registry: the rollout decisions, the webhooks, the metrics
         and the secrets' masks."""
         self.decisions.attach()
+        self.analyses = CanaryAnalyses(self.registry, self.decisions)
         registry = self.registry
         self.webhooks = attach_webhooks(
             self.config, self.environ, self.metrics, self.secrets, registry, self.notify
@@ -233,6 +237,8 @@ class Service:
             await stack.enter_async_context(self._agents())
             self.decisions.start()
             stack.push_async_callback(self.decisions.aclose)
+            self.analyses.start()
+            stack.push_async_callback(self.analyses.aclose)
             stack.push_async_callback(self.shadows.aclose)
             if self.config.auth.keys_file is not None:
                 self.keys_watch = await asyncio.to_thread(  # it looks at the file: off the loop

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.registry.analysis_policy import AnalysisPolicy
 from dynagent.registry.targeting import MAX_LENGTH, Match, MatchError, compile_match
 from dynagent.spec.agent import AgentSpec, Format, issues_from, load_spec, parse_document
 
@@ -137,6 +138,8 @@ class RolloutPolicy(BaseModel):
     pin_sessions: bool = False
     """A session stays on the variant it started on for the life of this canary revision
     (weight changes and steps move new sessions only); a paused canary still serves none."""
+    analysis: AnalysisPolicy | None = None
+    """Sound statistics against the stable version (``registry/analysis_policy.py``)."""
     match: str | None = Field(default=None, min_length=1, max_length=MAX_LENGTH)
     """A CEL expression over the request (``caller``, ``headers``, ``variables``,
     ``metadata``, ``user``): only requests it is true for may reach the canary; the weight
