@@ -227,6 +227,42 @@ class McpServerConfig(_Section):
     """Working directory; relative to this file; default: this file's folder."""
 
 
+NoticeEvent = Literal["published", "gate", "step", "pause", "resume", "promote", "rollback"]
+NOTICE_EVENTS: tuple[NoticeEvent, ...] = (
+    "published",
+    "gate",
+    "step",
+    "pause",
+    "resume",
+    "promote",
+    "rollback",
+)
+"""What a webhook can be told: a version published (stable or canary), a gate's result, a
+progressive step, a pause (with its reason) and its end, a promotion, a rollback."""
+
+
+class WebhookConfig(_Section):
+    """One receiver of rollout notices: a signed JSON POST per notice."""
+
+    url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://")
+    events: list[NoticeEvent] = Field(default_factory=lambda: list(NOTICE_EVENTS), min_length=1)
+    secret_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    """The environment variable holding the HMAC-SHA256 key the bodies are signed with
+    (``X-Dynagent-Signature: sha256=<hex>``); without it, bodies go unsigned."""
+    format: Literal["json", "slack"] = "json"
+    """``slack``: ``{"text": ...}``, as Slack's incoming webhooks take it."""
+    timeout: float = Field(default=5.0, gt=0, le=60)
+    max_attempts: int = Field(default=6, ge=1, le=20)
+    retry_seconds: float = Field(default=1.0, gt=0, le=300)
+    """The first retry's delay; each next one doubles, up to five minutes."""
+
+
+class NotificationsConfig(_Section):
+    webhooks: list[WebhookConfig] = Field(default=[], max_length=20)
+    queue: int = Field(default=1000, ge=1, le=100_000)
+    """Notices waiting per webhook; beyond it new ones are dropped (and counted)."""
+
+
 class ServiceConfig(_Section):
     listen: ListenConfig = ListenConfig()
     insecure: bool = False
@@ -243,6 +279,7 @@ class ServiceConfig(_Section):
     environment: EnvironmentConfig = EnvironmentConfig()
     mcp_servers: dict[str, McpServerConfig] = {}
     """stdio MCP servers by name: only here, never in a definition."""
+    notifications: NotificationsConfig = NotificationsConfig()
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {

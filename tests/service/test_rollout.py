@@ -172,6 +172,8 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
         "shadow": 0.0,
         "pin_sessions": False,
         "judge": None,
+        "analysis": None,
+        "match": None,
     }
 
 

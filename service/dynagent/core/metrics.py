@@ -14,6 +14,7 @@ from dynagent.events import Usage
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """A judge's scores, 0 to 1."""
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome")
 
 
 class Metrics:
@@ -53,6 +54,7 @@ class Metrics:
         self._rollout_metrics(labels)
         self._eval_metrics()
         self._online_metrics()
+        self._evidence_metrics()
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
@@ -65,6 +67,8 @@ class Metrics:
             (self.judge_score, ("agent", "revision", "variant", "source")),
             (self.eval_gate, ("agent", "state")),
             (self.online_judged, (*labels, "outcome")),
+            (self.evidence, EVIDENCE_LABELS),
+            (self.evidence_latency, EVIDENCE_LABELS[:3]),
         )
 
     def _eval_metrics(self) -> None:
@@ -111,6 +115,37 @@ class Metrics:
             ["agent"],
             registry=self.registry,
         )
+        self.webhooks = Counter(
+            "dynagent_webhook_deliveries",
+            "Webhook notices: delivered, retried (an attempt failed), failed (gave up), "
+            "dropped (the queue was full).",
+            ["result"],
+            registry=self.registry,
+        )
+
+    def _evidence_metrics(self) -> None:
+        """What the rollout analysis reads, fleet-wide, from Prometheus: the runs that are
+        evidence about a version (``registry.canary.guard_evidence``), by revision."""
+        self.evidence = Counter(
+            "dynagent_rollout_requests",
+            "Runs that count for or against a version: routed (the router chose the "
+            "variant) or shadow copies, by outcome (ok or error).",
+            EVIDENCE_LABELS,
+            registry=self.registry,
+        )
+        self.evidence_latency = Histogram(
+            "dynagent_rollout_latency_seconds",
+            "Latency of the runs that count for or against a version.",
+            EVIDENCE_LABELS[:3],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe_evidence(  # noqa: PLR0917
+        self, agent: str, revision: str, variant: str, source: str, ok: bool, seconds: float
+    ) -> None:
+        self.evidence.labels(agent, revision, variant, source, "ok" if ok else "error").inc()
+        self.evidence_latency.labels(agent, revision, variant).observe(seconds)
 
     def _online_metrics(self) -> None:
         """What became of the live runs sampled for an online score (``rollout.judge``)."""

@@ -52,7 +52,10 @@ class RunRequest:
     canary_key: str | None = None
     """The caller's own canary routing key (``X-Canary-Key``), for ``sticky_key: header``."""
     carrier: Mapping[str, str] = field(default_factory=dict)
-    """Where the caller's trace context is read from (W3C ``traceparent`` headers)."""
+    """Where the caller's trace context is read from (W3C ``traceparent`` headers): the
+    request's headers, which ``rollout.match`` reads too."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    """The request's ``metadata`` (OpenAI routes), for ``rollout.match``."""
 
 
 async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent, Variant]:
@@ -65,11 +68,23 @@ async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent,
         header=run.canary_key,
         api_key=who.key_digest,
     )
-    chosen = registry.route(run.name, key=key, pin=run.pin)
+    attributes = _attributes(who, run) if canary is not None and canary.policy.match else None
+    chosen = registry.route(run.name, key=key, pin=run.pin, attributes=attributes)
     scoped = _session_key(who, run)
     if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
         return await pinned(registry.rollouts, run.name, scoped, chosen)
     return chosen
+
+
+def _attributes(who: Caller, run: RunRequest) -> dict[str, Any]:
+    """What ``rollout.match`` may read of a request."""
+    return {
+        "caller": who.name,
+        "headers": run.carrier,
+        "variables": run.variables,
+        "metadata": run.metadata,
+        "user": run.sticky or "",
+    }
 
 
 @dataclass(slots=True, eq=False)
@@ -142,6 +157,9 @@ class _Served:
         ok = guard_evidence(error, routed=self.run.pin is None, shaped=shaped)
         if ok is not None:
             service.registry.rollouts.observe(agent, self.variant, ok=ok, seconds=seconds)
+            service.metrics.observe_evidence(
+                agent.name, agent.revision, self.variant, "routed", ok, seconds
+            )
         if error is None and self.run.pin is None:  # scored once answered: the caller never waits
             service.judging.offer(agent, self.variant, events)
         log = logger.bind(trace_id=trace_id)

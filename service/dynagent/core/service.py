@@ -29,6 +29,7 @@ from dynagent.core.gauges import RegistryGauges
 from dynagent.core.judging import OnlineJudge
 from dynagent.core.keys_watch import KeysFileWatch
 from dynagent.core.metrics import Metrics
+from dynagent.core.notices import attach_webhooks
 from dynagent.core.redact import Redactor
 from dynagent.core.response_store import ResponseStore
 from dynagent.core.series import RecentSeries
@@ -46,6 +47,7 @@ from dynagent.mcp.tools import McpServers
 from dynagent.nacos.factory import NacosAgentBuilderFactory
 from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
 from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
+from dynagent.notifications import Notice, Webhooks
 from dynagent.registry.events import (
     AgentRemoved,
     AgentSwapped,
@@ -55,6 +57,7 @@ from dynagent.registry.events import (
     RegistryEvent,
 )
 from dynagent.registry.facade import AgentRegistry
+from dynagent.rollout.analyses import CanaryAnalyses
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
@@ -115,6 +118,10 @@ class Service:
     """Present while running when ``a2a.register`` is on."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the service begins to stop: long-lived watch streams end."""
+    analyses: CanaryAnalyses = field(init=False)
+    """``rollout.analysis``: each canary checked against its stable version."""
+    webhooks: Webhooks | None = None
+    """Rollout notices to ``notifications.webhooks``; None when none is configured."""
     _tools: ToolRegistry | None = None
     _interceptors: InterceptorRegistry | None = None
     _specs: Sequence[AgentSpec] = ()
@@ -180,10 +187,20 @@ class Service:
             _specs=tuple(specs),
             _extra_factories=tuple(factories),
         )
-        service.decisions.attach()
-        registry.listeners.append(service._count_change)
-        registry.listeners.append(service._keep_served_secrets)
+        service._attach()
         return service
+
+    def _attach(self) -> None:
+        """Who listens to the registry: the rollout decisions, the webhooks, the metrics
+        and the secrets' masks."""
+        self.decisions.attach()
+        self.analyses = CanaryAnalyses(self.registry, self.decisions)
+        registry = self.registry
+        self.webhooks = attach_webhooks(
+            self.config, self.environ, self.metrics, self.secrets, registry, self.notify
+        )
+        registry.listeners.append(self._count_change)
+        registry.listeners.append(self._keep_served_secrets)
 
     def _keep_served_secrets(self, event: RegistryEvent) -> None:
         """A definition's values are masked while one of its versions is served: on every
@@ -196,6 +213,11 @@ class Service:
         entry = self.registry.entry(name)
         served = [entry.stable, entry.canary.agent if entry.canary else None]
         self.secrets.own(name, frozenset().union(*(a.own_secrets for a in served if a)))
+
+    def notify(self, notice: Notice) -> None:
+        """Tell the webhooks ``notice`` (a rollout decision); never waits."""
+        if self.webhooks is not None:
+            self.webhooks.notify(notice)
 
     def _count_change(self, event: RegistryEvent) -> None:
         """The registry's changes feed the metrics and the page's series; an agent gone
@@ -218,9 +240,14 @@ class Service:
         async with AsyncExitStack() as stack:
             if self.tracer is not None:
                 stack.push_async_callback(self.tracer.aclose)
+            if self.webhooks is not None:
+                self.webhooks.start()
+                stack.push_async_callback(self.webhooks.aclose)
             await stack.enter_async_context(self._agents())
             self.decisions.start()
             stack.push_async_callback(self.decisions.aclose)
+            self.analyses.start()
+            stack.push_async_callback(self.analyses.aclose)
             stack.push_async_callback(self.shadows.aclose)
             stack.push_async_callback(self.judging.aclose)
             stack.push_async_callback(self.evals.aclose)

@@ -124,6 +124,9 @@ class ShadowRunner:
             ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
             if ok is not None:
                 self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds)
+                self.metrics.observe_evidence(
+                    canary.name, canary.revision, "canary", "shadow", ok, seconds
+                )
         if events:
             self.traces.record(canary, "canary", trace_id, events, owner=copy.owner)
         logger.bind(trace_id=trace_id).info(

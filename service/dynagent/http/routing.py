@@ -8,7 +8,7 @@ from dynagent.http import a2a
 from dynagent.http._routes import Routes
 from dynagent.http.api import agents, evals, feedback
 from dynagent.http.openai import chat, models, responses
-from dynagent.http.ops import admin, capture, live, mcp, probes, traces, ui
+from dynagent.http.ops import admin, capture, live, mcp, notifications, probes, traces, ui
 
 TABLES: tuple[Routes, ...] = (
     probes.routes,
@@ -25,6 +25,7 @@ TABLES: tuple[Routes, ...] = (
     traces.routes,
     live.routes,
     capture.routes,
+    notifications.routes,
 )
 
 

@@ -3,6 +3,7 @@ per-variant figures and the guard that pulls a failing canary out of traffic."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import random
@@ -13,10 +14,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.registry.analysis_policy import AnalysisPolicy
 from dynagent.registry.judged import JudgedScores, JudgePolicy, judge_verdict
+from dynagent.registry.targeting import MAX_LENGTH, Match, MatchError, compile_match
 from dynagent.spec.agent import AgentSpec, Format, issues_from, load_spec, parse_document
 
 GUARDED_ERRORS = frozenset(
@@ -144,6 +147,26 @@ class RolloutPolicy(BaseModel):
     (weight changes and steps move new sessions only); a paused canary still serves none."""
     judge: JudgePolicy | None = None
     """Score a sample of both variants' live runs with a judge agent (online scores)."""
+    analysis: AnalysisPolicy | None = None
+    """Sound statistics against the stable version (``registry/analysis_policy.py``)."""
+    match: str | None = Field(default=None, min_length=1, max_length=MAX_LENGTH)
+    """A CEL expression over the request (``caller``, ``headers``, ``variables``,
+    ``metadata``, ``user``): only requests it is true for may reach the canary; the weight
+    applies among them (``registry/targeting.py``)."""
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, source: str | None) -> str | None:
+        if source is not None:
+            try:
+                matching(source)
+            except MatchError as exc:
+                raise ValueError(f"not a valid CEL expression: {exc}") from None
+        return source
+
+    def eligible(self, attributes: Mapping[str, Any] | None) -> bool:
+        """Whether a request with these attributes may reach the canary."""
+        return self.match is None or matching(self.match).eligible(attributes or {})
 
     @model_validator(mode="before")
     @classmethod
@@ -187,6 +210,12 @@ class RolloutPolicy(BaseModel):
         if after.seconds is not None and now - since < after.seconds:
             return False
         return after.requests is None or healthy >= after.requests
+
+
+@functools.lru_cache(maxsize=256)
+def matching(source: str) -> Match:
+    """``source`` compiled, once per expression however many canaries and rebuilds use it."""
+    return compile_match(source)
 
 
 def bucket(agent: str, key: str) -> float:

@@ -9,7 +9,7 @@ registry itself only answers what spans them: routing, the status, and waiting.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dynagent.registry.attachments import Attachments
@@ -65,9 +65,14 @@ class AgentRegistry:
         return self.table.history(name)
 
     def route(
-        self, name: str, *, key: str | None = None, pin: Variant | None = None
+        self,
+        name: str,
+        *,
+        key: str | None = None,
+        pin: Variant | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> tuple[Agent, Variant]:
-        return self.rollouts.route(name, key=key, pin=pin)
+        return self.rollouts.route(name, key=key, pin=pin, attributes=attributes)
 
     def status(self, name: str) -> dict[str, Any]:
         """``name``'s entry, the traffic figures of its variants, its revisions and what is

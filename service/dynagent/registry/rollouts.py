@@ -9,8 +9,10 @@ back to the canary's document elsewhere (``rollout.decisions``).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC
+from typing import Any
 
 from loguru import logger
 
@@ -67,12 +69,18 @@ class Rollouts:
     # -- reading -----------------------------------------------------------------
 
     def route(
-        self, name: str, *, key: str | None = None, pin: Variant | None = None
+        self,
+        name: str,
+        *,
+        key: str | None = None,
+        pin: Variant | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> tuple[Agent, Variant]:
         """The agent and variant that serve this request.
 
         ``pin`` forces a variant (a pulled canary still answers a pin, for
-        debugging); otherwise a serving canary takes its weight of the keys.
+        debugging); otherwise a serving canary takes its weight of the keys among the
+        requests its ``rollout.match`` admits (``attributes``: the request's).
         """
         entry = self.table.entry(name)
         canary = entry.canary
@@ -84,7 +92,13 @@ class Rollouts:
             pin is None
             and canary is not None
             and canary.serving
-            and (entry.stable is None or picks_canary(name, key, canary.policy.weight))
+            and (
+                entry.stable is None
+                or (
+                    canary.policy.eligible(attributes)
+                    and picks_canary(name, key, canary.policy.weight)
+                )
+            )
         ):
             return canary.agent, "canary"
         return self.table.get(name), "stable"

@@ -61,6 +61,8 @@ class RolloutDecisions:
         self._busy: set[str] = set()
         """Agents whose step or promotion is being written now."""
         self._ticker: asyncio.Task[None] | None = None
+        self.step_allowed: Callable[[str], bool] = lambda name: True
+        """Whether an agent's progressive rollout may step now (its analysis passed)."""
 
     def attach(self) -> None:
         """Record every pull of this replica's guard from now on."""
@@ -80,7 +82,8 @@ class RolloutDecisions:
                 if canary is None or not canary.serving or entry.name in self._busy:
                     continue
                 healthy = canary.healthy(self.rollouts.canary_stats(entry.name))
-                if canary.policy.step_done(canary.step_since, healthy, now):
+                done = canary.policy.step_done(canary.step_since, healthy, now)
+                if done and self.step_allowed(entry.name):
                     self._busy.add(entry.name)
                     self._spawn(self._step(entry.name, canary))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from dynagent.core.runs import RunRequest
@@ -147,7 +148,8 @@ def _run_request(
         if asked
         else None  # the common case: the agent's definition alone decides
     )
-    return RunRequest(name, input, session_id, variables, pin, endpoint, options, body.user)
+    run = RunRequest(name, input, session_id, variables, pin, endpoint, options, body.user)
+    return replace(run, metadata=body.metadata) if body.metadata else run
 
 
 def _unique(tools: tuple[ToolDefinition, ...]) -> None:

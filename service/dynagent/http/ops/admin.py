@@ -25,6 +25,7 @@ from dynagent.http.api.schemas import (
 )
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
+from dynagent.notifications import Notice
 from dynagent.registry.facade import AgentRegistry
 
 routes = Routes("rollout")
@@ -124,6 +125,9 @@ async def rollback(request: web.Request) -> web.Response:
     factory = service(request).factories[entry.stable.factory]
     async with _refused_as("rollback"):
         await factory.write(name, "stable", target.agent.spec, entry.stable.source)
+    by = caller(request).name[:200] if service(request).api_keys.enabled else "operator"
+    details = {"by": by, "from": entry.stable.revision}
+    service(request).notify(Notice("rollback", name, target.agent.spec.revision, details))
     await _until(registry, name, target.agent.spec.revision)
     return json(AgentStatus.model_validate(registry.status(name)))
 

@@ -1,0 +1,50 @@
+"""``rollout.analysis``: judging a canary against its stable version with sound
+statistics, from the fleet's figures in Prometheus or, without one, this replica's."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrometheusSource(_Strict):
+    """Where the fleet's figures are: a Prometheus server scraping every replica."""
+
+    url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://")
+    timeout: float = Field(default=5.0, gt=0, le=60)
+    requests: str | None = Field(default=None, max_length=4000)
+    """PromQL for the routed requests by ``variant`` and ``outcome`` (``ok``/``error``);
+    ``$agent`` and ``$revisions`` (a regex of the two revisions) are filled in."""
+    latency: str | None = Field(default=None, max_length=4000)
+    """PromQL for the routed latency histogram's buckets by ``variant`` and ``le``."""
+
+
+class LatencyCheck(_Strict):
+    quantile: float = Field(default=0.95, gt=0, lt=1)
+    max_ratio: float = Field(default=1.5, gt=1)
+    """Fail when the canary's quantile is beyond this multiple of the stable's."""
+    floor_ms: float = Field(default=50, ge=0)
+    """A stable quantile below this counts as this much (jitter is no signal)."""
+
+
+class AnalysisPolicy(_Strict):
+    """The checks made every ``interval`` seconds while the canary serves; each is *pass*,
+    *fail* (the canary is paused with the figures) or *inconclusive* (a progressive step
+    holds; after ``max_inconclusive`` checks in a row the canary is paused for a person)."""
+
+    prometheus: PrometheusSource | None = None
+    """Without it, the figures are this replica's own, and the status says so."""
+    interval: float = Field(default=10.0, ge=0.1, le=3600)
+    confidence: float = Field(default=0.95, ge=0.5, lt=1)
+    """One minus the false-alarm rate of the error-rate test, however often it is checked."""
+    min_requests: int = Field(default=20, ge=1)
+    max_error_increase: float = Field(default=0.02, ge=0, le=1)
+    """The error-rate check passes once the canary's rate is at most this much above the
+    stable's, beyond doubt."""
+    latency: LatencyCheck | None = LatencyCheck()
+    sample_ratio: bool = True
+    """Pause when the split the canary gets departs from its weight (routing is broken)."""
+    max_inconclusive: int = Field(default=60, ge=1, le=100_000)

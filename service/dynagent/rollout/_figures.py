@@ -1,0 +1,152 @@
+"""The figures a canary analysis reads: from Prometheus (the fleet) or this replica.
+
+Prometheus holds each replica's counters of the runs that are evidence about a version
+(``dynagent_rollout_requests_total`` and ``dynagent_rollout_latency_seconds``, by agent,
+revision and variant); summed over the fleet, minus their values when the analysis
+began, they are the figures since then. A replica that restarts takes its counts with
+it: the sum drops, and the analysis starts its count again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any
+
+import aiohttp
+
+from dynagent.analysis.distributions import Buckets, Distribution, Samples
+from dynagent.registry.analysis_policy import PrometheusSource
+from dynagent.registry.canary import VariantStats
+
+VARIANTS = ("stable", "canary")
+REQUESTS = (
+    'sum by (variant, source, outcome) (dynagent_rollout_requests_total{agent="$agent",'
+    'revision=~"$revisions"})'
+)
+LATENCY = (
+    'sum by (variant, le) (dynagent_rollout_latency_seconds_bucket{agent="$agent",'
+    'revision=~"$revisions"})'
+)
+MAX_SERIES = 1000
+"""Series one answer may hold: a query that matches more is not what the checks need."""
+
+
+class SourceError(Exception):
+    """Prometheus could not give the figures (out, slow, or an answer of another shape)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """Counts per variant, and each variant's latencies."""
+
+    requests: Mapping[str, int]
+    errors: Mapping[str, int]
+    routed: Mapping[str, int]
+    """The runs the router chose (no shadow copies): what the sample-ratio check reads."""
+    latency: Mapping[str, Distribution]
+    buckets: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    """The latency histogram's cumulative buckets, when the figures came from Prometheus."""
+
+    def since(self, base: Figures) -> Figures | None:
+        """What happened after ``base``; None when a count went down (a replica restarted)."""
+        counts = [(self.requests, base.requests), (self.errors, base.errors)]
+        counts.append((self.routed, base.routed))
+        if any(now.get(v, 0) < then.get(v, 0) for now, then in counts for v in VARIANTS):
+            return None
+        latency: dict[str, Distribution] = dict(self.latency)
+        for variant, buckets in self.buckets.items():
+            before = dict(base.buckets.get(variant, ()))
+            latency[variant] = Buckets([(le, c - before.get(le, 0.0)) for le, c in buckets])
+        return Figures(
+            _minus(self.requests, base.requests),
+            _minus(self.errors, base.errors),
+            _minus(self.routed, base.routed),
+            latency,
+            self.buckets,
+        )
+
+
+def _minus(now: Mapping[str, int], then: Mapping[str, int]) -> dict[str, int]:
+    return {v: now.get(v, 0) - then.get(v, 0) for v in VARIANTS}
+
+
+def replica_figures(stats: Mapping[Any, VariantStats], shadow: bool) -> Figures:
+    """This replica's own figures: totals since each variant's figures began, latencies of
+    its recent window. With shadow traffic the canary's runs are not all routed ones, so
+    the split is left out (``routed`` empty)."""
+    empty = VariantStats()
+    got = {v: stats.get(v, empty) for v in VARIANTS}
+    requests = {v: s.requests for v, s in got.items()}
+    return Figures(
+        requests,
+        {v: s.errors for v, s in got.items()},
+        {} if shadow else dict(requests),
+        {v: Samples(o.seconds for o in s.recent if o.ok) for v, s in got.items()},
+    )
+
+
+async def prometheus_figures(
+    session: aiohttp.ClientSession, source: PrometheusSource, agent: str, revisions: tuple[str, str]
+) -> Figures:
+    """The fleet's figures of ``agent``'s stable and canary ``revisions``."""
+    values = {"agent": agent, "revisions": "|".join(revisions)}
+    counted = await _query(session, source, Template(source.requests or REQUESTS), values)
+    histogram = await _query(session, source, Template(source.latency or LATENCY), values)
+    requests = dict.fromkeys(VARIANTS, 0)
+    errors = dict.fromkeys(VARIANTS, 0)
+    routed = dict.fromkeys(VARIANTS, 0)
+    for labels, value in counted:
+        variant = labels.get("variant", "")
+        if variant not in requests:
+            continue
+        count = round(value)
+        requests[variant] += count
+        errors[variant] += count if labels.get("outcome") == "error" else 0
+        routed[variant] += count if labels.get("source", "routed") == "routed" else 0
+    buckets: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+    for labels, value in histogram:
+        if labels.get("variant") in buckets and "le" in labels:
+            buckets[labels["variant"]].append((_bound(labels["le"]), value))
+    ordered = {v: tuple(sorted(b)) for v, b in buckets.items()}
+    return Figures(requests, errors, routed, {v: Buckets(b) for v, b in ordered.items()}, ordered)
+
+
+def _bound(le: str) -> float:
+    try:
+        return float(le)
+    except ValueError:
+        return math.inf
+
+
+async def _query(
+    session: aiohttp.ClientSession,
+    source: PrometheusSource,
+    template: Template,
+    values: Mapping[str, str],
+) -> list[tuple[dict[str, str], float]]:
+    query = template.safe_substitute(values)
+    url = source.url.rstrip("/") + "/api/v1/query"
+    try:
+        async with session.get(
+            url, params={"query": query}, timeout=aiohttp.ClientTimeout(total=source.timeout)
+        ) as response:
+            body: Any = await response.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise SourceError(f"Prometheus at {source.url}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(body, dict) or body.get("status") != "success":
+        said = body.get("error") if isinstance(body, dict) else body
+        raise SourceError(f"Prometheus refused {query!r}: {str(said)[:300]}")
+    result = body.get("data", {}).get("result")
+    if not isinstance(result, list) or len(result) > MAX_SERIES:
+        raise SourceError(f"Prometheus answered {query!r} with no vector of at most {MAX_SERIES}")
+    series = []
+    for item in result:
+        try:
+            labels = {str(k): str(v) for k, v in item["metric"].items()}
+            series.append((labels, float(item["value"][1])))
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise SourceError(f"Prometheus answered {query!r} with a malformed sample") from None
+    return series

@@ -1,0 +1,162 @@
+"""``rollout.analysis``: a canary judged against its stable version, from a real
+Prometheus scraping the service or from this replica's own figures."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dynagent.registry.facade import AgentRegistry
+from tests.support.canary import canary_document, canary_filename, canary_revision
+from tests.support.prometheus import prometheus
+from tests.support.service import RunningService, agent_document, running_service, service_config
+
+UNREACHABLE = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "x"}
+NO_GUARD = {"max_error_rate": 1.0, "max_latency_ratio": 1000}
+"""The fixed-threshold guard out of the way: these tests are about the analysis."""
+
+
+async def _start_canary(
+    service: RunningService, candidate: dict[str, Any], weight: float, **rollout: Any
+) -> None:
+    service.write_agent(agent_document("bot", system="Stable."))
+    service.write_agent(
+        canary_document(candidate, weight, guard=NO_GUARD, **rollout),
+        filename=canary_filename("bot"),
+    )
+    revision = canary_revision(candidate)
+    await service.registry.wait_for(
+        lambda r: (
+            "bot" in r and (c := r.entry("bot").canary) is not None and c.agent.revision == revision
+        )
+    )
+
+
+async def _load(service: RunningService, stop: asyncio.Event, **headers: str) -> int:
+    """Requests with fresh sessions until ``stop``; how many were sent."""
+    sent = 0
+    while not stop.is_set():
+        body = {"input": "hi", "session_id": f"s-{sent}"}
+        await service.client.post("/v1/agents/bot/invoke", json=body, headers=headers)
+        sent += 1
+    return sent
+
+
+def _paused_by(by: str) -> Any:
+    def done(registry: AgentRegistry) -> bool:
+        canary = registry.entry("bot").canary
+        return (
+            canary is not None
+            and canary.policy.paused is not None
+            and (canary.policy.paused.by == by)
+        )
+
+    return done
+
+
+@pytest.mark.slow
+async def test_prometheus_figures_pause_a_canary_whose_errors_are_higher(
+    agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    config = service_config(agents_dir, state_dir, metrics={"public": True})
+    async with running_service(config, environ={}) as service:
+        port = service.client.port
+        async with prometheus(tmp_path / "prometheus", [f"127.0.0.1:{port}"]) as url:
+            failing = agent_document("bot", system="Canary.", model={**UNREACHABLE, "retries": 0})
+            analysis = {"prometheus": {"url": url}, "interval": 1, "latency": None}
+            await _start_canary(service, failing, 50, analysis=analysis)
+            stop = asyncio.Event()
+            load = asyncio.create_task(_load(service, stop))
+            try:
+                await service.registry.wait_for(_paused_by("analysis"), within=90)
+            finally:
+                stop.set()
+                await load
+            status = service.registry.status("bot")
+
+    analysis_status = status["analysis"]
+    assert analysis_status["source"] == "prometheus"
+    assert analysis_status["verdict"] == "fail"
+    (error_check,) = [c for c in analysis_status["checks"] if c["name"] == "error_rate"]
+    assert error_check["verdict"] == "fail"
+    assert error_check["figures"]["canary_errors"] > 0
+    assert "error_rate: error rate higher" in status["canary"]["pulled"]["reason"]
+
+
+async def test_a_broken_split_pauses_the_canary_on_this_replicas_figures(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    config = service_config(agents_dir, state_dir)
+    async with running_service(config, environ={}) as service:
+        candidate = agent_document("bot", system="Canary.")
+        analysis = {"interval": 0.2, "latency": None, "min_requests": 1000}
+        # Every caller sends the same routing key: one variant gets all of the traffic.
+        await _start_canary(service, candidate, 50, sticky_key="header", analysis=analysis)
+        stop = asyncio.Event()
+        load = asyncio.create_task(_load(service, stop, **{"X-Canary-Key": "one-key-for-all"}))
+        try:
+            await service.registry.wait_for(_paused_by("analysis"), within=60)
+        finally:
+            stop.set()
+            await load
+        canary = service.registry.entry("bot").canary
+        status = service.registry.status("bot")["analysis"]
+
+    assert canary is not None and canary.policy.paused is not None
+    assert "sample ratio mismatch" in canary.policy.paused.reason
+    assert status["source"] == "replica"
+    assert "no Prometheus configured" in status["note"]
+
+
+async def test_too_little_traffic_holds_the_step_then_pauses_for_a_person(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    config = service_config(agents_dir, state_dir)
+    async with running_service(config, environ={}) as service:
+        candidate = agent_document("bot", system="Canary.")
+        analysis = {"interval": 0.2, "min_requests": 10_000, "max_inconclusive": 5}
+        await _start_canary(
+            service,
+            candidate,
+            10,
+            steps=[10, 50],
+            step_after={"requests": 1},
+            analysis=analysis,
+        )
+        stop = asyncio.Event()
+        load = asyncio.create_task(_load(service, stop))
+        try:
+            await service.registry.wait_for(_paused_by("analysis"), within=60)
+        finally:
+            stop.set()
+            await load
+        canary = service.registry.entry("bot").canary
+
+    assert canary is not None and canary.policy.paused is not None
+    assert canary.policy.weight == 10  # the step never advanced
+    assert "inconclusive after 5 checks at 10 %" in canary.policy.paused.reason
+    assert "too few requests" in canary.policy.paused.reason
+
+
+async def test_an_unreachable_prometheus_holds_and_says_why(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    config = service_config(agents_dir, state_dir)
+    async with running_service(config, environ={}) as service:
+        candidate = agent_document("bot", system="Canary.")
+        analysis = {
+            "prometheus": {"url": "http://127.0.0.1:9", "timeout": 1},
+            "interval": 0.2,
+            "max_inconclusive": 3,
+        }
+        await _start_canary(service, candidate, 10, analysis=analysis)
+        await service.registry.wait_for(_paused_by("analysis"), within=60)
+        canary = service.registry.entry("bot").canary
+        status = service.registry.status("bot")["analysis"]
+
+    assert canary is not None and canary.policy.paused is not None
+    assert "Prometheus at http://127.0.0.1:9" in canary.policy.paused.reason
+    assert status["source"] == "prometheus"
