@@ -128,3 +128,108 @@ async def test_a_gated_canary_takes_no_live_traffic_until_its_suite_passes_for_i
     assert await variant(service) == "canary"
     metrics = await (await service.client.get("/metrics")).text()
     assert 'dynagent_eval_gate{agent="bot",state="passed"} 1.0' in metrics
+
+
+async def test_a_failing_suite_pauses_the_canary_and_promote_refuses_it_unless_forced(
+    service: RunningService, agents_dir: Path
+) -> None:
+    registry = service.registry
+    write(agents_dir, "bot.evals.yaml", FAILING)
+    write(agents_dir, canary_filename("bot"), GATED)
+    await registry.wait_for(gate_is("failed"))
+    reason = "1 of 2 cases failed: refunds; pass rate 50.0% below 100.0%"
+    canary = registry.status("bot")["canary"]
+    assert (canary["state"], canary["pulled"]["by"], canary["pulled"]["reason"]) == (
+        "pulled",
+        "gate",
+        f"eval: {reason}",
+    )
+    assert canary["gate"]["reason"] == reason
+    paused = stored_rollout(agents_dir)["paused"]
+    assert (paused["by"], paused["reason"], paused["revision"]) == (
+        "gate",
+        f"eval: {reason}",
+        canary_revision(GATED),
+    )
+    assert await variant(service) == "stable"
+    metrics = await (await service.client.get("/metrics")).text()
+    assert 'dynagent_eval_gate{agent="bot",state="failed"} 1.0' in metrics
+
+    response = await service.client.post("/v1/agents/bot/promote")
+    assert (response.status, await response.json()) == (
+        409,
+        {
+            "error": {
+                "type": "conflict",
+                "message": f"cannot promote: canary revision {canary_revision(GATED)} of 'bot' "
+                f"has no passing evaluation record (gate failed: {reason}); let its suite "
+                "pass, or force it (dynagent promote --force)",
+            }
+        },
+    )
+    assert registry.status("bot")["revision"] == revision_of(STABLE)
+
+    response = await service.client.post("/v1/agents/bot/promote", json={"force": True})
+    body = await response.json()
+    assert response.status == 200, body
+    assert (body["revision"], body["canary"]) == (canary_revision(GATED), None)
+    forced = body["forced"]
+    assert (forced["state"], forced["by"], forced["revision"]) == (
+        "forced",
+        "operator",
+        canary_revision(GATED),
+    )
+    assert forced["reason"] == "promoted without a passing record (failed)"
+
+
+async def test_a_new_suite_canary_or_judge_revision_runs_the_gate_again(
+    service: RunningService, agents_dir: Path
+) -> None:
+    """Each is a new key for the record: the old result is stale and the suite runs again;
+    a pass after a failure lifts the gate's own pause."""
+    registry = service.registry
+    write(agents_dir, "judge.yaml", JUDGE)
+    await service.wait_serving("judge", revision_of(JUDGE))
+    judged = {"cases": [GREETS, RUBRIC], "judge": {"agent": "judge"}}
+    write(agents_dir, "bot.evals.yaml", judged)
+    write(agents_dir, canary_filename("bot"), GATED)
+    judge_label = f"judge@{revision_of(JUDGE)}"
+    await registry.wait_for(gate_is("passed", judge=judge_label))
+    runs = [gate_of(registry)["run_id"]]  # type: ignore[index]
+
+    write(agents_dir, "bot.evals.yaml", {**judged, "cases": [REFUNDS, RUBRIC]})  # a new suite
+    await registry.wait_for(gate_is("failed"))
+    assert registry.status("bot")["canary"]["state"] == "pulled"
+    assert await variant(service) == "stable"
+
+    fixed = {**judged, "cases": [ECHOES, RUBRIC]}
+    write(agents_dir, "bot.evals.yaml", fixed)  # passes again: the gate's pause goes
+    await registry.wait_for(gate_is("passed", suite_revision=load_suite(fixed).revision))
+    assert registry.status("bot")["canary"]["state"] == "serving"
+    assert "paused" not in stored_rollout(agents_dir)
+    assert await variant(service) == "canary"
+
+    judge_v2 = agent_document(
+        "judge", system="You grade strictly.", output={"schema": JUDGE_SCHEMA}
+    )
+    write(agents_dir, "judge.yaml", judge_v2)  # a new judge revision
+    await registry.wait_for(gate_is("passed", judge=f"judge@{revision_of(judge_v2)}"))
+
+    candidate_v2 = canary_document(
+        agent_document("bot", system="Candidate, second try."), weight=100, gate={}
+    )
+    write(agents_dir, canary_filename("bot"), candidate_v2)  # a new canary revision
+    await registry.wait_for(gate_is("passed", revision=canary_revision(candidate_v2)))
+    runs.append(gate_of(registry)["run_id"])  # type: ignore[index]
+    gate_runs = service.app[SERVICE].gate.runs
+    assert [(run.revision, run.suite_revision) for run in gate_runs] == [
+        (canary_revision(GATED), load_suite(judged).revision),
+        (canary_revision(GATED), load_suite({**judged, "cases": [REFUNDS, RUBRIC]}).revision),
+        (canary_revision(GATED), load_suite(fixed).revision),
+        (canary_revision(GATED), load_suite(fixed).revision),
+        (canary_revision(candidate_v2), load_suite(fixed).revision),
+    ]
+    assert [run.judge for run in gate_runs] == [judge_label] * 3 + [
+        f"judge@{revision_of(judge_v2)}"
+    ] * 2
+    assert runs == [gate_runs[0].id, gate_runs[-1].id]

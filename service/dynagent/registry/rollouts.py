@@ -198,7 +198,8 @@ class Rollouts:
         elif gate.state == "failed":
             logger.warning("agent {} canary {}: gate failed: {}", name, revision, gate.reason)
         else:
-            logger.info("agent {} canary {}: gate {}: {}", name, revision, gate.state, gate.reason)
+            why = f": {gate.reason}" if gate.reason else ""
+            logger.info("agent {} canary {}: gate {}{}", name, revision, gate.state, why)
 
     def resume_canary(self, name: str) -> None:
         """Lift a pull that lives only in this replica (one never recorded in the document)."""

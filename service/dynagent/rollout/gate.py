@@ -74,6 +74,13 @@ class _Inputs:
     """Why the suite cannot run now (no suite, its judge not served)."""
 
 
+def _still_ours(current: GateRecord | None, claim: GateRecord) -> bool:
+    """Whether the record read is this replica's ``claim`` (or older than it). A read may
+    lag a write (Nacos answers the old text for a moment): writing over what looks older
+    is safe, as the compare-and-set then fails and the edit reads again."""
+    return current is None or current.run_id == claim.run_id or current.at < claim.at
+
+
 def gate_rule(suite: PassRule, gate: GatePolicy) -> PassRule:
     """The suite's pass rule with the gate's overrides."""
     overrides = {
@@ -170,23 +177,27 @@ class CanaryGate:
         run_id, key, suite = secrets.token_hex(8), inputs.key, inputs.suite
         assert suite is not None
         try:
-            if not await self._claim(name, canary, key, run_id):
+            claim = await self._claim(name, canary, key, run_id)
+            if claim is None:
                 return
-            renewing = asyncio.get_running_loop().create_task(self._renew(name, canary, run_id))
+            renewing = asyncio.get_running_loop().create_task(self._renew(name, canary, claim))
             try:
                 run = await self._run(canary, policy, suite, inputs.judge, run_id)
             finally:
                 renewing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewing
-            await self._result(name, canary, key, run)
+            await self._result(name, canary, claim, run)
         except DynagentError as exc:
             self._retry_at[name] = time.monotonic() + RETRY_SECONDS
             logger.warning("agent {} canary gate: the run could not be recorded: {}", name, exc)
         finally:
             self._busy.discard(name)
 
-    async def _claim(self, name: str, canary: Canary, key: GateKey, run_id: str) -> bool:
+    async def _claim(
+        self, name: str, canary: Canary, key: GateKey, run_id: str
+    ) -> GateRecord | None:
+        """Write a claim of the run; the claim, when this replica's write landed."""
         now = time.time()
         claim = GateRecord(
             state="running",
@@ -209,10 +220,10 @@ class CanaryGate:
             rollout["gate_record"] = written(claim)
             return True
 
-        won = await self._write(name, canary, take, claim)
-        if won:
-            logger.info("agent {} canary {}: this replica runs its gate", name, key.revision)
-        return won
+        if not await self._write(name, canary, take, claim):
+            return None
+        logger.info("agent {} canary {}: this replica runs its gate", name, key.revision)
+        return claim
 
     async def _write(
         self,
@@ -229,21 +240,20 @@ class CanaryGate:
             return True
         return await self.decisions.edit(name, canary.agent.spec.revision, change)
 
-    async def _renew(self, name: str, canary: Canary, run_id: str) -> None:
+    async def _renew(self, name: str, canary: Canary, claim: GateRecord) -> None:
         while True:
             await asyncio.sleep(CLAIM_SECONDS / 3)
 
             def extend(rollout: dict[str, Any]) -> bool:
-                current = GateRecord.read(rollout)
-                if current is None or current.run_id != run_id or current.state != "running":
+                if not _still_ours(GateRecord.read(rollout), claim):
                     return False
                 until = stamp(time.time() + CLAIM_SECONDS)
-                rollout["gate_record"] = written(current.model_copy(update={"until": until}))
+                rollout["gate_record"] = written(claim.model_copy(update={"until": until}))
                 return True
 
             with contextlib.suppress(DynagentError):
                 local = self._local.get(name)
-                if local is not None and local.run_id == run_id:
+                if local is not None and local.run_id == claim.run_id:
                     continue  # a record in this replica needs no renewal
                 await self.decisions.edit(name, canary.agent.spec.revision, extend)
 
@@ -291,7 +301,8 @@ class CanaryGate:
             run.finished_at = time.time()
         return run
 
-    async def _result(self, name: str, canary: Canary, key: GateKey, run: SuiteRun) -> None:
+    async def _result(self, name: str, canary: Canary, claim: GateRecord, run: SuiteRun) -> None:
+        key = claim.key()
         passed = run.error is None and run.verdict is not None and run.verdict.passed
         reason = run.error or (run.verdict.reason if run.verdict else "no verdict")
         record = GateRecord(
@@ -307,8 +318,7 @@ class CanaryGate:
         paused = Pulled.now(f"eval: {reason}", "gate").as_paused(key.revision)
 
         def record_it(rollout: dict[str, Any]) -> bool:
-            current = GateRecord.read(rollout)
-            if current is None or current.run_id != run.id:
+            if not _still_ours(GateRecord.read(rollout), claim):
                 return False  # the claim expired and another replica took it
             rollout["gate_record"] = written(record)
             held = rollout.get("paused")
