@@ -5,6 +5,7 @@ unless forced, and a new canary, suite or judge revision runs the gate again."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,11 @@ import pytest
 import yaml
 
 from dynagent.evals import load_suite
+from dynagent.exceptions import ConfigError
 from dynagent.http.state import SERVICE
+from dynagent.registry.canary import load_canary
 from dynagent.registry.facade import AgentRegistry
+from dynagent.registry.gate import GateKey, GateRecord, gate_state
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (
     RunningService,
@@ -233,3 +237,69 @@ async def test_a_new_suite_canary_or_judge_revision_runs_the_gate_again(
         f"judge@{revision_of(judge_v2)}"
     ] * 2
     assert runs == [gate_runs[0].id, gate_runs[-1].id]
+
+
+async def test_a_claim_its_replica_stopped_renewing_is_taken_over(
+    service: RunningService, agents_dir: Path
+) -> None:
+    """A replica that crashed while running the gate leaves a ``running`` claim whose
+    ``until`` passes: the claim is stale, and another replica runs the suite."""
+    registry = service.registry
+    write(agents_dir, "bot.evals.yaml", PASSING)
+    await registry.wait_for(lambda r: "evals" in r.status("bot"))
+    crashed = {
+        "state": "running",
+        "revision": canary_revision(GATED),
+        "suite_revision": load_suite(PASSING).revision,
+        "run_id": "0123456789abcdef",
+        "at": "2026-01-01T00:00:00+00:00",
+        "by": "crashed-replica",
+        "until": "2026-01-01T00:00:30+00:00",
+    }
+    gated = canary_document(CANDIDATE, weight=100, gate={}, gate_record=crashed)
+    write(agents_dir, canary_filename("bot"), gated)
+    await registry.wait_for(gate_is("passed"))
+    gate = gate_of(registry)
+    assert gate is not None
+    assert gate["run_id"] != crashed["run_id"]
+    assert gate["by"] == service.app[SERVICE].gate.replica
+    assert [run.id for run in service.app[SERVICE].gate.runs] == [gate["run_id"]]
+
+
+@pytest.mark.parametrize(
+    ("gate", "path", "message"),
+    [
+        ({"suit": "other"}, "rollout.gate.suit", "Extra inputs are not permitted"),
+        ({"min_pass_rate": 2}, "rollout.gate.min_pass_rate", "less than or equal to 1"),
+        ({"concurrency": 0}, "rollout.gate.concurrency", "greater than or equal to 1"),
+        ("yes", "rollout.gate", "valid dictionary"),
+    ],
+)
+def test_a_gate_with_a_wrong_field_is_refused_naming_it(gate: Any, path: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_canary(canary_document(CANDIDATE, weight=10, gate=gate), name="bot")
+    assert caught.value.path == path
+    assert message in str(caught.value)
+
+
+def test_a_record_holds_for_exactly_its_canary_suite_and_judge_revisions() -> None:
+    """The pure rule every replica applies: any of the three changed makes it stale; a
+    forced record holds for its canary revision; an expired claim is stale."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    key = GateKey("canary-1", "suite-1", "judge@1")
+    passed = GateRecord(
+        state="passed", revision="canary-1", suite_revision="suite-1", judge="judge@1", at=at
+    )
+    assert gate_state(passed, key, 0).state == "passed"
+    for changed in (
+        GateKey("canary-2", "suite-1", "judge@1"),
+        GateKey("canary-1", "suite-2", "judge@1"),
+        GateKey("canary-1", "suite-1", "judge@2"),
+    ):
+        assert gate_state(passed, changed, 0).state == "stale"
+    forced = passed.model_copy(update={"state": "forced", "suite_revision": "old"})
+    assert gate_state(forced, key, 0).state == "forced"
+    claim = passed.model_copy(update={"state": "running", "until": at + timedelta(seconds=30)})
+    assert gate_state(claim, key, at.timestamp() + 29).state == "running"
+    assert gate_state(claim, key, at.timestamp() + 30).state == "stale"
+    assert gate_state(None, key, 0, "no suite").reason == "no suite"
