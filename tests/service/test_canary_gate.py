@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dynagent.evals import load_suite
+from dynagent.evals import CaseResult, SuiteRun, load_suite
 from dynagent.exceptions import ConfigError
 from dynagent.http.state import SERVICE
 from dynagent.registry.canary import load_canary
@@ -303,3 +303,44 @@ def test_a_record_holds_for_exactly_its_canary_suite_and_judge_revisions() -> No
     assert gate_state(claim, key, at.timestamp() + 29).state == "running"
     assert gate_state(claim, key, at.timestamp() + 30).state == "stale"
     assert gate_state(None, key, 0, "no suite").reason == "no suite"
+
+
+class Told:
+    """A gate run observer, as the service's record of evaluation runs is one."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def started(self, run: SuiteRun, stable: SuiteRun | None, by: str) -> None:
+        self.events.append(("started", run.variant, stable.variant if stable else "-"))
+
+    def case_done(self, run: SuiteRun, case: CaseResult) -> None:
+        self.events.append(("case", run.variant, case.case_id))
+
+    def finished(self, run: SuiteRun) -> None:
+        self.events.append(("finished", run.variant, run.state))
+
+
+async def test_no_regressions_in_the_gate_runs_the_stable_first_and_fails_a_regression(
+    service: RunningService, agents_dir: Path
+) -> None:
+    """The gate's overrides of the pass rule: no pass rate needed, but no case may pass on
+    the stable and fail on the canary (the offline model's answer shows the prompt)."""
+    told = Told()
+    service.app[SERVICE].gate.observers.append(told)
+    stays = {"id": "stays", "input": "hi", "assert": [{"type": "contains", "value": "Stable."}]}
+    write(agents_dir, "bot.evals.yaml", {"cases": [stays, REFUNDS]})
+    gate = {"min_pass_rate": 0, "no_regressions": True, "concurrency": 1}
+    write(agents_dir, canary_filename("bot"), canary_document(CANDIDATE, weight=100, gate=gate))
+    await service.registry.wait_for(gate_is("failed"))
+    assert gate_of(service.registry)["reason"] == (  # type: ignore[index]
+        "2 of 2 cases failed: stays, refunds; 1 regression(s): stays"
+    )
+    assert told.events == [
+        ("started", "canary", "stable"),
+        ("case", "stable", "stays"),
+        ("case", "stable", "refunds"),
+        ("case", "canary", "stays"),
+        ("case", "canary", "refunds"),
+        ("finished", "canary", "failed"),
+    ]

@@ -31,9 +31,8 @@ from typing import Any
 
 from loguru import logger
 
-from dynagent.evals.judge import Judge
 from dynagent.evals.record import KIND, SuiteRecord
-from dynagent.evals.runner import SuiteRun, run_suite
+from dynagent.evals.runner import CaseResult, SuiteRun
 from dynagent.evals.spec import EvalSuite, PassRule
 from dynagent.exceptions import Conflict, DynagentError
 from dynagent.registry.canary import Pulled
@@ -48,6 +47,7 @@ from dynagent.registry.gate import (
     stamp,
     written,
 )
+from dynagent.rollout._gate_run import GateRun, GateRunObserver, run_gate
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.agent import Agent
 
@@ -60,9 +60,6 @@ RETRY_SECONDS = 5.0
 before this replica tries again."""
 KEPT_RUNS = 20
 """Gate runs this replica keeps (``CanaryGate.runs``)."""
-
-RunHook = Callable[[SuiteRun, str], None]
-"""Told each gate run as it starts: the run (filled in as cases finish) and the replica."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +88,22 @@ def gate_rule(suite: PassRule, gate: GatePolicy) -> PassRule:
     return suite.model_copy(update=overrides)
 
 
+class _Kept:
+    """The gate runs this replica made, newest last (``CanaryGate.runs``)."""
+
+    def __init__(self) -> None:
+        self.runs: deque[SuiteRun] = deque(maxlen=KEPT_RUNS)
+
+    def started(self, run: SuiteRun, stable: SuiteRun | None, by: str) -> None:
+        self.runs.append(run)
+
+    def case_done(self, run: SuiteRun, case: CaseResult) -> None:
+        pass
+
+    def finished(self, run: SuiteRun) -> None:
+        pass
+
+
 class CanaryGate:
     """Judges, claims, runs and records the gates of this registry's canaries."""
 
@@ -101,15 +114,21 @@ class CanaryGate:
         self.decisions = decisions
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         """Who claims runs in records (``by``): unique per running service."""
-        self.on_run: list[RunHook] = []
-        self.runs: deque[SuiteRun] = deque(maxlen=KEPT_RUNS)
-        """The gate runs this replica made, newest last."""
+        self.observers: list[GateRunObserver] = []
+        """Told of each gate run this replica makes (the service records them as
+        evaluation runs with trigger ``gate``)."""
+        self._kept = _Kept()
         self._local: dict[str, GateRecord] = {}
         """Records of canaries whose document cannot be written (defined in code)."""
         self._busy: set[str] = set()
         self._retry_at: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
+
+    @property
+    def runs(self) -> deque[SuiteRun]:
+        """The gate runs this replica made, newest last."""
+        return self._kept.runs
 
     def attach(self) -> None:
         """Judge every canary's gate as it is stored from now on."""
@@ -258,48 +277,15 @@ class CanaryGate:
                 await self.decisions.edit(name, canary.agent.spec.revision, extend)
 
     async def _run(
-        self,
-        canary: Canary,
-        policy: GatePolicy,
-        suite: EvalSuite,
-        judge: Agent | None,
-        run_id: str,
+        self, canary: Canary, policy: GatePolicy, suite: EvalSuite, judge: Agent | None, run_id: str
     ) -> SuiteRun:
-        agent, rule = canary.agent, gate_rule(suite.pass_, policy)
-
-        def judged() -> Judge | None:
-            if judge is None or suite.judge is None:
-                return None
-            return Judge(judge, concurrency=suite.judge.concurrency, timeout=suite.judge.timeout)
-
-        baseline = None
-        stable = self.registry.table.find(agent.name)
-        if rule.no_regressions and stable is not None and stable.stable is not None:
-            base = await run_suite(
-                stable.stable, suite, judge=judged(), concurrency=policy.concurrency
-            )
-            baseline = {case.case_id: case.passed for case in base.cases}
-        run = SuiteRun(
-            agent.name, agent.revision, "canary", suite.revision, len(suite.cases), id=run_id
+        rule = gate_rule(suite.pass_, policy)
+        entry = self.registry.table.find(canary.agent.name)
+        stable = entry.stable if entry is not None and rule.no_regressions else None
+        request = GateRun(
+            canary.agent, stable, suite, judge, rule, policy.concurrency, run_id, self.replica
         )
-        self.runs.append(run)
-        for hook in self.on_run:
-            hook(run, self.replica)
-        try:
-            await run_suite(
-                agent,
-                suite,
-                variant="canary",
-                judge=judged(),
-                baseline=baseline,
-                rule=rule,
-                concurrency=policy.concurrency,
-                run=run,
-            )
-        except Exception as exc:  # a failing run fails the gate; it never opens it
-            run.error = f"the suite could not run: {exc}"
-            run.finished_at = time.time()
-        return run
+        return await run_gate(request, [self._kept, *self.observers])
 
     async def _result(self, name: str, canary: Canary, claim: GateRecord, run: SuiteRun) -> None:
         key = claim.key()
