@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import io
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -114,10 +115,19 @@ async def test_a_gated_canary_on_two_replicas_is_judged_once_and_held_by_both(
             await service.registry.wait_for(gate_is("pending"), within=30)
         assert await variants(fleet) == ["stable", "stable"]  # 100 %, but no passing record
 
+        published = time.time()
         await nacos.publish("bot.evals.yaml", group, yaml_text(PASSING))
         for service in fleet:
             await service.registry.wait_for(gate_is("passed"), within=30)
+        opened = time.time() - published
         assert len(gate_runs(fleet)) == 1  # one replica ran it, for both
+        [run] = [run for service in fleet for run in service.app[SERVICE].gate.runs]
+        assert run.finished_at is not None
+        suite_seconds = run.finished_at - run.started_at
+        print(
+            f"\nsuite published -> gate open on both replicas in {opened * 1000:.0f} ms, "
+            f"of which the suite ran {suite_seconds * 1000:.0f} ms"
+        )
         assert {gate_of(service)["run_id"] for service in fleet} == set(gate_runs(fleet))
         record = (await stored_rollout(nacos, group))["gate_record"]
         assert (record["state"], record["revision"], record["suite_revision"]) == (

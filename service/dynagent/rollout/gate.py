@@ -53,8 +53,9 @@ from dynagent.runtime.agent import Agent
 
 CLAIM_SECONDS = 30.0
 """How long a claim holds without renewal; its replica renews it every third of that."""
-TICK = 0.2
-"""Seconds between looks at the gated canaries (a new suite or judge, an expired claim)."""
+TICK = 0.5
+"""Seconds between looks at the gated canaries when nothing changed (an expired claim);
+any change in the registry (a canary, a suite, a judge) is looked at when it happens."""
 RETRY_SECONDS = 5.0
 """After a claim or a result could not be written (the config center out), the wait
 before this replica tries again."""
@@ -173,8 +174,11 @@ class CanaryGate:
         return _Inputs(GateKey(agent.revision, suite.revision, label), suite, judge, missing)
 
     async def _tick(self) -> None:
+        feed = self.registry.feed
         while True:
-            await asyncio.sleep(TICK)
+            seen = feed.count
+            with contextlib.suppress(TimeoutError):  # at the latest: a claim may expire
+                await feed.wait_for(lambda: feed.count != seen, within=TICK)  # noqa: B023
             for entry in list(self.registry):
                 canary = entry.canary
                 if canary is not None and canary.policy.gate is not None:
