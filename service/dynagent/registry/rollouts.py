@@ -131,10 +131,11 @@ class Rollouts:
         self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
         self.changes.tell(CanaryStarted(agent.name, agent.revision, policy.weight))
         logger.info(
-            "agent {} canary revision {} at {}% of traffic",
+            "agent {} canary revision {} at {}% of traffic{}",
             agent.name,
             agent.revision,
             policy.weight,
+            " once its gate opens" if canary.held else "",
         )
 
     def _update_canary(
