@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loguru import logger
 
 from dynagent.core.eval_runs import EvalHandle, Trigger
+from dynagent.core.metrics import Metrics
 from dynagent.evals.judge import Judge
 from dynagent.evals.record import KIND, SuiteRecord
 from dynagent.evals.runner import CaseResult, SuiteRun, run_suite
@@ -109,7 +110,7 @@ async def _run(service: Service, handle: EvalHandle, plan: _Plan, concurrency: i
     pricing = service.evals.pricing
 
     def told(done: SuiteRun, case: CaseResult) -> None:
-        _count(service, done, case, trigger, plan.suite)
+        count_case(service.metrics, done, case, trigger, plan.suite)
         handle.case_done(done, case)
 
     try:
@@ -171,14 +172,14 @@ def _logged(handle: EvalHandle) -> None:
     )
 
 
-def _count(
-    service: Service, run: SuiteRun, case: CaseResult, trigger: str, suite: EvalSuite
+def count_case(
+    metrics: Metrics, run: SuiteRun, case: CaseResult, trigger: str, suite: EvalSuite | None
 ) -> None:
     """``dynagent_eval_cases_total`` and, for each judged check scored, the judge's score."""
-    metrics = service.metrics
     verdict = "error" if case.error is not None else "pass" if case.passed else "fail"
     metrics.eval_cases.labels(run.agent, run.revision, verdict, trigger).inc()
-    checks = next((c.assert_ for c in suite.cases if c.id == case.case_id), [])
+    cases = suite.cases if suite is not None else []
+    checks = next((c.assert_ for c in cases if c.id == case.case_id), [])
     judged = [i for i, check in enumerate(checks) if check.type in JUDGED_TYPES]
     for trial in case.trials:
         if trial.error is not None:

@@ -25,6 +25,7 @@ from dynagent.config import ServiceConfig, SpringAiAlibabaConfig
 from dynagent.core.auth import ApiKeys
 from dynagent.core.drain import Drain
 from dynagent.core.eval_runs import EvalRuns
+from dynagent.core.gate_runs import GateRuns
 from dynagent.core.gauges import RegistryGauges
 from dynagent.core.judging import OnlineJudge
 from dynagent.core.keys_watch import KeysFileWatch
@@ -59,6 +60,7 @@ from dynagent.registry.events import (
 from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.analyses import CanaryAnalyses
 from dynagent.rollout.decisions import RolloutDecisions
+from dynagent.rollout.gate import CanaryGate
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
 from dynagent.runtime.resources import Resources
@@ -126,9 +128,15 @@ class Service:
     _interceptors: InterceptorRegistry | None = None
     _specs: Sequence[AgentSpec] = ()
     _extra_factories: Sequence[FactoryMaker] = ()
+    gate: CanaryGate = field(init=False)
+    """Runs the suites of gated canaries (``rollout.gate``) and records their results."""
 
     def __post_init__(self) -> None:
         self.judging = OnlineJudge(self.registry, self.metrics)
+        self.gate = CanaryGate(self.registry, self.decisions)
+        self.gate.observers.append(GateRuns(self.evals, self.metrics, self.registry))
+        self.gate.attach()
+        self.analyses = CanaryAnalyses(self.registry, self.decisions)
 
     @classmethod
     def create(
@@ -194,7 +202,6 @@ class Service:
         """Who listens to the registry: the rollout decisions, the webhooks, the metrics
         and the secrets' masks."""
         self.decisions.attach()
-        self.analyses = CanaryAnalyses(self.registry, self.decisions)
         registry = self.registry
         self.webhooks = attach_webhooks(
             self.config, self.environ, self.metrics, self.secrets, registry, self.notify
@@ -248,6 +255,8 @@ class Service:
             stack.push_async_callback(self.decisions.aclose)
             self.analyses.start()
             stack.push_async_callback(self.analyses.aclose)
+            self.gate.start()
+            stack.push_async_callback(self.gate.aclose)
             stack.push_async_callback(self.shadows.aclose)
             stack.push_async_callback(self.judging.aclose)
             stack.push_async_callback(self.evals.aclose)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.registry.analysis_policy import AnalysisPolicy
+from dynagent.registry.gate import GatePolicy, GateRecord
 from dynagent.registry.judged import JudgedScores, JudgePolicy, judge_verdict
 from dynagent.registry.targeting import MAX_LENGTH, Match, MatchError, compile_match
 from dynagent.spec.agent import AgentSpec, Format, issues_from, load_spec, parse_document
@@ -167,6 +168,12 @@ class RolloutPolicy(BaseModel):
     def eligible(self, attributes: Mapping[str, Any] | None) -> bool:
         """Whether a request with these attributes may reach the canary."""
         return self.match is None or matching(self.match).eligible(attributes or {})
+
+    gate: GatePolicy | None = None
+    """Hold the canary out of live traffic until its evaluation suite passes for exactly
+    this revision (``registry.gate``); shadow traffic still runs."""
+    gate_record: GateRecord | None = None
+    """The gate's claim or result, written back by the service."""
 
     @model_validator(mode="before")
     @classmethod

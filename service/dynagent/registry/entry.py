@@ -10,6 +10,7 @@ from typing import Any
 
 from dynagent.exceptions import ConfigError
 from dynagent.registry.canary import Pulled, RolloutPolicy, VariantStats
+from dynagent.registry.gate import GateState
 from dynagent.registry.judged import JudgedScores, JudgePolicy
 from dynagent.runtime.agent import Agent, Variant
 
@@ -47,10 +48,18 @@ class Canary:
     this replica saw the step first)."""
     step_ok: int = 0
     """Successful canary requests counted before the current step began."""
+    gate: GateState | None = None
+    """Set when ``rollout.gate`` asks for one: the canary takes live traffic only while
+    its gate is open (passed, or forced)."""
 
     @property
     def serving(self) -> bool:
         return self.pulled is None
+
+    @property
+    def held(self) -> bool:
+        """True while its gate keeps it from live traffic (shadow traffic still runs)."""
+        return self.gate is not None and not self.gate.open
 
     def healthy(self, stats: VariantStats | None) -> int:
         """Successful requests in the current step."""
@@ -128,6 +137,8 @@ class AgentEntry:
         }
         if canary.policy.judge is not None:  # absent when the canary has no online scores
             status["judge"] = _judge_status(canary.policy.judge, both)
+        if canary.gate is not None:  # absent without ``rollout.gate``
+            status["gate"] = canary.gate.as_dict()
         return status
 
 
