@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from dynagent import ModelError
 from dynagent.models import ClientPool, OpenAIModel
 from dynagent.models.base import ModelRequest
 
@@ -93,3 +94,47 @@ async def test_a_model_call_sends_the_api_body_and_the_key_and_nothing_of_a_clie
     body = {"model": "m", "messages": list(messages), **settings}
     assert json.loads(raw) == body
     assert raw == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@pytest.fixture
+async def endless_error() -> AsyncIterator[str]:
+    """An endpoint that answers 500 with a body that never ends."""
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(status=500, headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        block = b"x" * 65_536
+        while True:
+            await response.write(block)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    yield f"http://{host}:{port}/v1"
+    await runner.cleanup()
+
+
+async def test_an_error_answer_is_read_only_up_to_a_bound_and_refused_by_its_status(
+    endless_error: str,
+) -> None:
+    # Read whole, an endless error body was held until the model's timeout: memory grew
+    # with it and the caller heard of a timeout, not of the status the endpoint sent.
+    pool = ClientPool()
+    try:
+        model = OpenAIModel(pool.get(endless_error, "sk-test"), "m", retries=0, timeout=5)
+        with pytest.raises(ModelError) as refused:
+            await model.request(ModelRequest(({"role": "user", "content": "hi"},)))
+    finally:
+        await pool.aclose()
+
+    assert (type(refused.value), refused.value.status, refused.value.retryable) == (
+        ModelError,
+        500,
+        True,
+    )
+    assert refused.value.message == "the model endpoint answered 500: Error code: 500"
