@@ -242,6 +242,8 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
         for name, verdict in scenario["bars"].items():
             limit = f"<= {verdict.get('bar')}"
             bar(f"overhead {key.upper()} {name}", verdict.get("value"), limit, verdict["met"])
+    if "levels" in data.get("throughput", {}):
+        found += throughput.bars(data["throughput"])
     for key, label in (("mcp", "MCP tool round trip"), ("agent_tool", "agent as tool")):
         part = data.get("tools", {}).get(key)
         if part is not None:

@@ -1,10 +1,16 @@
-"""``python -m bench._floor BASE_URL``: the floor of the service benchmarks.
+"""``python -m bench._floor BASE_URL [raw|sdk]``: the floors of the service benchmarks.
 
 A minimal aiohttp app whose ``POST /invoke`` makes the same single model call an
-agent of the service makes (system prompt + the input, on the raw ``openai``
-client), and answers ``{"output": text}``; ``POST /stream`` makes it streamed and relays
-each text delta as a server-sent event: what serving a model call over HTTP costs with
-nothing else. Prints ``{"url": …}`` once listening; stops on SIGTERM.
+agent of the service makes (system prompt + the input) and answers
+``{"output": text}``; ``POST /stream`` makes it streamed and relays each text delta
+as a server-sent event: what serving a model call over HTTP costs with nothing else.
+
+- ``raw`` (the physical floor): the call goes out on one ``aiohttp.ClientSession`` and
+  is read with plain ``json``; nothing else.
+- ``sdk``: the call goes out on the ``openai`` SDK's client, so the SDK's own cost is
+  in the figure: the proxy a developer would write with the SDK.
+
+Prints ``{"url": …}`` once listening; stops on SIGTERM.
 """
 
 from __future__ import annotations
@@ -13,53 +19,99 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 
+import aiohttp
 import openai
 from aiohttp import web
+from openai.types.chat import ChatCompletionMessageParam
 
 from bench.scenarios import REPLY_MODEL, SYSTEM
 
+Complete = Callable[[str], Awaitable[str]]
+"""One whole model call: the input, then the answer's text."""
+Deltas = Callable[[str], AsyncIterator[str]]
+"""One streamed model call: the input, then each text delta."""
 
-async def serve(base_url: str) -> None:
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", max_retries=0)
 
-    async def invoke(request: web.Request) -> web.Response:
-        body = await request.json()
+def _messages(text: str) -> list[ChatCompletionMessageParam]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
+
+
+def raw_calls(session: aiohttp.ClientSession, base_url: str) -> tuple[Complete, Deltas]:
+    url = base_url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": "Bearer bench-key", "Content-Type": "application/json"}
+
+    async def complete(text: str) -> str:
+        body = json.dumps({"model": REPLY_MODEL, "messages": _messages(text)})
+        async with session.post(url, data=body, headers=headers) as response:
+            answer = json.loads(await response.read())
+        content: str = answer["choices"][0]["message"]["content"]
+        return content
+
+    async def deltas(text: str) -> AsyncIterator[str]:
+        body = json.dumps({"model": REPLY_MODEL, "messages": _messages(text), "stream": True})
+        async with session.post(url, data=body, headers=headers) as response:
+            async for line in response.content:
+                if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                    continue
+                choices = json.loads(line[6:])["choices"]
+                if choices and choices[0]["delta"].get("content"):
+                    yield choices[0]["delta"]["content"]
+
+    return complete, deltas
+
+
+def sdk_calls(client: openai.AsyncOpenAI) -> tuple[Complete, Deltas]:
+    async def complete(text: str) -> str:
         completion = await client.chat.completions.create(
             model=REPLY_MODEL,
-            messages=[
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": body["input"]},
-            ],
+            messages=_messages(text),
             timeout=30,
         )
-        return web.json_response({"output": completion.choices[0].message.content})
+        return completion.choices[0].message.content or ""
 
-    async def stream(request: web.Request) -> web.StreamResponse:
-        body = await request.json()
+    async def deltas(text: str) -> AsyncIterator[str]:
         chunks = await client.chat.completions.create(
             model=REPLY_MODEL,
-            messages=[
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": body["input"]},
-            ],
+            messages=_messages(text),
             stream=True,
             timeout=30,
         )
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
         async for chunk in chunks:
             if chunk.choices and chunk.choices[0].delta.content:
-                data = json.dumps({"text": chunk.choices[0].delta.content})
-                await response.write(f"data: {data}\n\n".encode())
+                yield chunk.choices[0].delta.content
+
+    return complete, deltas
+
+
+def app(complete: Complete, deltas: Deltas) -> web.Application:
+    async def invoke(request: web.Request) -> web.Response:
+        body = await request.json()
+        return web.json_response({"output": await complete(body["input"])})
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        async for text in deltas(body["input"]):
+            await response.write(f"data: {json.dumps({'text': text})}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_post("/invoke", invoke)
-    app.router.add_post("/stream", stream)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    application = web.Application()
+    application.router.add_post("/invoke", invoke)
+    application.router.add_post("/stream", stream)
+    return application
+
+
+async def serve(base_url: str, kind: str) -> None:
+    timeout = aiohttp.ClientTimeout(total=30)
+    session = aiohttp.ClientSession(timeout=timeout)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", max_retries=0)
+    calls = raw_calls(session, base_url) if kind == "raw" else sdk_calls(client)
+    runner = web.AppRunner(app(*calls), access_log=None, shutdown_timeout=1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -71,9 +123,10 @@ async def serve(base_url: str) -> None:
     print(json.dumps({"url": f"http://{host}:{port}"}), flush=True)
     await stop.wait()
     await runner.cleanup()
+    await session.close()
     await client.close()
     print(json.dumps({"stopped": True}), flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(sys.argv[1]))
+    asyncio.run(serve(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "sdk"))

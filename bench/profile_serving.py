@@ -1,9 +1,12 @@
 """Profile the service while it serves: ``dynagent serve`` runs under pyinstrument (a
-sampling profiler, so the figures are not skewed by tracing every call) or cProfile in a
-child process, this process drives a closed-loop load at it, and the profile's top
-entries (by own time and by cumulative time) are printed.
+sampling profiler, so the figures are not skewed by tracing every call), cProfile, or
+cProfile on the CPU clock (``cpu``: only the CPU the serving thread spent, which a busy
+machine does not skew; ``bench._cpu_profile``) in a child process, this process drives a
+closed-loop load at it, and the profile's top entries (by own time and by cumulative
+time) are printed, with microseconds per request.
 
     .venv/bin/python -m bench.profile_serving --route chat_completions --seconds 5
+    .venv/bin/python -m bench.profile_serving --profiler cpu --stream --route invoke
 """
 
 from __future__ import annotations
@@ -40,7 +43,13 @@ def _body(route: str, stream: bool) -> tuple[str, dict[str, object]]:
 
 
 async def profile(
-    route: str, stream: bool, seconds: float, concurrency: int, top: int, profiler: str
+    route: str,
+    stream: bool,
+    seconds: float,
+    concurrency: int,
+    top: int,
+    profiler: str,
+    save: Path | None = None,
 ) -> str:
     with tempfile.TemporaryDirectory(prefix="dynagent-profile-") as temporary:
         folder = Path(temporary)
@@ -54,22 +63,48 @@ async def profile(
             if profiler == "pyinstrument":
                 report = ["-r", "pstats", "-o", str(output)]
                 service.argv[1:3] = ["-m", "pyinstrument", *report, "-m", "dynagent"]
+            elif profiler == "cpu":
+                service.argv[1:3] = ["-m", "bench._cpu_profile", str(output), "dynagent"]
             else:
                 service.argv[1:3] = ["-m", "cProfile", "-o", str(output), "-m", "dynagent"]
             await service.start()
             path, body = _body(route, stream)
             await load(service.url + path, body, concurrency=concurrency, seconds=0.5)
-            result = await load(service.url + path, body, concurrency=concurrency, seconds=seconds)
             process = service.process
             assert process is not None
+            if profiler == "cpu":  # the measured load only: figures per request
+                process.send_signal(signal.SIGUSR1)
+            result = await load(service.url + path, body, concurrency=concurrency, seconds=seconds)
+            if profiler == "cpu":
+                process.send_signal(signal.SIGUSR2)
+                async with asyncio.timeout(30):
+                    while not output.exists():  # noqa: ASYNC110 (the child's signal handler writes it)
+                        await asyncio.sleep(0.05)
             process.send_signal(signal.SIGINT)
             await process.wait()
         text = io.StringIO()
         print(f"{result.ok} requests, failures {dict(result.failures)}", file=text)
         stats = pstats.Stats(str(output), stream=text)
+        if save is not None:
+            stats.dump_stats(save)
+        if profiler == "cpu":
+            print(per_request(stats, result.requests, top), file=text)
         stats.sort_stats("tottime").print_stats(top)
         stats.sort_stats("cumulative").print_stats(top)
         return text.getvalue()
+
+
+def per_request(stats: pstats.Stats, requests: int, top: int) -> str:
+    """The top functions by own and by cumulative CPU, in microseconds per request."""
+    rows = stats.stats  # type: ignore[attr-defined]
+    lines = []
+    for title, column in (("own", 2), ("cumulative", 3)):
+        lines.append(f"-- by {title} CPU, µs per request")
+        ranked = sorted(rows.items(), key=lambda item: item[1][column], reverse=True)
+        for (path, line, name), figures in ranked[:top]:
+            where = f"{Path(path).parent.name}/{Path(path).name}:{line}({name})"
+            lines.append(f"{figures[column] * 1e6 / max(requests, 1):9.1f}  {where}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,10 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--top", type=int, default=30, help="cProfile entries shown")
-    parser.add_argument("--profiler", choices=["pyinstrument", "cProfile"], default="pyinstrument")
+    parser.add_argument(
+        "--profiler", choices=["pyinstrument", "cProfile", "cpu"], default="pyinstrument"
+    )
+    parser.add_argument("--save", type=Path, help="also write the pstats file here")
     args = parser.parse_args(argv)
     report = profile(
-        args.route, args.stream, args.seconds, args.concurrency, args.top, args.profiler
+        args.route,
+        args.stream,
+        args.seconds,
+        args.concurrency,
+        args.top,
+        args.profiler,
+        args.save,
     )
     print(asyncio.run(report))
     return 0

@@ -5,6 +5,8 @@ same scripted model server, the same system prompt, the same two async tools,
 and runs the scenario's question to its final answer:
 
 - ``raw``: the loop a developer writes by hand on the ``openai`` client;
+- ``floor``: the same loop on one ``aiohttp.ClientSession`` with plain ``json``: nothing
+  but the HTTP calls and the tools, the physical floor of a run;
 - ``dynagent``: ``Agent.run``;
 - ``langchain``: ``langchain.agents.create_agent`` with ``langchain_openai.ChatOpenAI``;
 - ``pydantic_ai``: ``pydantic_ai.Agent`` with ``OpenAIChatModel``;
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import openai
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import SecretStr
@@ -100,6 +103,48 @@ async def raw(base_url: str, scenario: Scenario) -> Runtime:
         raise RuntimeError("no answer within 8 model calls")
 
     return Runtime("raw", run, client.close, openai.__version__)
+
+
+async def floor(base_url: str, scenario: Scenario) -> Runtime:
+    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+    url = base_url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": "Bearer bench-key", "Content-Type": "application/json"}
+    tools = [
+        {"type": "function", "function": tool.definition.to_openai()["function"]} for tool in TOOLS
+    ]
+
+    async def run(question: str) -> str:
+        """The same loop with nothing between it and the wire but aiohttp and ``json``."""
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": question},
+        ]
+        for _ in range(8):
+            body = {
+                "model": scenario.model,
+                "messages": messages,
+                "tools": tools,
+                "parallel_tool_calls": True,
+            }
+            async with session.post(url, data=json.dumps(body), headers=headers) as response:
+                message = json.loads(await response.read())["choices"][0]["message"]
+            calls = message.get("tool_calls") or []
+            if not calls:
+                return str(message.get("content") or "")
+            messages.append(
+                {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
+            )
+            outputs = await asyncio.gather(
+                *(
+                    FUNCTIONS[call["function"]["name"]](**json.loads(call["function"]["arguments"]))
+                    for call in calls
+                )
+            )
+            for call, output in zip(calls, outputs, strict=True):
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+        raise RuntimeError("no answer within 8 model calls")
+
+    return Runtime("floor", run, session.close, aiohttp.__version__)
 
 
 async def dynagent(base_url: str, scenario: Scenario) -> Runtime:
@@ -204,6 +249,7 @@ async def openai_agents(base_url: str, scenario: Scenario) -> Runtime:
 Maker = Callable[[str, Scenario], Awaitable[Runtime]]
 RUNTIMES: dict[str, Maker] = {
     "raw": raw,
+    "floor": floor,
     "dynagent": dynagent,
     "langchain": langchain,
     "pydantic_ai": pydantic_ai,

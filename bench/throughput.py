@@ -1,13 +1,20 @@
-"""Service throughput: requests/s and latency of ``POST /v1/agents/{name}/invoke``,
-``POST /v1/chat/completions`` and ``POST /v1/responses``, whole and streamed, at several
-concurrency levels, against the floor (whole against whole, streamed against streamed).
+"""Service throughput: requests/s, p99 and server CPU per request of
+``POST /v1/agents/{name}/invoke`` and ``POST /v1/chat/completions`` (``--responses`` adds
+``POST /v1/responses``), whole and streamed, at concurrency 8 and 32, against two
+references making the same one model call (whole against whole, streamed against streamed):
 
-The service (``dynagent serve``), the floor (``bench._floor``: a minimal aiohttp
-handler making the same one model call on the raw client) and the scripted model
-server each run in their own process on loopback; the load generator is this
-process. Targets take turns at each level so that noise hits them alike.
+- ``floor``: the physical floor, a bare aiohttp handler forwarding the call with
+  aiohttp's client and plain ``json`` (``bench._floor raw``); every ratio is to it;
+- ``sdk_proxy``: the same handler making the call through the ``openai`` SDK
+  (``bench._floor sdk``), so paying the SDK's own cost.
 
-    .venv/bin/python -m bench.throughput            # 1, 8, 32 concurrent; 2 x 4 s per target
+The service (``dynagent serve``, default configuration), both references and the
+scripted model server each run in their own process on loopback; the load generator is
+this process. Targets take turns at each level so that noise hits them alike. Bars: the
+service's server CPU per request at most 1.5x the floor's, and its requests/s at least
+0.8x the floor's, at each level, whole and streamed.
+
+    .venv/bin/python -m bench.throughput            # 8, 32 concurrent; 2 x 4 s per target
     .venv/bin/python -m bench.throughput --quick    # 2 x 1 s
 """
 
@@ -30,7 +37,11 @@ from bench._service import AGENT, Service, agent_document, write_config
 from bench._stats import ratio, summary
 from bench.scenarios import REPLY_TEXT
 
-LEVELS = (1, 8, 32)
+LEVELS = (8, 32)
+BAR_CPU_RATIO = 1.5
+"""The service's server CPU per request at most this multiple of the floor's."""
+BAR_RPS_RATIO = 0.8
+"""The service's requests per second at least this share of the floor's."""
 RESULTS = Path(__file__).parent / "results" / "throughput.json"
 
 
@@ -51,16 +62,22 @@ ROUTES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "responses": ("/v1/responses", {"model": AGENT, "input": "ping", "store": False}),
 }
+BAR_ROUTES = ("invoke", "chat_completions")
+"""The routes the bars hold for."""
 
 
-def targets(service: Service, floor: Child, *, stream: bool) -> list[Target]:
-    """The floor and the service's routes, all streamed or none; the floor comes first."""
+def targets(
+    service: Service, floors: dict[str, Child], routes: tuple[str, ...], *, stream: bool
+) -> list[Target]:
+    """The floors and the service's routes, all streamed or none; the raw floor comes first."""
     floor_path = "/stream" if stream else "/invoke"
     suffix = "_stream" if stream else ""
     chosen = [
-        Target("floor" + suffix, floor.ready["url"] + floor_path, {"input": "ping"}, floor.pid)
+        Target(name + suffix, child.ready["url"] + floor_path, {"input": "ping"}, child.pid)
+        for name, child in floors.items()
     ]
-    for name, (path, body) in ROUTES.items():
+    for name in routes:
+        path, body = ROUTES[name]
         chosen.append(
             Target(name + suffix, service.url + path, {**body, "stream": stream}, service.pid)
         )
@@ -125,8 +142,41 @@ def _level(results: dict[str, LoadResult], cpu: dict[str, float]) -> dict[str, A
     return level
 
 
+def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each route's CPU and requests/s against the floor's, at each level, whole and streamed."""
+    found = []
+    for key in ("levels", "streamed_levels"):
+        for level, figures in data[key].items():
+            for name, figure in figures.items():
+                if name.removesuffix("_stream") not in BAR_ROUTES:
+                    continue
+                cpu, rps = figure["cpu_ratio_to_floor"], figure["rps_ratio_to_floor"]
+                found.append(
+                    {
+                        "bar": f"{name} at {level}: CPU/request / floor's",
+                        "value": cpu,
+                        "limit": f"<= {BAR_CPU_RATIO}",
+                        "met": cpu <= BAR_CPU_RATIO,
+                    }
+                )
+                found.append(
+                    {
+                        "bar": f"{name} at {level}: req/s / floor's",
+                        "value": rps,
+                        "limit": f">= {BAR_RPS_RATIO}",
+                        "met": rps >= BAR_RPS_RATIO,
+                    }
+                )
+    return found
+
+
 async def run(
-    model_url: str, *, levels: tuple[int, ...], seconds: float, rounds: int
+    model_url: str,
+    *,
+    levels: tuple[int, ...],
+    seconds: float,
+    rounds: int,
+    routes: tuple[str, ...] = BAR_ROUTES,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
         folder = Path(temporary)
@@ -135,10 +185,12 @@ async def run(
         (agents / f"{AGENT}.yaml").write_text(yaml.safe_dump(agent_document(model_url)))
         config = write_config(folder, agents)
         service = Service(config, free_port(), folder / "service.log", {})
-        async with service, Child("bench._floor", model_url) as floor:
+        floors = {"floor": Child("bench._floor", model_url, "raw")}
+        floors["sdk_proxy"] = Child("bench._floor", model_url, "sdk")
+        async with service, floors["floor"], floors["sdk_proxy"]:
             figures = {
                 kind: await measure(
-                    targets(service, floor, stream=kind == "streamed"),
+                    targets(service, floors, routes, stream=kind == "streamed"),
                     levels=levels,
                     seconds=seconds,
                     rounds=rounds,
@@ -147,7 +199,8 @@ async def run(
             }
     return {
         "what": "closed loop: N workers each send the next request when the last answers; "
-        "server CPU per request from /proc (user + system), less sensitive to other load",
+        "server CPU per request from /proc (user + system), less sensitive to other load; "
+        "ratios to the raw floor (aiohttp client, plain json) measured in the same run",
         "seconds_per_target_and_level": seconds * rounds,
         "reply": REPLY_TEXT,
         "levels": figures["whole"],
@@ -169,6 +222,9 @@ def table(data: dict[str, Any]) -> str:
                     f"{f['p99_ratio_to_floor']:>11.3f}"
                     f"{f['server_cpu_ms_per_request']:>12.3f}{f['cpu_ratio_to_floor']:>11.3f}"
                 )
+    for verdict in bars(data):
+        state = "met" if verdict["met"] else "NOT met"
+        lines.append(f"bar {verdict['bar']}: {verdict['value']} ({verdict['limit']}): {state}")
     return "\n".join(lines)
 
 
@@ -180,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per turn")
     parser.add_argument("--rounds", type=int, default=2, help="turns per target and level")
     parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
+    parser.add_argument("--responses", action="store_true", help="also POST /v1/responses")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
@@ -191,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 levels=tuple(args.levels),
                 seconds=seconds,
                 rounds=args.rounds,
+                routes=(*BAR_ROUTES, "responses") if args.responses else BAR_ROUTES,
             )
 
     data = asyncio.run(main_async())

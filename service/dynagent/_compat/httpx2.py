@@ -1,8 +1,4 @@
-"""httpx2's internals: the stream a response wraps, and the network backend of a client.
-
-A response's ``stream`` is httpx2's ``BoundAsyncStream``, which keeps the transport's own
-stream in ``_stream``; the model client reads a body straight from the transport under
-it (``dynagent._compat.openai``).
+"""httpx2's internals: the network backend of a client.
 
 A client's default transport (``AsyncClient._transport``, an ``AsyncHTTPTransport``)
 keeps its httpcore2 connection pool in ``_pool``, which opens every connection through
@@ -21,9 +17,9 @@ if TYPE_CHECKING:
     import httpx2
 
 TESTED = Tested("httpx2", "2.16.2", "2.17")
-PRIVATE_PARTS = ("httpx2._client:BoundAsyncStream",)
-"""What this module reaches, as ``module:attribute``; ``_stream``, which each stream sets
-for itself, is checked on a response by ``tests/runtime/test_compat.py``."""
+PRIVATE_PARTS: tuple[str, ...] = ()
+"""What this module reaches, as ``module:attribute``: the attributes it reaches are set
+by each client for itself, so ``use_network_backend`` checks them on the client."""
 
 
 def check() -> None:
@@ -38,8 +34,3 @@ def use_network_backend(client: httpx2.AsyncClient, backend: Any) -> None:
     if pool is None or not hasattr(pool, "_network_backend"):
         raise RuntimeError("httpx2 keeps no connection pool where dynagent._compat expects it")
     pool._network_backend = backend
-
-
-def transport_stream(response: httpx2.Response) -> Any:
-    """The transport's stream under ``response``, or None when httpx2 keeps none there."""
-    return getattr(response.stream, "_stream", None)

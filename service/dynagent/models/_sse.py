@@ -28,8 +28,6 @@ import openai
 import orjson
 
 from dynagent._compat import aiohttp as aiohttp_compat
-from dynagent._compat import httpx2 as httpx2_compat
-from dynagent._compat import openai as openai_compat
 from dynagent.events import JsonValue
 from dynagent.exceptions import ModelError
 
@@ -118,44 +116,48 @@ def _event(text: bytes, events: list[tuple[bytes, bytes]]) -> None:
         events.append((name, b"\n".join(data)))
 
 
-async def chunk_blocks(stream: openai.AsyncStream[Any]) -> AsyncIterator[Iterator[JsonValue]]:
+async def chunk_blocks(
+    response: aiohttp.ClientResponse, request: httpx2.Request
+) -> AsyncIterator[Iterator[JsonValue]]:
     """The chunks of a chat completions stream, a network block at a time (each taken
     before the next block is read), until ``[DONE]``. An ``error`` in the stream is raised
     as the ``openai.APIError`` the client would raise; transport failures as its timeout
-    and connection errors."""
-    response = stream.response
+    and connection errors (naming ``request``)."""
     parser = SSEParser()
-    async for block in _blocks(response):
+    async for block in _blocks(response, request):
         events = parser.feed_data(block)
         done = next((i for i, data in enumerate(events.data) if data == b"[DONE]"), None)
         if events.data and done != 0:
-            yield _chunks(events, done, response.request)
+            yield _chunks(events, done, request)
         if done is not None:
             return
 
 
-async def whole_body(stream: openai.AsyncStream[Any], limit: int) -> bytes:
+async def whole_body(
+    response: aiohttp.ClientResponse, limit: int, request: httpx2.Request
+) -> bytes:
     """The body of a response that is not a stream (a whole answer), refused past
     ``limit`` bytes as it arrives rather than held whole first."""
     body = bytearray()
-    async for block in _blocks(stream.response):
+    async for block in _blocks(response, request):
         body += block
         if len(body) > limit:
             raise ModelError(f"the model's answer went past {limit} bytes (max_answer_chars)")
     return bytes(body)
 
 
-async def _blocks(response: httpx2.Response) -> AsyncIterator[bytes]:
+async def _blocks(
+    response: aiohttp.ClientResponse, request: httpx2.Request
+) -> AsyncIterator[bytes]:
     """The body as it arrives, with transport failures raised as the ``openai`` client's
     timeout and connection errors."""
-    body = _aiohttp_body(response)
     try:
-        async for block in response.aiter_bytes() if body is None else paced_blocks(body):
+        async for block in paced_blocks(response):
             yield block
-    except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
-        raise openai.APITimeoutError(request=response.request) from exc
-    except (httpx2.RequestError, aiohttp.ClientError) as exc:
-        raise openai.APIConnectionError(request=response.request) from exc
+    except TimeoutError as exc:  # aiohttp's read timeout
+        raise openai.APITimeoutError(request=request) from exc
+    except aiohttp.ClientError as exc:
+        raise openai.APIConnectionError(request=request) from exc
 
 
 READ_EVERY = 0.002
@@ -199,20 +201,6 @@ async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]
                 return
         before, last, reads = last, loop.time(), reads + 1
         yield block
-
-
-def _aiohttp_body(response: httpx2.Response) -> aiohttp.ClientResponse | None:
-    """The aiohttp response under ``openai``'s aiohttp transport, when its body can be
-    read as it is: not content-encoded (httpx2 decodes those). None: read through httpx2.
-
-    ``openai.DefaultAioHttpClient`` wraps it in private attributes of httpx2 and openai
-    (``dynagent._compat``)."""
-    body = openai_compat.aiohttp_response(httpx2_compat.transport_stream(response))
-    if body is None:
-        return None
-    if response.headers.get("content-encoding", "identity").lower() != "identity":
-        return None
-    return body
 
 
 def _chunks(events: Events, done: int | None, request: httpx2.Request) -> Iterator[JsonValue]:

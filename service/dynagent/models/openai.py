@@ -1,4 +1,4 @@
-"""Any OpenAI-compatible chat completions endpoint, through ``openai.AsyncOpenAI``.
+"""Any OpenAI-compatible chat completions endpoint, on aiohttp's client (``_endpoint``).
 
 Retries 429, 5xx, timeouts and dropped connections with exponential backoff
 (honouring ``Retry-After``), then raises ``ModelError`` (``ModelTimeout`` for a
@@ -16,13 +16,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import aiohttp
 import openai
 import orjson
-from openai import AsyncStream, RequestOptions
 
 from dynagent.events import Usage
 from dynagent.exceptions import ModelError
 from dynagent.models._answers import chunk_delta, from_completion, malformed, usage_of
+from dynagent.models._endpoint import ModelEndpoint
 from dynagent.models._failures import model_error, short, timeout_error
 from dynagent.models._sse import chunk_blocks, whole_body
 from dynagent.models.base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
@@ -40,7 +41,7 @@ T = TypeVar("T")
 
 
 class ClientPool:
-    """One ``AsyncOpenAI`` client (one connection pool) per endpoint and key, and one
+    """One ``ModelEndpoint`` (one connection pool) per endpoint and key, and one
     circuit breaker per endpoint and model.
 
     Agents are rebuilt on every config change; they share clients and breakers
@@ -49,23 +50,15 @@ class ClientPool:
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+        self._clients: dict[tuple[str, str], ModelEndpoint] = {}
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
         self._clock = clock
 
-    def get(self, base_url: str, api_key: str) -> openai.AsyncOpenAI:
+    def get(self, base_url: str, api_key: str) -> ModelEndpoint:
         key = (base_url, api_key)
         client = self._clients.get(key)
         if client is None:
-            # aiohttp as the transport (openai[aiohttp]): it already serves the service,
-            # and costs less per call than the default one (docs/benchmarks.md).
-            client = openai.AsyncOpenAI(
-                base_url=base_url,
-                api_key=api_key or "not-needed",
-                max_retries=0,
-                http_client=openai.DefaultAioHttpClient(),
-            )
-            self._clients[key] = client
+            client = self._clients[key] = ModelEndpoint(base_url, api_key)
         return client
 
     def breaker(self, base_url: str, model: str) -> CircuitBreaker:
@@ -80,12 +73,12 @@ class ClientPool:
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
-            await client.close()
+            await client.aclose()
 
 
 @dataclass(frozen=True, slots=True)
 class OpenAIModel:
-    client: openai.AsyncOpenAI = field(repr=False)
+    client: ModelEndpoint = field(repr=False)
     model_name: str
     settings: ModelSettings = field(default_factory=ModelSettings)
     timeout: float = 30.0
@@ -102,6 +95,11 @@ class OpenAIModel:
     """Chunks one streamed answer may hold (``model.max_answer_chunks``)."""
     max_chars: int = 8_000_000
     """Characters of text and tool-call arguments it may hold (``model.max_answer_chars``)."""
+    _sent_settings: dict[str, Any] = field(init=False, repr=False, compare=False)
+    """``settings`` as sent: dumped once, not on every call."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_sent_settings", self.settings.model_dump(exclude_none=True))
 
     @property
     def name(self) -> str:
@@ -122,7 +120,7 @@ class OpenAIModel:
             # loop, yet queued deltas can be joined downstream (agent._EventQueue).
             loop = asyncio.get_running_loop()
             paused = loop.time()
-            async for block in chunk_blocks(chunks):
+            async for block in chunk_blocks(chunks, self.client.request):
                 texts = [text for text in map(builder.add, block) if text]
                 if builder.chunks > self.max_chunks or builder.size > self.max_chars:
                     raise _too_long(builder, self.max_chunks, self.max_chars)
@@ -145,7 +143,7 @@ class OpenAIModel:
             raise
         finally:
             permit.release()  # a stream its reader dropped says nothing about the endpoint
-            await chunks.close()
+            _done(chunks)
         yield response
 
     async def _complete(self, request: ModelRequest) -> ModelResponse:
@@ -153,16 +151,16 @@ class OpenAIModel:
         # limit instead of held whole; JSON escapes take at most 6 bytes a character.
         answer = await self._create(request, stream=False)
         try:
-            body = await whole_body(answer, 6 * self.max_chars + (1 << 20))
+            body = await whole_body(answer, 6 * self.max_chars + (1 << 20), self.client.request)
         finally:
-            await answer.close()
-        kind = answer.response.headers.get("content-type", "")
+            _done(answer)
+        kind = answer.headers.get("content-type", "")
         if "json" not in kind.lower():
             raise malformed(f"not a chat completion (Content-Type {short(kind, 60)!r})")
         return from_completion(orjson.loads(body), self.model_name)
 
-    async def _create(self, request: ModelRequest, *, stream: bool) -> Any:
-        kwargs: dict[str, Any] = {**self.settings.model_dump(exclude_none=True), **request.settings}
+    async def _create(self, request: ModelRequest, *, stream: bool) -> aiohttp.ClientResponse:
+        kwargs: dict[str, Any] = {**self._sent_settings, **request.settings}
         if request.tool_choice is not None and request.tools:
             kwargs["tool_choice"] = request.tool_choice
         if request.tools:
@@ -176,20 +174,11 @@ class OpenAIModel:
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
-        # The body is wire-ready JSON already, so it goes out through the client's
-        # documented ``post`` rather than ``chat.completions.create``, whose recursive
-        # parameter transform was the largest cost of a served run (docs/benchmarks.md).
-        options = _options(self.timeout)
-        traced = outgoing_headers()
-        if traced:
-            options = {**options, "headers": {**options.get("headers", {}), **traced}}
+        # The body is read here as it arrives, whole answers too (_sse.py).
         return await self.client.post(
-            "/chat/completions",
-            body={"model": self.model_name, "messages": list(request.messages), **kwargs},
-            cast_to=object,
-            options=options,
-            stream=True,  # the body is read here, whole answers too (_sse.py)
-            stream_cls=AsyncStream[object],
+            {"model": self.model_name, "messages": list(request.messages), **kwargs},
+            self.timeout,
+            outgoing_headers(),
         )
 
     async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> tuple[T, Permit]:
@@ -229,8 +218,12 @@ class OpenAIModel:
             raise
 
 
-def _options(timeout: float) -> RequestOptions:
-    return {"timeout": timeout, "security": {"bearer_auth": True}}
+def _done(response: aiohttp.ClientResponse) -> None:
+    """Its connection back to the pool when the body was read to its end, else closed."""
+    if response.content.at_eof():
+        response.release()
+    else:
+        response.close()
 
 
 def _delay(exc: BaseException | None, backoff: float, attempt: int) -> float:

@@ -35,8 +35,30 @@ def text_size(value: Any, limit: int = INLINE_CHARS) -> int:
     return 0
 
 
+_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+"""The text fields each slotted kind of event has: looked for once per kind, not per event."""
+
+
+def event_text_size(event: object, limit: int = INLINE_CHARS) -> int:
+    """Characters of text in the text fields of ``event``, counted up to a little past
+    ``limit``. Every event of every run is counted, twice (here and for its trace)."""
+    kind = type(event)
+    names = _FIELDS_OF.get(kind)
+    if names is None:
+        names = tuple(name for name in TEXT_FIELDS if hasattr(event, name))
+        if hasattr(kind, "__slots__"):  # every instance has the same fields
+            _FIELDS_OF[kind] = names
+    total = 0
+    for name in names:
+        value = getattr(event, name)
+        total += len(value) if type(value) is str else text_size(value, limit - total)
+        if total > limit:
+            break
+    return total
+
+
 def _event_size(event: Event) -> int:
-    return text_size([getattr(event, name, None) for name in TEXT_FIELDS])
+    return event_text_size(event)
 
 
 class RedactingEmitter:

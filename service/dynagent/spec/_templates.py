@@ -45,6 +45,8 @@ def env_names(text: str) -> list[str]:
 
 def render(template: str, variables: Mapping[str, str]) -> str:
     """Fill ``{{name}}`` placeholders; raises ``MissingVariable`` for an unknown one."""
+    if "{{" not in template:  # most prompts: no placeholder, nothing to scan for
+        return template
 
     def replace(match: _regex.Match) -> str:
         name = match.group(1) or ""
