@@ -313,10 +313,25 @@ class RedisSessionStore:
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewing
                 del self._holds[session_id]
-                # Best effort: an unreleased lock expires after lock_ttl.
-                with contextlib.suppress(SessionStoreUnavailable):
-                    async with self._command("unlocking"):
-                        await self._release(keys=[self._key(session_id, "lock")], args=[hold.value])
+                if not await self._unlock(session_id, hold.value):
+                    self._start(self._unlock_later(session_id, hold.value))
+
+    async def _unlock(self, session_id: str, value: str) -> bool:
+        with contextlib.suppress(SessionStoreUnavailable):
+            async with self._command("unlocking"):
+                await self._release(keys=[self._key(session_id, "lock")], args=[value])
+            return True
+        return False
+
+    async def _unlock_later(self, session_id: str, value: str) -> None:
+        """A release lost to an outage (a failover) is tried again once Redis answers, so
+        the session is free then, not only when the lock expires ``lock_ttl`` later."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.lock_ttl
+        while loop.time() < until:
+            await asyncio.sleep(PROBE_EVERY)
+            if self.outage is None and await self._unlock(session_id, value):
+                return
 
     async def _take(self, session_id: str) -> _Hold:
         """Wait for the session's lock (bounded by the run's own timeout)."""
