@@ -14,6 +14,7 @@ afterwards; ``redis_sentinel`` starts a replicated set watched by Sentinels
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -149,10 +150,12 @@ class RedisSentinelSet:
 
 
 def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports."""
-    for _ in range(50):
-        first = free_port()
-        if all(_free(first + i) for i in range(1, count)):
+    """The first of ``count`` consecutive free loopback ports, below the kernel's ephemeral
+    range (20000 to 32767): an outgoing connection never takes one between this check and
+    the node's start."""
+    for _ in range(200):
+        first = random.randrange(20000, 32768 - count)
+        if all(_free(first + i) for i in range(count)):
             return first
     raise RuntimeError(f"no {count} consecutive free ports")
 
@@ -170,8 +173,8 @@ def _free(port: int) -> bool:
 def redis_sentinel(tmp_path: Path) -> Iterator[RedisSentinelSet]:
     """A primary, a replica and three Sentinels on free loopback ports, stopped after."""
     nodes = RedisSentinelSet(free_ports(3), free_ports(3), tmp_path / "sentinel")
-    nodes.start(clean=True)
     try:
+        nodes.start(clean=True)
         yield nodes
     finally:
         nodes.stop()
