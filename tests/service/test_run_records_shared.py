@@ -1,6 +1,7 @@
 """Run records shared by a fleet on one Redis (``sessions.store: redis``): two replicas
 (two apps) and then a third started after both stopped, on one real redis-server. A run
-made on one replica is read and rated through the other and after a restart; a stored
+made on one replica (whole, or streamed) is read and rated through the other and after a
+restart; a stored
 Response is continued on the other replica and after a restart; each stays its caller's
 (another key finds neither); the fleet keeps at most ``traces.max_traces`` traces and
 ``traces.max_bytes`` bytes of them, whatever sizes callers send."""
@@ -79,6 +80,22 @@ async def test_a_run_is_read_and_rated_through_any_replica_and_after_a_restart(
     async with replica("three") as three:
         status, trace = await _call(three, "GET", path)
     assert (status, trace) == (200, {**here[1], "feedback": {"score": 0.5, "comment": "fine"}})
+
+
+async def test_a_streamed_run_is_read_through_another_replica_once_its_stream_ends(
+    model_server: ScriptedModelServer, replica: Replica
+) -> None:
+    model_server.script("gpt-main", [Reply("streamed answer")])
+    async with replica("one") as one, replica("two") as two:
+        body = {"input": "hi", "stream": True}
+        async with one.client.post("/v1/agents/bot/invoke", json=body, headers=auth()) as streamed:
+            assert streamed.status == 200
+            await streamed.read()  # to the stream's end
+            trace_id = streamed.headers["X-Trace-Id"]
+        here = await _call(one, "GET", f"/v1/traces/{trace_id}")
+        there = await _call(two, "GET", f"/v1/traces/{trace_id}")
+    assert there == here and here[0] == 200
+    assert [event["type"] for event in there[1]["events"]][-1] == "run_finished"
 
 
 async def test_a_response_continues_on_any_replica_and_after_a_restart(
