@@ -4,10 +4,12 @@ made on one replica (whole, or streamed) is read and rated through the other and
 restart; a stored
 Response is continued on the other replica and after a restart; each stays its caller's
 (another key finds neither); the fleet keeps at most ``traces.max_traces`` traces and
-``traces.max_bytes`` bytes of them, whatever sizes callers send."""
+``traces.max_bytes`` bytes of them, whatever sizes callers send; with Redis out a run is
+still answered and its trace read on its replica."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -123,6 +125,24 @@ async def test_a_response_continues_on_any_replica_and_after_a_restart(
         for request in model_server.requests
     ]
     assert said == [["first"], ["first", "second"], ["first", "second", "third"]]
+
+
+async def test_with_redis_out_a_run_is_answered_and_its_trace_read_on_its_replica(
+    model_server: ScriptedModelServer, replica: Replica, redis_server: RedisServer
+) -> None:
+    model_server.script("gpt-main", [Reply("ok")])
+    async with replica("one") as one:
+        await asyncio.to_thread(redis_server.stop)
+        try:
+            status, answer = await _call(one, "POST", "/v1/agents/bot/invoke", body={"input": "x"})
+            assert status == 200, answer
+            path = f"/v1/traces/{answer['trace_id']}"
+            status, trace = await _call(one, "GET", path)
+            rated = await _call(one, "POST", f"{path}/feedback", body={"thumbs": "up"})
+        finally:
+            await asyncio.to_thread(redis_server.start)
+    assert (status, trace["trace_id"]) == (200, answer["trace_id"])
+    assert (rated[0], rated[1]["error"]["type"]) == (503, "unavailable")
 
 
 @pytest.fixture

@@ -143,7 +143,8 @@ class SharedRuns:
     async def keep(self, kind: str, record_id: str, record: dict[str, Any]) -> bool:
         """Keep a ``trace`` or ``response``; False when it is bigger than the byte bound."""
         most, most_bytes = self._bounds[kind]
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        # ``default=str``: a value JSON has no form for (a tool's odd result) never fails a run
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
         keys = [self._key(f"{kind}s"), self._key(f"{kind}s:bytes"), self._key("seq")]
         args: list[str | int] = [record_id, text, most, most_bytes]
         args += [self._key(kind, ""), self._key("feedback", "")]
