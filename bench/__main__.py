@@ -6,8 +6,9 @@ frameworks; service throughput against the floor; swapping versions under
 load; hot reload from files; real tools (an MCP round trip against the SDK client, an
 agent called as a tool against ``Agent.run``); hostile text, the ``dynagent`` command's start
 against Python's own (``bench.cli_start``), and a flooding model's 1 MB answer
-(``bench.model_stream``, its own model process); then, with a real Nacos started by
-``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
+(``bench.model_stream``, its own model process), a killed Redis primary until sessions
+are writable again (``bench.redis_failover``: Sentinel, two replicas); then, with a real
+Nacos started by ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
 1,000 agents loaded from it; then three Nacos nodes in cluster mode, whose raft leader is
 killed ten times (three with ``--quick``) to time edits flowing again; then a fleet
 (``scripts/fleet.sh``: three replicas behind nginx on Nacos and Redis). Prints the tables
@@ -40,6 +41,7 @@ from bench import (
     model_stream,
     nacos_cluster,
     overhead,
+    redis_failover,
     reload_files,
     reload_nacos,
     scale,
@@ -165,6 +167,11 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             "model_stream",
             lambda: asyncio.to_thread(model_stream.measure, 1 if quick else 3, sdk=not quick),
             model_stream.table,
+        )
+        await run.part(
+            "redis_failover",
+            lambda: redis_failover.measure(2 if quick else 5),
+            redis_failover.table,
         )
         if not args.no_nacos:
             try:

@@ -6,12 +6,23 @@
 #   scripts/redis.sh start [--clean]   install redis-server if missing, start, wait for PONG
 #   scripts/redis.sh stop              SHUTDOWN (then TERM/KILL), wait until the port is free
 #   scripts/redis.sh status            exit 0 when running and answering
+#   scripts/redis.sh sentinel start [--clean] | stop | status
+#                                      a primary, its replica(s) and three of Debian's
+#                                      redis-sentinel watching them (sessions.url:
+#                                      redis+sentinel://127.0.0.1:26379,…/mymaster)
 #
 # Environment (defaults):
 #   REDIS_PORT=6379                        port on 127.0.0.1
 #   REDIS_HOME=<repo>/.cache/redis/home    redis.conf, data (appendonly), redis.pid, redis.log
 #   REDIS_FSYNC=always                     appendfsync: always | everysec | no
 #   REDIS_START_TIMEOUT=20                 seconds to wait for PONG
+# and for `sentinel` (the primary on REDIS_PORT, its replicas on the next ports):
+#   REDIS_REPLICAS=1                       replicas of the primary
+#   REDIS_SENTINEL_HOME=<repo>/.cache/redis/sentinel   one folder per node
+#   REDIS_SENTINEL_PORT=26379              the first sentinel; the others on the next two
+#   REDIS_MASTER_NAME=mymaster             the name sentinels know the primary by
+#   REDIS_DOWN_AFTER_MS=5000               silence before a sentinel calls the primary down
+#   REDIS_FAILOVER_TIMEOUT_MS=10000        sentinel failover-timeout
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,19 +55,20 @@ ensure_installed() {
 
 read_pid() { [[ -f "$PID_FILE" ]] && tr -dc '0-9' <"$PID_FILE" || true; }
 
-# True if $1 is a live redis-server started with this REDIS_HOME's config (guards pid reuse).
+# True if $1 is a live redis-server (or redis-sentinel) started in $2 (this REDIS_HOME by
+# default) with its config (guards pid reuse).
 is_our_process() {
-  local pid="$1"
+  local pid="$1" home="${2:-$REDIS_HOME}"
   [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
-  [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *redis-server* ]] &&
-    [[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" == "$REDIS_HOME/data" ]]
+  [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *redis-s* ]] &&
+    [[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" == "$home/data" ]]
 }
 
 # PONG over a plain TCP socket: redis-cli is in another Debian package.
 answers() {
   # In a subshell: a failed exec of a redirection would end this script.
-  local reply
-  reply="$( (exec 7<>"/dev/tcp/$HOST/$REDIS_PORT" && printf 'PING\r\n' >&7 &&
+  local reply port="${1:-$REDIS_PORT}"
+  reply="$( (exec 7<>"/dev/tcp/$HOST/$port" && printf 'PING\r\n' >&7 &&
     IFS= read -r -t 2 line <&7 && echo "$line") 2>/dev/null || true)"
   [[ "$reply" == "+PONG"* ]]
 }
@@ -130,9 +142,20 @@ do_status() {
   fi
 }
 
+# shellcheck source=scripts/redis-sentinel.sh
+source "$SCRIPT_DIR/redis-sentinel.sh"
+
 case "${1:-}" in
   start) do_start "${2:-}" ;;
   stop) do_stop ;;
   status) do_status ;;
-  *) die "usage: $0 start [--clean] | stop | status" ;;
+  sentinel)
+    case "${2:-}" in
+      start) sentinel_start "${3:-}" ;;
+      stop) sentinel_stop ;;
+      status) sentinel_status ;;
+      *) die "usage: $0 sentinel start [--clean] | stop | status" ;;
+    esac
+    ;;
+  *) die "usage: $0 start [--clean] | stop | status | sentinel start [--clean] | stop | status" ;;
 esac

@@ -14,6 +14,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from dynagent import _regex
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, DEFAULT_SESSION_TTL
+from dynagent.sessions.redis_url import check_url
 from dynagent.spec._templates import MissingVariable, expand_env
 from dynagent.spec.agent import issues_from
 from dynagent.spec.tools import OutboundFields
@@ -139,8 +140,11 @@ class SessionsConfig(_Section):
     """``sqlite`` for one machine; ``redis`` when replicas share conversations."""
     path: Path = Path("var/sessions.db")
     url: str = "redis://127.0.0.1:6379/0"
-    """The Redis server of ``store: redis`` (``redis://`` or ``rediss://``; a password
-    belongs in ``${VAR}``, never in the file)."""
+    """The Redis server of ``store: redis`` (``redis://`` or ``rediss://``), or the
+    Sentinels that know its primary now:
+    ``redis+sentinel://[:password@]host:port[,host:port…]/mymaster[/db]`` (a failover is
+    then followed, and every session write waits until a replica has it). A password
+    belongs in ``${VAR}``, never in the file."""
     key_prefix: str = "dynagent:session:"
     lock_ttl: float = Field(default=15.0, gt=0, le=600)
     """Seconds a crashed replica's hold on a session outlives it (``store: redis``)."""
@@ -154,6 +158,11 @@ class SessionsConfig(_Section):
     """Seconds a session is kept after its last use (a run that reads or writes it renews
     it); then it is deleted, in every store. With ``max_history_bytes`` this bounds what
     callers can leave behind: a session holds at most that much, for at most this long."""
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: str) -> str:
+        return check_url(url)
 
 
 class AuthConfig(_Section):

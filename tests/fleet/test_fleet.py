@@ -73,11 +73,14 @@ async def invoke(
 
 
 async def replicas_with_trace(http: aiohttp.ClientSession, fleet: Fleet, trace: str) -> list[int]:
+    """The replicas that ran ``trace``: each lists its own runs (``GET /v1/traces``), while
+    any of them reads any run by its id (the traces live in the fleet's Redis)."""
     found = []
     for n in range(1, 4):
-        async with http.get(f"{fleet.replica_url(n)}/v1/traces/{trace}") as response:
-            if response.status == 200:
-                found.append(n)
+        async with http.get(f"{fleet.replica_url(n)}/v1/traces") as response:
+            listed = await response.json()
+        if trace in (run["trace_id"] for run in listed["traces"]):
+            found.append(n)
     return found
 
 
@@ -98,6 +101,9 @@ async def test_a_session_alternating_replicas_continues(
         assert (code, body["output"]) == (200, str(2 + 2 * turn))  # system + all turns so far
         served_by += await replicas_with_trace(http, fleet, body["trace_id"])
     assert len(served_by) == 6 and set(served_by) == {1, 2, 3}, served_by
+    for n in range(1, 4):  # and every replica reads the run, whichever ran it
+        async with http.get(f"{fleet.replica_url(n)}/v1/traces/{body['trace_id']}") as response:
+            assert response.status == 200
     assert model_server.requests[-1]["messages"][1:] == [
         message
         for turn in range(5)

@@ -1,6 +1,6 @@
 """The Redis session store as several replicas see it: one real redis-server, one store per
 replica, a replica killed with SIGKILL while it holds a session, a lock that expired under
-a run, the history budget, and Redis restarted under a run."""
+a run, the history budget, Redis restarted under a run, and a release lost to an outage."""
 
 from __future__ import annotations
 
@@ -191,3 +191,18 @@ async def test_the_first_pin_of_a_key_wins_on_every_replica(
     first, second = await asyncio.gather(one.pin("k", "canary"), two.pin("k", "stable"))
     assert first == second and first in ("canary", "stable")
     assert await two.pin("other", "stable") == "stable"
+
+
+async def test_a_lock_whose_release_met_an_outage_is_released_once_redis_answers(
+    redis_server: RedisServer, replicas: Callable[..., RedisSessionStore]
+) -> None:
+    """A release lost to an outage (a restart, a failover) frees the session as soon as
+    Redis answers again, not when the lock expires ``lock_ttl`` later (600 s here)."""
+    one, two = replicas(lock_ttl=600, timeout=0.5), replicas(lock_ttl=600)
+    async with one.lock("s"):
+        await one.append("s", [user("mine")])
+        await asyncio.to_thread(redis_server.stop)  # the release below fails
+    await asyncio.to_thread(redis_server.start)  # the lock is still there (append-only file)
+    async with asyncio.timeout(30), two.lock("s"):
+        await two.append("s", [user("yours")])
+    assert await two.load("s") == [user("mine"), user("yours")]

@@ -4,11 +4,13 @@ newest of this process, in memory, at most ``max_responses`` of them and at most
 (``Caller.may_read_run``, as its run's trace). Its id is random, not derived from the
 run's trace id: knowing a response id tells nothing about the trace. The
 conversation a response carries on is cut to the history budget (whole turns, as a
-session is), so a ``previous_response_id`` chain never grows past it. Replicas do not
-share them (pin a conversation to one, or carry it yourself with ``input`` items)."""
+session is), so a ``previous_response_id`` chain never grows past it. When the fleet
+shares a Redis (``SharedRuns``), responses are kept there (the bounds then hold for the
+fleet) and read from there: a conversation continues on any replica, through restarts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from collections import OrderedDict
@@ -16,7 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dynagent.core.auth import Caller
-from dynagent.exceptions import ResponseNotFound
+from dynagent.core.shared_runs import SharedRuns
+from dynagent.exceptions import ResponseNotFound, SessionStoreUnavailable
 from dynagent.models.base import Message
 from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, first_kept
 
@@ -49,7 +52,10 @@ class ResponseStore:
         *,
         max_bytes: int = MAX_BYTES,
         history_bytes: int = DEFAULT_HISTORY_BYTES,
+        shared: SharedRuns | None = None,
     ) -> None:
+        self.shared = shared
+        """The fleet's Redis, when it shares one: responses are kept and read there."""
         self._kept: OrderedDict[str, tuple[StoredResponse, int]] = OrderedDict()
         self._max = max_responses
         self.max_bytes = max_bytes
@@ -58,7 +64,33 @@ class ResponseStore:
         self.bytes = 0
         """What the kept responses take, as JSON."""
 
-    def put(self, stored: StoredResponse) -> None:
+    async def keep(self, stored: StoredResponse) -> None:
+        """``put``, and into the fleet's Redis when it shares one (before the answer goes
+        out, so the next turn finds it on any replica)."""
+        stored = self.put(stored)
+        if self.shared is not None:
+            record = {"body": stored.body, "messages": list(stored.messages)}
+            record |= {"owner": stored.owner, "agent": stored.agent}
+            await self.shared.keep_quietly("response", stored.body["id"], record)
+
+    async def find(self, response_id: str, reader: Caller) -> StoredResponse:
+        """``get``, through the fleet's Redis when it shares one."""
+        if self.shared is not None:
+            record = None
+            with contextlib.suppress(SessionStoreUnavailable):  # out: what this replica has
+                record = await self.shared.get("response", response_id)
+            if record is not None:
+                stored = StoredResponse(
+                    record["body"], tuple(record["messages"]), record["owner"], record["agent"]
+                )
+                if reader.may_read_run(stored.owner, stored.agent):
+                    return stored
+                raise self._not_found(response_id)
+        return self.get(response_id, reader)
+
+    def put(self, stored: StoredResponse) -> StoredResponse:
+        """Keep ``stored`` in this process, its conversation cut to the history budget
+        (what is kept is returned)."""
         sizes = [len(json.dumps(m, ensure_ascii=False).encode()) for m in stored.messages]
         newest_first = (
             (i, sizes[i], stored.messages[i].get("role")) for i in reversed(range(len(sizes)))
@@ -75,6 +107,7 @@ class ResponseStore:
         while len(self._kept) > 1 and (len(self._kept) > self._max or self.bytes > self.max_bytes):
             _, (_, dropped) = self._kept.popitem(last=False)
             self.bytes -= dropped
+        return stored
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -84,8 +117,11 @@ class ResponseStore:
         the same answer as for an id never stored."""
         kept = self._kept.get(response_id)
         if kept is None or not reader.may_read_run(kept[0].owner, kept[0].agent):
-            raise ResponseNotFound(
-                f"no stored response {response_id!r}; only the last {self._max} "
-                "responses created with store: true by this API key are kept"
-            )
+            raise self._not_found(response_id)
         return kept[0]
+
+    def _not_found(self, response_id: str) -> ResponseNotFound:
+        return ResponseNotFound(
+            f"no stored response {response_id!r}; only the last {self._max} "
+            "responses created with store: true by this API key are kept"
+        )

@@ -209,15 +209,18 @@ async def run_agent(service: Service, who: Caller, run: RunRequest) -> tuple[Age
         exc.events = (*seen, *stopped_events(exc, seen, served.started))
         exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
+        await service.traces.written(exc.trace_id)
         raise
     except RunError as exc:
         exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
+        await service.traces.written(exc.trace_id)
         raise
     except BaseException as exc:  # refused before it ran (e.g. a missing prompt variable)
         served.close_span(seen, getattr(exc, "kind", type(exc).__name__))
         raise
     served.finish(result.trace_id, result.events)
+    await service.traces.written(result.trace_id)  # readable on any replica once answered
     if shadow is not None:
         service.shadows.start(shadow)
     return served.agent, result
@@ -339,5 +342,6 @@ async def _recorded(
             yield event
     finally:
         served.finish(first.trace_id, seen, error=error)
+        await served.service.traces.written(first.trace_id)  # before the stream's end
         if shadow is not None and error is None:
             served.service.shadows.start(shadow)

@@ -32,9 +32,10 @@ from dynagent.core.keys_watch import KeysFileWatch
 from dynagent.core.metrics import Metrics
 from dynagent.core.notices import attach_webhooks
 from dynagent.core.redact import Redactor
-from dynagent.core.response_store import ResponseStore
+from dynagent.core.response_store import MAX_BYTES, MAX_RESPONSES, ResponseStore
 from dynagent.core.series import RecentSeries
 from dynagent.core.shadows import ShadowRunner
+from dynagent.core.shared_runs import SharedRuns
 from dynagent.core.streams import StreamSlots
 from dynagent.core.traces import TraceStore
 from dynagent.core.tracing import RunTracer
@@ -161,7 +162,7 @@ class Service:
         environ = os.environ if environ is None else environ
         secrets = SecretValues() if secrets is None else secrets
         registry = AgentRegistry()
-        traces = TraceStore(config.traces.max_traces, max_bytes=config.traces.max_bytes)
+        traces, responses = _run_records(config)
         metrics = Metrics()
         metrics.registry.register(RegistryGauges(registry))
         api_keys = ApiKeys.from_config(environ, config.auth)
@@ -181,7 +182,7 @@ class Service:
             drain=Drain(),
             shadows=ShadowRunner(registry.rollouts, metrics, traces, tracer=tracer),
             decisions=RolloutDecisions(registry.rollouts, running),
-            responses=ResponseStore(history_bytes=config.sessions.max_history_bytes),
+            responses=responses,
             mcp=mcp_servers(config),
             series=RecentSeries(),
             redactor=Redactor(secrets),
@@ -250,6 +251,7 @@ class Service:
             if self.webhooks is not None:
                 self.webhooks.start()
                 stack.push_async_callback(self.webhooks.aclose)
+            stack.push_async_callback(self.traces.aclose)  # and the fleet's Redis, if shared
             await stack.enter_async_context(self._agents())
             self.decisions.start()
             stack.push_async_callback(self.decisions.aclose)
@@ -363,6 +365,15 @@ async def _start_all(
     for result in results:
         if isinstance(result, BaseException):
             raise result
+
+
+def _run_records(config: ServiceConfig) -> tuple[TraceStore, ResponseStore]:
+    """The trace and Response stores, kept in the fleet's Redis when its sessions are."""
+    shared = SharedRuns.from_config(config, responses=(MAX_RESPONSES, MAX_BYTES))
+    limits = config.traces
+    traces = TraceStore(limits.max_traces, max_bytes=limits.max_bytes, shared=shared)
+    history = config.sessions.max_history_bytes
+    return traces, ResponseStore(history_bytes=history, shared=shared)
 
 
 def _otel(environ: Mapping[str, str]) -> RunTracer | None:

@@ -7,11 +7,14 @@ route can forget to filter.
 
 A run's events are kept as they are (frozen) and turned into JSON only when a trace
 is read: most traces are never read, and converting every run's events was a
-measurable share of serving one (docs/benchmarks.md).
+measurable share of serving one (docs/benchmarks.md). When the fleet shares a Redis
+(``SharedRuns``), each trace is also written there as JSON, and traces and ratings are
+read from there: any replica finds and rates any run, and a restart loses none.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ from typing import Any
 
 from dynagent.config import DEFAULT_TRACE_BYTES
 from dynagent.core.auth import Caller
+from dynagent.core.shared_runs import SharedRuns
 from dynagent.events import (
     ErrorEvent,
     Event,
@@ -27,7 +31,7 @@ from dynagent.events import (
     RunStarted,
     ToolCallEvent,
 )
-from dynagent.exceptions import Conflict, Forbidden, NotFound
+from dynagent.exceptions import Conflict, Forbidden, NotFound, SessionStoreUnavailable
 from dynagent.runtime._redaction import event_text_size
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 
@@ -65,6 +69,34 @@ class _Recorded:
             ]
         return trace
 
+    def document(self) -> dict[str, Any]:
+        """The record as JSON for the fleet's Redis: every nested run, the owner in full."""
+        return {
+            "agent": self.agent,
+            "revision": self.revision,
+            "variant": self.variant,
+            "factory": self.factory,
+            "source": self.source.as_dict(),
+            "events": [event.as_dict() for event in self.events],
+            "nested": [
+                {**run, "events": [event.as_dict() for event in run["events"]]}
+                for run in self.nested
+            ],
+            "owner": self.owner,
+            "routed": self.routed,
+        }
+
+
+def _shown(document: dict[str, Any], trace_id: str, reader: Caller) -> dict[str, Any]:
+    """A trace read from the fleet's Redis as ``_Recorded.as_dict`` shows it to ``reader``."""
+    trace = {key: document[key] for key in ("agent", "revision", "variant", "factory")}
+    trace |= {"source": document["source"], "events": document["events"]}
+    trace |= {"trace_id": trace_id, "owner": owner_label(document["owner"])}
+    nested = [run for run in document["nested"] if reader.may_see(run["agent"])]
+    if nested:
+        trace["nested"] = nested
+    return trace
+
 
 def owner_label(principal: str) -> str:
     """How a run's owner is shown: a keys-file key by its name (``key:<name>``), a key from
@@ -83,7 +115,16 @@ class TraceStore:
     (``traces.max_bytes``); the oldest go first. A trace bigger than ``max_bytes`` on its
     own is not kept."""
 
-    def __init__(self, max_traces: int = 1000, *, max_bytes: int = DEFAULT_TRACE_BYTES) -> None:
+    def __init__(
+        self,
+        max_traces: int = 1000,
+        *,
+        max_bytes: int = DEFAULT_TRACE_BYTES,
+        shared: SharedRuns | None = None,
+    ) -> None:
+        self.shared = shared
+        """The fleet's Redis, when it shares one: traces are written and read there."""
+        self._writing: dict[str, asyncio.Task[None]] = {}
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.bytes = 0
@@ -128,6 +169,23 @@ class TraceStore:
             gone = next(iter(self._traces))
             self._forget(gone)
             self._feedback.pop(gone, None)
+        if self.shared is not None:
+            work = self.shared.keep_quietly("trace", trace_id, self._traces[trace_id].document())
+            task = self._writing[trace_id] = asyncio.get_running_loop().create_task(work)
+            task.add_done_callback(lambda _: self._writing.pop(trace_id, None))
+
+    async def written(self, trace_id: str) -> None:
+        """Until the trace is in the fleet's Redis (or failed to be): a run's answer
+        follows it, so its caller can read or rate it through any replica at once."""
+        task = self._writing.get(trace_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def aclose(self) -> None:
+        """Finish the writes under way (a stopping replica loses no trace), then close."""
+        await asyncio.gather(*self._writing.values(), return_exceptions=True)
+        if self.shared is not None:
+            await self.shared.aclose()
 
     def _forget(self, trace_id: str) -> None:
         if self._traces.pop(trace_id, None) is not None:
@@ -135,6 +193,23 @@ class TraceStore:
 
     def __len__(self) -> int:
         return len(self._traces)
+
+    async def find(self, trace_id: str, reader: Caller) -> dict[str, Any] | None:
+        """``get``, through the fleet's Redis when it shares one (any replica's run)."""
+        if self.shared is None:
+            return self.get(trace_id, reader)
+        try:
+            document, rating = await self.shared.trace(trace_id)
+        except SessionStoreUnavailable:  # Redis is out: what this replica has
+            return self.get(trace_id, reader)
+        if document is None:
+            return self.get(trace_id, reader)  # kept on this replica only (Redis was out)
+        if not reader.may_read_run(document["owner"], document["agent"]):
+            return None
+        trace = _shown(document, trace_id, reader)
+        if rating is not None:
+            trace["feedback"] = rating
+        return trace
 
     def get(self, trace_id: str, reader: Caller) -> dict[str, Any] | None:
         """The trace, as ``reader`` may see it; None when it is gone or not the reader's
@@ -147,22 +222,32 @@ class TraceStore:
             trace["feedback"] = self._feedback[trace_id]
         return trace
 
+    async def rate_run(self, trace_id: str, rater: Caller, feedback: dict[str, Any]) -> RatedRun:
+        """``rate``, through the fleet's Redis when it shares one: a run is rated once in
+        the whole fleet, on any replica."""
+        if self.shared is None:
+            return self.rate(trace_id, rater, feedback)
+        document, _ = await self.shared.trace(trace_id)
+        if document is None:
+            return self.rate(trace_id, rater, feedback)
+        run = RatedRun(
+            document["agent"], document["revision"], document["variant"], document["routed"]
+        )
+        _check_rater(trace_id, rater, document["owner"], run.agent)
+        kept = await self.shared.rate(trace_id, feedback)
+        if kept < 0:
+            raise _not_found(trace_id)
+        if kept == 0:
+            raise Conflict(f"run {trace_id!r} has been rated already")
+        return run
+
     def rate(self, trace_id: str, rater: Caller, feedback: dict[str, Any]) -> RatedRun:
         """Keep ``rater``'s rating of a kept run (shown with it): the identity that made
         the run, or a key with the ``feedback`` right, rates it once."""
         recorded = self._traces.get(trace_id)
-        if recorded is None or not (
-            rater.may_rate_run(recorded.owner, recorded.agent)
-            or rater.may_read_run(recorded.owner, recorded.agent)
-        ):
-            raise NotFound(
-                f"no recent trace {trace_id!r} of this API key on this replica; "
-                "only the last runs are kept"
-            )
-        if not rater.may_rate_run(recorded.owner, recorded.agent):
-            raise Forbidden(
-                "a run is rated by the API key that made it, or by a key with feedback: true"
-            )
+        if recorded is None:
+            raise _not_found(trace_id)
+        _check_rater(trace_id, rater, recorded.owner, recorded.agent)
         if trace_id in self._feedback:
             raise Conflict(f"run {trace_id!r} has been rated already")
         self._feedback[trace_id] = feedback
@@ -175,6 +260,21 @@ class TraceStore:
             _summary(tid, recorded)
             for tid, recorded in reversed(self._traces.items())
             if reader.may_read_run(recorded.owner, recorded.agent)
+        )
+
+
+def _not_found(trace_id: str) -> NotFound:
+    return NotFound(f"no recent trace {trace_id!r} of this API key; only the last runs are kept")
+
+
+def _check_rater(trace_id: str, rater: Caller, owner: str, agent: str) -> None:
+    """``NotFound`` unless ``rater`` may rate or read the run (an id reveals nothing about
+    a run of someone else); ``Forbidden`` when it may read it but not rate it."""
+    if not (rater.may_rate_run(owner, agent) or rater.may_read_run(owner, agent)):
+        raise _not_found(trace_id)
+    if not rater.may_rate_run(owner, agent):
+        raise Forbidden(
+            "a run is rated by the API key that made it, or by a key with feedback: true"
         )
 
 

@@ -21,6 +21,13 @@ every read renews them, so an abandoned conversation leaves nothing behind.
 Every write is one Lua script, atomic on the server; the client retries on a dropped
 connection (a Redis restart), and the scripts are idempotent for that retry.
 
+Under Sentinel (``redis+sentinel://``) every new connection asks the Sentinels for the
+primary, so the retries of a write during a failover reach the promoted replica. Each
+lock token and each turn is followed, on its connection, by ``WAIT 1``: it counts as
+written only once a replica holds it, so the replica promoted next has every turn that
+was answered and every fencing token handed out (a stale holder's token never comes
+back and stays fenced off).
+
 Each operation has ``timeout`` seconds, retries included; past them Redis is out: the
 operation raises ``SessionStoreUnavailable`` (503 ``unavailable``), and so does every
 operation after it, at once, until a ping every ``PROBE_EVERY`` seconds finds Redis back.
@@ -41,23 +48,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from loguru import logger
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from dynagent.exceptions import SessionConflict, SessionStoreUnavailable
 from dynagent.models.base import Message
 from dynagent.sessions.base import DEFAULT_SESSION_TTL, SessionLocks
+from dynagent.sessions.redis_client import connect
+from dynagent.sessions.redis_url import SENTINEL_SCHEME
 
 PIN_SECONDS = 30 * 24 * 3600
 """How long a session's variant is remembered (a canary rarely lives longer)."""
 TIMEOUT = 2.0
 """``sessions.timeout``: seconds one store operation may take, retries included."""
-RETRIES = 12
-"""Attempts per command while Redis is unreachable, within ``timeout`` (a restart)."""
 PROBE_EVERY = 0.5
 """Seconds between pings while Redis is out: the first run after it returns gets it."""
 HEALTH_EVERY = 5.0
@@ -116,6 +120,10 @@ return dropped + 1
 key of the session then expires ``ttl_ms`` after this write (``sessions.ttl``)."""
 
 
+class _NoReplica(RedisError):
+    """Under Sentinel, no replica acknowledged a write: a failover now could lose it."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Hold:
     token: int
@@ -135,15 +143,10 @@ class RedisSessionStore:
         ttl: float = DEFAULT_SESSION_TTL,
         timeout: float = TIMEOUT,
     ) -> None:
-        retry = Retry(ExponentialBackoff(cap=0.25, base=0.02), RETRIES)
-        self._redis: Redis = Redis.from_url(
-            url,
-            retry=retry,
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-            socket_connect_timeout=timeout,
-            socket_timeout=timeout,
-            health_check_interval=30,
-        )
+        self._redis = connect(url, timeout)
+        self.replicated = url.startswith(f"{SENTINEL_SCHEME}://")
+        """Under Sentinel: a lock token or a turn counts as written once a replica has it
+        (``WAIT``), so a failover never loses one; without a replica it is unavailable."""
         self.timeout = timeout
         """Seconds one operation may take, retries included, before Redis counts as out."""
         self.outage: str | None = None
@@ -184,6 +187,8 @@ class RedisSessionStore:
             raise _unavailable(doing, reason) from None
 
     def _why(self, error: Exception) -> str:
+        if isinstance(error, _NoReplica):
+            return "no replica of the Redis primary took the write in time (WAIT 1)"
         if isinstance(error, TimeoutError | RedisTimeoutError):
             return f"Redis did not answer within {self.timeout:g} s (sessions.timeout)"
         return f"Redis failed ({type(error).__name__})"
@@ -268,14 +273,29 @@ class RedisSessionStore:
         turn = json.dumps(list(messages), ensure_ascii=False)
         ttl_ms = max(1, int(self.ttl * 1000))
         async with self._command("saving"):
-            result = await self._append(
-                keys=keys, args=[hold.token, hold.value, turn, self.history_bytes, ttl_ms]
-            )
+            args = [hold.token, hold.value, turn, self.history_bytes, ttl_ms]
+            result, kept = await self._write(self._append, keys, args)
+            if not kept:
+                raise _NoReplica
         if int(result) < 0:
             raise SessionConflict(
                 f"session {session_id!r} was taken over by another run after this one's lock "
                 f"expired (lock_ttl {self.lock_ttl:g} s); this turn was not saved: retry it"
             )
+
+    async def _write(
+        self, script: AsyncScript, keys: list[str], args: list[Any]
+    ) -> tuple[int, bool]:
+        """Run a write script: its result, and whether a replica has the write too. Under
+        Sentinel the script goes on the same connection as ``WAIT 1`` (a token or turn
+        reported written must still be there after a failover); else it is just run."""
+        if not self.replicated:
+            return int(await script(keys=keys, args=args)), True
+        async with self._redis.pipeline(transaction=False) as both:
+            await script(keys=keys, args=args, client=both)
+            both.wait(1, max(1, int(self.timeout * 500)))
+            result, acked = await both.execute()
+        return int(result), int(acked) >= 1
 
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         return self._hold(session_id)
@@ -293,10 +313,25 @@ class RedisSessionStore:
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewing
                 del self._holds[session_id]
-                # Best effort: an unreleased lock expires after lock_ttl.
-                with contextlib.suppress(SessionStoreUnavailable):
-                    async with self._command("unlocking"):
-                        await self._release(keys=[self._key(session_id, "lock")], args=[hold.value])
+                if not await self._unlock(session_id, hold.value):
+                    self._start(self._unlock_later(session_id, hold.value))
+
+    async def _unlock(self, session_id: str, value: str) -> bool:
+        with contextlib.suppress(SessionStoreUnavailable):
+            async with self._command("unlocking"):
+                await self._release(keys=[self._key(session_id, "lock")], args=[value])
+            return True
+        return False
+
+    async def _unlock_later(self, session_id: str, value: str) -> None:
+        """A release lost to an outage (a failover) is tried again once Redis answers, so
+        the session is free then, not only when the lock expires ``lock_ttl`` later."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.lock_ttl
+        while loop.time() < until:
+            await asyncio.sleep(PROBE_EVERY)
+            if self.outage is None and await self._unlock(session_id, value):
+                return
 
     async def _take(self, session_id: str) -> _Hold:
         """Wait for the session's lock (bounded by the run's own timeout)."""
@@ -305,7 +340,11 @@ class RedisSessionStore:
         pause = 0.005
         while True:
             async with self._command("locking"):
-                token = int(await self._acquire(keys=keys, args=[self._ttl_ms, nonce]))
+                token, kept = await self._write(self._acquire, keys, [self._ttl_ms, nonce])
+                if not kept:  # a token a failover could hand out again: give it back
+                    if token > 0:
+                        await self._release(keys=keys[:1], args=[f"{token}:{nonce}"])
+                    raise _NoReplica
             if token > 0:
                 return _Hold(token, f"{token}:{nonce}")
             await asyncio.sleep(pause)  # another replica runs this session: poll, backing off

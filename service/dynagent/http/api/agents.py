@@ -111,7 +111,7 @@ async def write_sse(
 async def get_trace(request: web.Request) -> web.Response:
     """A run of the caller's (or any run, for an admin): someone else's is not found."""
     trace_id = request.match_info["trace_id"]
-    trace = service(request).traces.get(trace_id, caller(request))
+    trace = await service(request).traces.find(trace_id, caller(request))
     if trace is None:
         raise NotFound(f"no recent trace {trace_id!r} of this API key; only the last runs are kept")
     return json(Trace.model_validate(trace))

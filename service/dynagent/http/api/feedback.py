@@ -81,7 +81,7 @@ async def feedback(request: web.Request) -> web.Response:
     body = await read_body(request, FeedbackRequest)
     rating = {"score": body.value, "comment": body.comment}
     the = service(request)
-    run = the.traces.rate(trace_id, caller(request), rating)
+    run = await the.traces.rate_run(trace_id, caller(request), rating)
     agent, revision, variant = run.agent, run.revision, run.variant
     counted = run.routed and the.registry.rollouts.rate(agent, revision, variant, body.value)
     if counted:

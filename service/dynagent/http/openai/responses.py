@@ -42,18 +42,18 @@ _Final = tuple[str, list[dict[str, str]], dict[str, Any]]
 """A finished response: its text, its client tool calls and the response object."""
 
 
-def _conversation(request: web.Request, body: ResponsesRequest) -> tuple[list[Message], int]:
+async def _conversation(request: web.Request, body: ResponsesRequest) -> tuple[list[Message], int]:
     """The run's input messages, and how many lead them that are not the conversation
     (``instructions`` do not carry over to a continuation, as in OpenAI's API)."""
     history: list[Message] = []
     if body.previous_response_id is not None:
-        previous = service(request).responses.get(body.previous_response_id, caller(request))
+        previous = await service(request).responses.find(body.previous_response_id, caller(request))
         history = list(previous.messages)
     lead = [{"role": "system", "content": body.instructions}] if body.instructions else []
     return [*lead, *history, *input_messages(body.input)], len(lead)
 
 
-def _keep(
+async def _keep(
     request: web.Request, body: ResponsesRequest, run: RunRequest, lead: int, final: _Final
 ) -> None:
     """Store the response and its conversation (``store: true``, the default)."""
@@ -62,7 +62,7 @@ def _keep(
         return
     messages = (*run.input[lead:], assistant_message(text, calls))
     owner = caller(request).principal
-    service(request).responses.put(StoredResponse(response, messages, owner, run.name))
+    await service(request).responses.keep(StoredResponse(response, messages, owner, run.name))
 
 
 @routes.add(
@@ -82,7 +82,7 @@ def _keep(
 async def create_response(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, ResponsesRequest)
     name, variant_in_name = split_model_name(body.model)
-    messages, lead = _conversation(request, body)
+    messages, lead = await _conversation(request, body)
     run = await responses_run(body, name, pinned_variant(request, variant_in_name), messages)
     if body.stream:
         return await _streamed(request, body, run, lead)
@@ -95,7 +95,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     response = response_body(
         response_id, body, status="completed", output=output, usage=result.usage
     )
-    _keep(request, body, run, lead, (text, calls, response))
+    await _keep(request, body, run, lead, (text, calls, response))
     headers = headers_of(agent, result.variant, result.trace_id, body, run)
     return json(ResponseObject.model_validate(response), headers=headers, dumps=dumps)
 
@@ -110,7 +110,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     )
 )
 async def get_response(request: web.Request) -> web.Response:
-    stored = service(request).responses.get(request.match_info["response_id"], caller(request))
+    responses, response_id = service(request).responses, request.match_info["response_id"]
+    stored = await responses.find(response_id, caller(request))
     return json(ResponseObject.model_validate(stored.body), dumps=dumps)
 
 
@@ -124,7 +125,7 @@ async def _streamed(
     async for name, data in writer.events(events):
         await response.write(event(name, data))
     if writer.final is not None:
-        _keep(request, body, run, lead, writer.final)
+        await _keep(request, body, run, lead, writer.final)
     await response.write_eof()
     return response
 

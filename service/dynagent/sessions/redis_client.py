@@ -1,0 +1,43 @@
+"""The one way Dynagent opens a client of its shared Redis (``sessions.url``): one
+server, or the primary its Sentinels name now, with retries bounded for a restart or a
+failover. The session store and the run records shared by the fleet use it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from dynagent.sessions.redis_url import SENTINEL_SCHEME, parse_sentinel_url
+
+RETRIES = 12
+"""Attempts per command while Redis is unreachable (a restart, a failover), each pause
+doubling up to 0.25 s; the caller bounds the whole by its own timeout."""
+
+
+def connect(url: str, timeout: float) -> Redis:
+    """A client of the server ``url`` names, or of the primary its Sentinels name now (asked
+    again on every new connection, so a retry after a failover reaches the new one)."""
+    settings: dict[str, Any] = {
+        "retry": Retry(ExponentialBackoff(cap=0.25, base=0.02), RETRIES),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+        "socket_connect_timeout": timeout,
+        "socket_timeout": timeout,
+        "health_check_interval": 30,
+    }
+    if not url.startswith(f"{SENTINEL_SCHEME}://"):
+        return Redis.from_url(url, **settings)
+    where = parse_sentinel_url(url)
+    sentinels = Sentinel(
+        where.sentinels,
+        sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout},
+    )
+    primary: Redis = sentinels.master_for(
+        where.service, db=where.db, password=where.password, **settings
+    )
+    return primary

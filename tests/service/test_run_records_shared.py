@@ -1,0 +1,196 @@
+"""Run records shared by a fleet on one Redis (``sessions.store: redis``): two replicas
+(two apps) and then a third started after both stopped, on one real redis-server. A run
+made on one replica (whole, or streamed) is read and rated through the other and after a
+restart; a stored
+Response is continued on the other replica and after a restart; each stays its caller's
+(another key finds neither); the fleet keeps at most ``traces.max_traces`` traces and
+``traces.max_bytes`` bytes of them, whatever sizes callers send; with Redis out a run is
+still answered and its trace read on its replica."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from dynagent.core.shared_runs import SharedRuns
+from tests.support import Reply, ScriptedModelServer
+from tests.support.redis import RedisServer, redis_server
+from tests.support.service import (
+    RunningService,
+    agent_document,
+    running_service,
+    service_config,
+    write_agent,
+)
+
+__all__ = ["redis_server"]
+
+KEY, OTHER_KEY = "shared-runs-key-aaaaaaaaaaaa", "shared-runs-key-bbbbbbbbbbbb"
+
+Replica = Callable[[str], AbstractAsyncContextManager[RunningService]]
+
+
+def auth(key: str = KEY) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def replica(
+    model_server: ScriptedModelServer, redis_server: RedisServer, agents_dir: Path, tmp_path: Path
+) -> Replica:
+    """Starts one replica of the fleet (its own state folder), on the shared Redis."""
+    write_agent(agents_dir, agent_document("bot", model_server))
+    sessions = {"store": "redis", "url": redis_server.url}
+
+    def start(name: str) -> AbstractAsyncContextManager[RunningService]:
+        config = service_config(agents_dir, tmp_path / name, sessions=sessions)
+        return running_service(config, environ={"DYNAGENT_API_KEYS": f"{KEY},{OTHER_KEY}"})
+
+    return start
+
+
+async def _call(
+    service: RunningService, method: str, path: str, key: str = KEY, body: Any = None
+) -> tuple[int, Any]:
+    async with service.client.request(method, path, json=body, headers=auth(key)) as response:
+        return response.status, await response.json()
+
+
+async def test_a_run_is_read_and_rated_through_any_replica_and_after_a_restart(
+    model_server: ScriptedModelServer, replica: Replica
+) -> None:
+    model_server.script("gpt-main", [Reply("ok")])
+    async with replica("one") as one, replica("two") as two:
+        status, answer = await _call(one, "POST", "/v1/agents/bot/invoke", body={"input": "hi"})
+        assert status == 200, answer
+        path = f"/v1/traces/{answer['trace_id']}"
+        here, there = await _call(one, "GET", path), await _call(two, "GET", path)
+        assert there == here and here[0] == 200
+        assert (await _call(two, "GET", path, OTHER_KEY))[0] == 404
+        rating = {"score": 0.5, "comment": "fine"}
+        assert (await _call(two, "POST", f"{path}/feedback", OTHER_KEY, rating))[0] == 404
+        rated = await _call(two, "POST", f"{path}/feedback", body=rating)
+        assert rated[0] == 200, rated
+        again = await _call(one, "POST", f"{path}/feedback", body=rating)
+        assert (again[0], again[1]["error"]["type"]) == (409, "conflict")
+    async with replica("three") as three:
+        status, trace = await _call(three, "GET", path)
+    assert (status, trace) == (200, {**here[1], "feedback": {"score": 0.5, "comment": "fine"}})
+
+
+async def test_a_streamed_run_is_read_through_another_replica_once_its_stream_ends(
+    model_server: ScriptedModelServer, replica: Replica
+) -> None:
+    model_server.script("gpt-main", [Reply("streamed answer")])
+    async with replica("one") as one, replica("two") as two:
+        body = {"input": "hi", "stream": True}
+        async with one.client.post("/v1/agents/bot/invoke", json=body, headers=auth()) as streamed:
+            assert streamed.status == 200
+            await streamed.read()  # to the stream's end
+            trace_id = streamed.headers["X-Trace-Id"]
+        here = await _call(one, "GET", f"/v1/traces/{trace_id}")
+        there = await _call(two, "GET", f"/v1/traces/{trace_id}")
+    assert there == here and here[0] == 200
+    assert [event["type"] for event in there[1]["events"]][-1] == "run_finished"
+
+
+async def test_a_response_continues_on_any_replica_and_after_a_restart(
+    model_server: ScriptedModelServer, replica: Replica
+) -> None:
+    echo = Reply(lambda body: f"{len(body['messages'])} messages")
+    model_server.script("gpt-main", [echo] * 3)
+    async with replica("one") as one, replica("two") as two:
+        status, first = await _call(
+            one, "POST", "/v1/responses", body={"model": "bot", "input": "first"}
+        )
+        assert status == 200, first
+        assert await _call(two, "GET", f"/v1/responses/{first['id']}") == (200, first)
+        later = {"model": "bot", "input": "second", "previous_response_id": first["id"]}
+        theirs = await _call(two, "POST", "/v1/responses", OTHER_KEY, later)
+        assert (theirs[0], theirs[1]["error"]["code"]) == (404, "response_not_found")
+        status, second = await _call(two, "POST", "/v1/responses", body=later)
+        assert status == 200, second
+    async with replica("three") as three:
+        last = {"model": "bot", "input": "third", "previous_response_id": second["id"]}
+        status, third = await _call(three, "POST", "/v1/responses", body=last)
+    assert status == 200, third
+    said = [
+        [m["content"] for m in request["messages"] if m["role"] == "user"]
+        for request in model_server.requests
+    ]
+    assert said == [["first"], ["first", "second"], ["first", "second", "third"]]
+
+
+async def test_with_redis_out_a_run_is_answered_and_its_trace_read_on_its_replica(
+    model_server: ScriptedModelServer, replica: Replica, redis_server: RedisServer
+) -> None:
+    model_server.script("gpt-main", [Reply("ok")])
+    async with replica("one") as one:
+        await asyncio.to_thread(redis_server.stop)
+        try:
+            status, answer = await _call(one, "POST", "/v1/agents/bot/invoke", body={"input": "x"})
+            assert status == 200, answer
+            path = f"/v1/traces/{answer['trace_id']}"
+            status, trace = await _call(one, "GET", path)
+            rated = await _call(one, "POST", f"{path}/feedback", body={"thumbs": "up"})
+        finally:
+            await asyncio.to_thread(redis_server.start)
+    assert (status, trace["trace_id"]) == (200, answer["trace_id"])
+    assert (rated[0], rated[1]["error"]["type"]) == (503, "unavailable")
+
+
+@pytest.fixture
+async def shared(redis_server: RedisServer) -> AsyncIterator[tuple[SharedRuns, Redis]]:
+    runs = SharedRuns(
+        redis_server.url,
+        key_prefix="t:",
+        timeout=5.0,
+        traces=(3, 10_000),
+        responses=(2, 10_000),
+    )
+    client = Redis.from_url(redis_server.url, decode_responses=True)
+    yield runs, client
+    await runs.aclose()
+    await client.aclose()
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [100] * 10,  # count binds
+        [4_000] * 6,  # bytes bind
+        [9_000, 50_000, 10, 9_990, 1, 8_000],  # one bigger than the whole bound, one at it
+    ],
+)
+async def test_the_fleet_keeps_records_within_count_and_bytes_oldest_first(
+    shared: tuple[SharedRuns, Redis], sizes: list[int]
+) -> None:
+    runs, client = shared
+    kept: list[str] = []
+    for number, size in enumerate(sizes):
+        record = {"text": "x" * size}
+        record_id = f"r{number}"
+        if await runs.keep("trace", record_id, record):
+            kept.append(record_id)
+            await runs.rate(record_id, {"score": 1})
+    tag = "{t:runs}:"
+    held = [str(member) for member in await client.zrange(f"{tag}traces", 0, -1)]
+    lengths = [await client.strlen(f"{tag}trace:{record_id}") for record_id in held]
+    total = int(await client.get(f"{tag}traces:bytes") or 0)
+    assert held == kept[-len(held) :] and len(held) <= 3
+    assert total == sum(lengths) <= 10_000
+    stored = {str(key) for key in await client.keys(f"{tag}*")}
+    assert stored == {
+        f"{tag}traces",
+        f"{tag}traces:bytes",
+        f"{tag}seq",
+        *(f"{tag}trace:{record_id}" for record_id in held),
+        *(f"{tag}feedback:{record_id}" for record_id in held),
+    }
+    assert (await runs.trace(held[-1]))[1] == {"score": 1}
