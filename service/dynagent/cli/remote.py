@@ -156,8 +156,9 @@ def _rollout_parser(commands: Any) -> None:
     steer = commands.add_parser("rollout", help="steer an agent's canary rollout")
     steer.add_argument(
         "action",
-        choices=["pause", "resume"],
-        help="pause: take the canary out of traffic on every replica; resume: put it back",
+        choices=["pause", "resume", "approve"],
+        help="pause: take the canary out of traffic on every replica; resume: put it back; "
+        "approve: let a progressive rollout pass its rollout.approval step",
     )
     steer.add_argument("name")
     steer.add_argument("--reason", help="pause only: why (recorded in rollout.paused.reason)")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dynagent.exceptions import ConfigError, FieldIssue
-from dynagent.registry.analysis_policy import AnalysisPolicy
+from dynagent.registry.analysis_policy import AnalysisPolicy, ApprovalPolicy, Approved
 from dynagent.registry.judged import JudgedScores, JudgePolicy, judge_verdict
 from dynagent.registry.targeting import MAX_LENGTH, Match, MatchError, compile_match
 from dynagent.spec.agent import AgentSpec, Format, issues_from, load_spec, parse_document
@@ -149,6 +149,8 @@ class RolloutPolicy(BaseModel):
     """Score a sample of both variants' live runs with a judge agent (online scores)."""
     analysis: AnalysisPolicy | None = None
     """Sound statistics against the stable version (``registry/analysis_policy.py``)."""
+    approval: ApprovalPolicy | None = None
+    approved: Approved | None = None
     match: str | None = Field(default=None, min_length=1, max_length=MAX_LENGTH)
     """A CEL expression over the request (``caller``, ``headers``, ``variables``,
     ``metadata``, ``user``): only requests it is true for may reach the canary; the weight
@@ -196,6 +198,13 @@ class RolloutPolicy(BaseModel):
     def step(self) -> int | None:
         """The index of the current step, or None without steps."""
         return self.steps.index(self.weight) if self.steps else None
+
+    def awaits_approval(self, revision: str) -> bool:
+        """Whether the next step needs an approval that revision ``revision`` lacks."""
+        upcoming, approval = self.next_weight(), self.approval
+        if upcoming is None or approval is None or upcoming < approval.before_weight:
+            return False
+        return self.approved is None or self.approved.revision != revision
 
     def next_weight(self) -> float | None:
         """The weight of the next step; None on the last one (or without steps)."""

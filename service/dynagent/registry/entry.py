@@ -153,4 +153,6 @@ def _steps_status(canary: Canary, stats: VariantStats | None) -> dict[str, Any] 
         "healthy_requests": canary.healthy(stats),
         "after": policy.step_after.model_dump(),
         "auto_promote": policy.auto_promote,
+        "awaiting_approval": policy.awaits_approval(canary.agent.revision),
+        "approved": policy.approved.model_dump() if policy.approved else None,
     }
