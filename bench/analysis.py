@@ -25,7 +25,7 @@ from typing import Any
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from dynagent.analysis import error_rate_check, sample_ratio_check
-from dynagent.registry.canary import GuardPolicy, VariantStats, guard_verdict
+from dynagent.registry.guard import GuardPolicy, VariantStats, guard_verdict
 from dynagent.registry.targeting import compile_match
 
 WEIGHT = 0.10

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -237,15 +237,7 @@ class McpServerConfig(_Section):
 
 
 NoticeEvent = Literal["published", "gate", "step", "pause", "resume", "promote", "rollback"]
-NOTICE_EVENTS: tuple[NoticeEvent, ...] = (
-    "published",
-    "gate",
-    "step",
-    "pause",
-    "resume",
-    "promote",
-    "rollback",
-)
+NOTICE_EVENTS: tuple[NoticeEvent, ...] = get_args(NoticeEvent)
 """What a webhook can be told: a version published (stable or canary), a gate's result, a
 progressive step, a pause (with its reason) and its end, a promotion, a rollback."""
 

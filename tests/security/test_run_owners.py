@@ -125,6 +125,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/agents/{name}/rollback"): None,
     ("POST", "/v1/agents/{name}/rollout/pause"): None,
     ("POST", "/v1/agents/{name}/rollout/resume"): None,
+    ("POST", "/v1/agents/{name}/rollout/approve"): None,
+    ("POST", "/v1/agents/{name}/evals"): {},
     ("POST", "/v1/traces/{trace_id}/feedback"): {"score": 1},
     ("POST", "/v1/chat/completions"): {
         "model": "bot",
@@ -134,7 +136,10 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/a2a/{name}"): _a2a_send("a walk"),
 }
 """What the walk sends to each route that takes a body."""
-QUERIES = {"/v1/watch/agents": "?max_seconds=1"}
+ADMIN_RUN_DATA_ROUTES = {("GET", "/v1/agents/{name}/capture")}
+"""Routes only an admin may call that show every caller's runs: a backtest suite is made
+of them (``dynagent eval capture``)."""
+QUERIES = {"/v1/watch/agents": "?max_seconds=1", "/v1/agents/{name}/capture": "?last=10"}
 """Streams that would otherwise stay open."""
 
 
@@ -157,6 +162,7 @@ def _fill(path: str, runs: AliceRuns) -> str:
         "response_id": runs.response_id,
         "revision": runs.revision,
         "file": "app.js",
+        "run_id": "0123456789abcdef",
     }
 
     def value(match: re.Match[str]) -> str:
@@ -209,7 +215,7 @@ async def test_every_route_shows_a_run_only_to_the_key_that_made_it_and_to_admin
     assert bob[("GET", "/v1/responses/{response_id}")][0] == 404
     assert bob[("POST", "/v1/traces/{trace_id}/feedback")][0] == 404
     admin = await _walk(service, "ops", runs)
-    assert _shows_alice(admin, runs) == RUN_DATA_ROUTES
+    assert _shows_alice(admin, runs) == RUN_DATA_ROUTES | ADMIN_RUN_DATA_ROUTES
     assert admin[("POST", "/v1/traces/{trace_id}/feedback")][0] == 403  # reads, never rates
     alice = await _walk(service, "alice", runs)
     assert _shows_alice(alice, runs) == RUN_DATA_ROUTES

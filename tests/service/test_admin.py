@@ -202,7 +202,7 @@ async def test_only_admin_keys_may_promote_or_roll_back(service: RunningService)
     forbidden = {
         "error": {
             "type": "forbidden",
-            "message": "promote, rollback, pause and resume need an admin API key",
+            "message": "promote, rollback, pause, resume and approve need an admin API key",
         }
     }
     for action in ("promote", "rollback", "rollout/pause", "rollout/resume"):
@@ -369,7 +369,7 @@ async def test_promote_and_rollback_commands_print_one_line_and_the_status_with_
     assert await dynagent("rollback", "bot", key=USER_KEY) == (
         1,
         "",
-        "error: promote, rollback, pause and resume need an admin API key (forbidden)\n",
+        "error: promote, rollback, pause, resume and approve need an admin API key (forbidden)\n",
     )
     code, out, err = await dynagent("rollback", "bot", "--json")
     assert (code, err) == (0, "")

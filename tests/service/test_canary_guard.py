@@ -267,6 +267,8 @@ async def test_metrics_and_status_show_both_variants_side_by_side(
         for s in family.samples
         if s.labels.get("agent") == "bot"
         and s.name.endswith(("requests_total", "errors_total", "tokens_total", "seconds_count"))
+        # by revision, for the rollout analysis: tests/analysis reads them
+        and not s.name.startswith("dynagent_rollout_")
     }
     revisions = (revision_of(stable), canary_revision(canary))
     assert revisions[0] != revisions[1]

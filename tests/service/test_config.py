@@ -89,6 +89,7 @@ traces: {max_traces: 5}
         "metrics": {"public": False},
         "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},
         "mcp_servers": {},
+        "notifications": {"webhooks": [], "queue": 1000},
     }
 
 

@@ -12,6 +12,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent.exceptions import ConfigError
+from dynagent.http.state import SERVICE
 from dynagent.registry.canary import load_canary, picks_canary
 from dynagent.registry.facade import AgentRegistry
 from tests.support import Reply, ScriptedModelServer
@@ -80,6 +81,8 @@ async def test_steps_advance_on_healthy_requests_and_the_last_promotes(
             "healthy_requests": 0,
             "after": {"seconds": None, "requests": 3},
             "auto_promote": True,
+            "awaiting_approval": False,
+            "approved": None,
         }
         assert (weight(registry), await metric(service, "dynagent_canary_step")) == (10, 0)
 
@@ -104,6 +107,44 @@ async def test_steps_advance_on_healthy_requests_and_the_last_promotes(
         answer = await service.client.post("/v1/agents/bot/invoke", json={"input": "hi"})
         body = await answer.json()  # the stable now is the candidate, on its model
         assert (body["variant"], body["output"]) == ("stable", "canary")
+
+
+async def test_an_approval_holds_the_step_until_a_person_gives_it(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    stable = agent_document("bot", model_server, system="Stable.")
+    candidate = agent_document("bot", model_server, system="Canary.", model={"name": CANARY_MODEL})
+    rollout: dict[str, Any] = {
+        "steps": [10, 50],
+        "step_after": {"requests": 1},
+        "approval": {"before_weight": 50},
+    }
+    write_agent(agents_dir, stable)
+    path = write_agent(
+        agents_dir, {**candidate, "rollout": rollout}, filename=canary_filename("bot")
+    )
+    model_server.script(CANARY_MODEL, [Reply("canary")], cycle=True)
+    async with running_service(service_config(agents_dir, state_dir)) as service:
+        registry = service.registry
+        await canary_calls(service, 3)
+        steps = registry.status("bot")["canary"]["steps"]
+        assert (steps["healthy_requests"], steps["awaiting_approval"]) == (3, True)
+        # The step is due; the decisions' next ticks must still leave it where it is.
+        await service.app[SERVICE].decisions.wait_ticks(3)
+        assert weight(registry) == 10
+        assert "approved" not in yaml.safe_load(path.read_text())["rollout"]
+
+        answer = await service.client.post("/v1/agents/bot/rollout/approve")
+        assert answer.status == 200, await answer.text()
+        approved = (await answer.json())["canary"]["steps"]["approved"]
+        assert approved["by"] == "operator"
+        assert approved["revision"] == canary_revision(candidate)
+        await registry.wait_for(lambda r: weight(r) == 50)
+        written = yaml.safe_load(path.read_text())["rollout"]
+        assert written["approved"]["by"] == "operator"
+
+        again = await service.client.post("/v1/agents/bot/rollout/approve")
+        assert again.status == 409
 
 
 async def test_a_step_after_a_duration_needs_no_traffic(

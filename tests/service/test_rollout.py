@@ -12,12 +12,9 @@ import pytest
 from dynagent import Agent, AgentBuilder, ConfigError, load_spec
 from dynagent.exceptions import FieldIssue, NotFound
 from dynagent.registry.canary import (
-    GuardPolicy,
     Paused,
     RolloutPolicy,
-    VariantStats,
     bucket,
-    guard_verdict,
     load_canary,
     picks_canary,
     routing_key,
@@ -33,6 +30,7 @@ from dynagent.registry.events import (
     RegistryEvent,
 )
 from dynagent.registry.facade import AgentRegistry
+from dynagent.registry.guard import GuardPolicy, VariantStats, guard_verdict
 from dynagent.registry.table import HISTORY
 
 BUILDER = AgentBuilder()

@@ -160,7 +160,7 @@ async def test_who_may_pause_and_the_errors_of_everything_else(
     text = path.read_text(encoding="utf-8")
     async with keyed_service(agents_dir, state_dir, tmp_path) as service:
         await service.wait_serving("solo", revision_of(SOLO))
-        forbidden = "promote, rollback, pause and resume need an admin API key"
+        forbidden = "promote, rollback, pause, resume and approve need an admin API key"
         cases: list[tuple[str, Any, dict[str, str], int, str]] = [
             ("bot", None, {"Authorization": f"Bearer {USER_KEY}"}, 403, forbidden),
             ("bot", None, {"Authorization": f"Bearer {OTHER_KEY}"}, 403, "may not call agent"),

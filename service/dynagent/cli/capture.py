@@ -39,7 +39,7 @@ def add_commands(commands: Any) -> None:
     capture.add_argument(
         "--out", type=Path, help="write the suite here (e.g. NAME.evals.yaml); default: stdout"
     )
-    remote._client_options(capture)
+    remote.client_options(capture)
     capture.set_defaults(func=capture_command)
 
 
@@ -62,7 +62,7 @@ def capture_command(args: argparse.Namespace) -> int:
     query: dict[str, Any] = {"last": args.last, "variant": args.variant, "judge": args.judge}
     path = f"/v1/agents/{quote(args.name, safe='')}/capture?{urlencode(query)}"
     try:
-        status, raw = remote._request(args, "GET", path)
+        status, raw = remote.request(args, "GET", path)
     except (OSError, http.client.HTTPException) as exc:
         print(f"error: cannot reach the service at {args.url}: {exc}", file=sys.stderr)
         return 3

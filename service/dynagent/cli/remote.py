@@ -19,7 +19,7 @@ DEFAULT_URL = "http://127.0.0.1:8090"
 
 def add_commands(commands: Any) -> None:
     listing = commands.add_parser("agents", help="list the agents of a running service")
-    _client_options(listing)
+    client_options(listing)
     listing.set_defaults(func=agents)
 
     call = commands.add_parser("invoke", help="invoke an agent of a running service")
@@ -27,7 +27,7 @@ def add_commands(commands: Any) -> None:
     call.add_argument("text")
     call.add_argument("--session")
     call.add_argument("--var", action="append", help="prompt variable NAME=VALUE")
-    _client_options(call)
+    client_options(call)
     call.set_defaults(func=invoke)
 
     up = commands.add_parser("promote", help="make an agent's canary its stable version")
@@ -38,21 +38,21 @@ def add_commands(commands: Any) -> None:
         help="promote a gated canary without a passing evaluation record (recorded with "
         "who forced it)",
     )
-    _client_options(up)
+    client_options(up)
     _json_option(up)
     up.set_defaults(func=promote)
 
     back = commands.add_parser("rollback", help="restore an earlier revision of an agent")
     back.add_argument("name")
     back.add_argument("--to", metavar="REVISION", help="default: the previous stable revision")
-    _client_options(back)
+    client_options(back)
     _json_option(back)
     back.set_defaults(func=rollback)
 
     _rollout_parser(commands)
 
 
-def _request(
+def request(
     args: argparse.Namespace, method: str, path: str, body: Any = None
 ) -> tuple[int, bytes]:
     """The service's status and answer to one request."""
@@ -89,7 +89,7 @@ def _call(
     import http.client
 
     try:
-        status, raw = _request(args, method, path, body)
+        status, raw = request(args, method, path, body)
     except (OSError, http.client.HTTPException) as exc:  # refused, unreachable, timed out
         print(f"error: cannot reach the service at {args.url}: {exc}", file=sys.stderr)
         return 3
@@ -163,16 +163,17 @@ def _rollout_parser(commands: Any) -> None:
     steer = commands.add_parser("rollout", help="steer an agent's canary rollout")
     steer.add_argument(
         "action",
-        choices=["pause", "resume"],
-        help="pause: take the canary out of traffic on every replica; resume: put it back",
+        choices=["pause", "resume", "approve"],
+        help="pause: take the canary out of traffic on every replica; resume: put it back; "
+        "approve: let a progressive rollout pass its rollout.approval step",
     )
     steer.add_argument("name")
     steer.add_argument("--reason", help="pause only: why (recorded in rollout.paused.reason)")
-    _client_options(steer)
+    client_options(steer)
     steer.set_defaults(func=rollout)
 
 
-def _client_options(parser: argparse.ArgumentParser) -> None:
+def client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("DYNAGENT_URL", DEFAULT_URL))
     parser.add_argument(
         "--api-key", default=os.environ.get("DYNAGENT_API_KEY"), help="default: $DYNAGENT_API_KEY"

@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dynagent.core.metrics import Metrics
 from dynagent.evals.runner import CaseResult, SuiteRun
+from dynagent.evals.spec import JUDGED_TYPES, EvalSuite
 from dynagent.runtime.agent import Agent
 
 Trigger = Literal["api", "cli", "gate"]
@@ -167,3 +169,23 @@ class EvalRuns:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+def count_case(
+    metrics: Metrics, run: SuiteRun, case: CaseResult, trigger: str, suite: EvalSuite | None
+) -> None:
+    """``dynagent_eval_cases_total`` and, for each judged check scored, the judge's score."""
+    verdict = "error" if case.error is not None else "pass" if case.passed else "fail"
+    metrics.eval_cases.labels(run.agent, run.revision, verdict, trigger).inc()
+    cases = suite.cases if suite is not None else []
+    checks = next((c.assert_ for c in cases if c.id == case.case_id), [])
+    judged = [i for i, check in enumerate(checks) if check.type in JUDGED_TYPES]
+    for trial in case.trials:
+        if trial.error is not None:
+            continue
+        for index in judged:
+            verdict_of = trial.verdict.checks[index]
+            if not verdict_of.error and verdict_of.reason.startswith("judged "):
+                metrics.judge_score.labels(run.agent, run.revision, run.variant, "suite").observe(
+                    verdict_of.score
+                )

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
-from dynagent.core.eval_runs import EvalHandle, Trigger
-from dynagent.core.metrics import Metrics
+from dynagent.core.eval_runs import EvalHandle, Trigger, count_case
 from dynagent.evals.judge import Judge
 from dynagent.evals.record import KIND, SuiteRecord
 from dynagent.evals.runner import CaseResult, SuiteRun, run_suite
-from dynagent.evals.spec import JUDGED_TYPES, EvalSuite, PassRule, load_suite
+from dynagent.evals.spec import EvalSuite, PassRule, load_suite
 from dynagent.exceptions import BadRequest, Conflict, NotFound
 from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.spec.agent import load_spec
@@ -170,26 +169,6 @@ def _logged(handle: EvalHandle) -> None:
         run.state,
         run.as_dict()["reason"],
     )
-
-
-def count_case(
-    metrics: Metrics, run: SuiteRun, case: CaseResult, trigger: str, suite: EvalSuite | None
-) -> None:
-    """``dynagent_eval_cases_total`` and, for each judged check scored, the judge's score."""
-    verdict = "error" if case.error is not None else "pass" if case.passed else "fail"
-    metrics.eval_cases.labels(run.agent, run.revision, verdict, trigger).inc()
-    cases = suite.cases if suite is not None else []
-    checks = next((c.assert_ for c in cases if c.id == case.case_id), [])
-    judged = [i for i, check in enumerate(checks) if check.type in JUDGED_TYPES]
-    for trial in case.trials:
-        if trial.error is not None:
-            continue
-        for index in judged:
-            verdict_of = trial.verdict.checks[index]
-            if not verdict_of.error and verdict_of.reason.startswith("judged "):
-                metrics.judge_score.labels(run.agent, run.revision, run.variant, "suite").observe(
-                    verdict_of.score
-                )
 
 
 async def _plan(service: Service, name: str, request: EvalRequest) -> _Plan:

@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-from dynagent.core.eval_runs import EvalHandle, EvalRuns
-from dynagent.core.evals import count_case
+from dynagent.core.eval_runs import EvalHandle, EvalRuns, count_case
 from dynagent.core.metrics import Metrics
 from dynagent.evals.record import KIND, SuiteRecord
 from dynagent.evals.runner import CaseResult, SuiteRun

@@ -16,7 +16,8 @@ from dynagent.core.drain import Drain, stopped_events
 from dynagent.core.shadows import ShadowCopy
 from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
 from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
-from dynagent.registry.canary import guard_evidence, routing_key
+from dynagent.registry.canary import routing_key
+from dynagent.registry.guard import guard_evidence
 from dynagent.rollout.pins import pinned
 from dynagent.runtime.agent import Agent, AgentInput, RunResult, Variant
 from dynagent.runtime.options import RunOptions

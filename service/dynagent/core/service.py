@@ -21,7 +21,8 @@ from loguru import logger
 
 from dynagent._compat import check_all as check_dependencies
 from dynagent.a2a.nacos_registry import NacosA2aDirectory, NacosA2aRegistrar, start_registrar
-from dynagent.config import ServiceConfig, SpringAiAlibabaConfig
+from dynagent.config import ServiceConfig
+from dynagent.core._assembly import configured_factories, otel_tracer, session_store, start_all
 from dynagent.core.auth import ApiKeys
 from dynagent.core.drain import Drain
 from dynagent.core.eval_runs import EvalRuns
@@ -39,16 +40,11 @@ from dynagent.core.shared_runs import SharedRuns
 from dynagent.core.streams import StreamSlots
 from dynagent.core.traces import TraceStore
 from dynagent.core.tracing import RunTracer
-from dynagent.exceptions import ConfigError
 from dynagent.factories.base import AgentBuilderFactory
-from dynagent.factories.default import DefaultAgentBuilderFactory
 from dynagent.interceptors.registry import InterceptorRegistry
 from dynagent.masking import SecretValues
 from dynagent.mcp.setup import mcp_servers
 from dynagent.mcp.tools import McpServers
-from dynagent.nacos.factory import NacosAgentBuilderFactory
-from dynagent.nacos.prompt_factory import NacosPromptAgentBuilderFactory
-from dynagent.nacos.saa_factory import SpringAiAlibabaAgentBuilderFactory
 from dynagent.notifications import Notice, Webhooks
 from dynagent.registry.events import (
     AgentRemoved,
@@ -66,8 +62,6 @@ from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
 from dynagent.runtime.resources import Resources
 from dynagent.sessions.base import ReportsHealth, SessionStore
-from dynagent.sessions.memory import MemorySessionStore
-from dynagent.sessions.sqlite import SqliteSessionStore
 from dynagent.spec.agent import AgentSpec
 from dynagent.tools.registry import ToolRegistry
 
@@ -169,7 +163,7 @@ class Service:
         secrets.add(api_keys.secrets)
         # What `dynagent serve` also hands the log mask: the page masks as the logs do.
         secrets.add([config.nacos.password, environ.get("OPENAI_API_KEY", "")])
-        tracer = tracer or _otel(environ)
+        tracer = tracer or otel_tracer(environ)
         running: dict[str, AgentBuilderFactory] = {}
         service = cls(
             config=config,
@@ -291,7 +285,7 @@ class Service:
         ]
         started: list[AgentBuilderFactory] = []
         try:
-            await _start_all(chosen, registry, started)
+            await start_all(chosen, registry, started)
             for factory in started:
                 self.factories[factory.name] = factory
             self.a2a_registrar = await start_registrar(config, registry)
@@ -349,24 +343,6 @@ class Service:
         self.drain.begin(seconds)
 
 
-async def _start_all(
-    factories: Sequence[AgentBuilderFactory],
-    registry: AgentRegistry,
-    started: list[AgentBuilderFactory],
-) -> None:
-    """Start the factories side by side: with Nacos down each waits for its connect
-    timeout, and one after another they would keep the port closed that many times
-    longer. ``started`` gets those that started, in their given order; the first
-    failure is raised once all have settled."""
-    results = await asyncio.gather(
-        *(factory.start(registry) for factory in factories), return_exceptions=True
-    )
-    started += [f for f, r in zip(factories, results, strict=True) if r is None]
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-
-
 def _run_records(config: ServiceConfig) -> tuple[TraceStore, ResponseStore]:
     """The trace and Response stores, kept in the fleet's Redis when its sessions are."""
     shared = SharedRuns.from_config(config, responses=(MAX_RESPONSES, MAX_BYTES))
@@ -374,54 +350,3 @@ def _run_records(config: ServiceConfig) -> tuple[TraceStore, ResponseStore]:
     traces = TraceStore(limits.max_traces, max_bytes=limits.max_bytes, shared=shared)
     history = config.sessions.max_history_bytes
     return traces, ResponseStore(history_bytes=history, shared=shared)
-
-
-def _otel(environ: Mapping[str, str]) -> RunTracer | None:
-    try:
-        from dynagent.core.otel import OtelTracer  # the optional ``otel`` extra
-    except ImportError:
-        return None
-    return OtelTracer.from_environ(environ)
-
-
-def configured_factories(
-    builder: AgentBuilder, config: ServiceConfig, specs: Sequence[AgentSpec] = ()
-) -> list[AgentBuilderFactory]:
-    """The factories the config asks for: the local default one always, Nacos ones on demand."""
-    chosen: list[AgentBuilderFactory] = [
-        DefaultAgentBuilderFactory(
-            builder, directory=config.factories.default.directory, specs=specs
-        )
-    ]
-    if config.factories.nacos:
-        chosen.append(NacosAgentBuilderFactory(builder, config.nacos))
-    if saa := config.factories.spring_ai_alibaba:
-        network = saa if isinstance(saa, SpringAiAlibabaConfig) else SpringAiAlibabaConfig()
-        chosen.append(SpringAiAlibabaAgentBuilderFactory(builder, config.nacos, network))
-    prompt_only = config.factories.nacos_prompt
-    if prompt_only is not None and prompt_only.directory is not None:
-        chosen.append(NacosPromptAgentBuilderFactory(builder, config.nacos, prompt_only.directory))
-    return chosen
-
-
-def session_store(config: ServiceConfig) -> SessionStore:
-    settings = config.sessions
-    budget = settings.max_history_bytes
-    if settings.store == "memory":
-        return MemorySessionStore(budget, ttl=settings.ttl)
-    if settings.store == "redis":
-        try:
-            from dynagent.sessions.redis import RedisSessionStore  # the optional ``redis`` extra
-        except ImportError:
-            raise ConfigError(
-                "sessions.store: redis needs the redis package: pip install 'dynagent[redis]'"
-            ) from None
-        return RedisSessionStore(
-            settings.url,
-            key_prefix=settings.key_prefix,
-            lock_ttl=settings.lock_ttl,
-            history_bytes=budget,
-            ttl=settings.ttl,
-            timeout=settings.timeout,
-        )
-    return SqliteSessionStore(settings.path, budget, ttl=settings.ttl)

@@ -21,7 +21,7 @@ from dynagent.core.tracing import RunTracer
 from dynagent.events import Event, RunFinished, Usage
 from dynagent.exceptions import DynagentError, RunError
 from dynagent.models.base import Message
-from dynagent.registry.canary import guard_evidence
+from dynagent.registry.guard import guard_evidence
 from dynagent.registry.rollouts import Rollouts
 from dynagent.rollout.shadow import shadow_agent
 from dynagent.runtime.agent import Agent, AgentInput

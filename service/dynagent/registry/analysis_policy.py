@@ -30,6 +30,22 @@ class LatencyCheck(_Strict):
     """A stable quantile below this counts as this much (jitter is no signal)."""
 
 
+class ApprovalPolicy(_Strict):
+    """``rollout.approval``: a person approves before the canary takes this much traffic."""
+
+    before_weight: float = Field(gt=0, le=100)
+    """A progressive rollout holds before a step to this weight or more until approved."""
+
+
+class Approved(_Strict):
+    """``rollout.approved``: who approved the canary revision, and when (written back by
+    ``dynagent rollout approve NAME``)."""
+
+    by: str = Field(min_length=1, max_length=200)
+    at: str = Field(min_length=1, max_length=64)
+    revision: str = Field(min_length=1, max_length=64)
+
+
 class AnalysisPolicy(_Strict):
     """The checks made every ``interval`` seconds while the canary serves; each is *pass*,
     *fail* (the canary is paused with the figures) or *inconclusive* (a progressive step

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynagent.exceptions import ConfigError
-from dynagent.registry.canary import Pulled, RolloutPolicy, VariantStats
+from dynagent.registry.canary import Pulled, RolloutPolicy
 from dynagent.registry.gate import GateState
+from dynagent.registry.guard import VariantStats
 from dynagent.registry.judged import JudgedScores, JudgePolicy
 from dynagent.runtime.agent import Agent, Variant
 
@@ -164,4 +165,6 @@ def _steps_status(canary: Canary, stats: VariantStats | None) -> dict[str, Any] 
         "healthy_requests": canary.healthy(stats),
         "after": policy.step_after.model_dump(),
         "auto_promote": policy.auto_promote,
+        "awaiting_approval": policy.awaits_approval(canary.agent.revision),
+        "approved": policy.approved.model_dump() if policy.approved else None,
     }

@@ -17,13 +17,7 @@ from typing import Any
 from loguru import logger
 
 from dynagent.exceptions import NotFound
-from dynagent.registry.canary import (
-    Pulled,
-    RolloutPolicy,
-    VariantStats,
-    guard_verdict,
-    picks_canary,
-)
+from dynagent.registry.canary import Pulled, RolloutPolicy, picks_canary
 from dynagent.registry.entry import AgentEntry, Canary
 from dynagent.registry.events import (
     AgentRemoved,
@@ -37,6 +31,7 @@ from dynagent.registry.events import (
     RegistryEvent,
 )
 from dynagent.registry.gate import GateState, held
+from dynagent.registry.guard import VariantStats, guard_verdict
 from dynagent.registry.table import AgentTable
 from dynagent.runtime.agent import Agent, Variant
 

@@ -19,7 +19,7 @@ import aiohttp
 
 from dynagent.analysis.distributions import Buckets, Distribution, Samples
 from dynagent.registry.analysis_policy import PrometheusSource
-from dynagent.registry.canary import VariantStats
+from dynagent.registry.guard import VariantStats
 
 VARIANTS = ("stable", "canary")
 REQUESTS = (

@@ -63,6 +63,9 @@ class RolloutDecisions:
         self._ticker: asyncio.Task[None] | None = None
         self.step_allowed: Callable[[str], bool] = lambda name: True
         """Whether an agent's progressive rollout may step now (its analysis passed)."""
+        self.ticks = 0
+        """Rounds of step decisions made (what a test waits on to see a step held)."""
+        self._ticked: asyncio.Condition | None = None
 
     def attach(self) -> None:
         """Record every pull of this replica's guard from now on."""
@@ -83,9 +86,22 @@ class RolloutDecisions:
                     continue
                 healthy = canary.healthy(self.rollouts.canary_stats(entry.name))
                 done = canary.policy.step_done(canary.step_since, healthy, now)
-                if done and self.step_allowed(entry.name):
+                held = canary.policy.awaits_approval(canary.agent.revision)
+                if done and not held and self.step_allowed(entry.name):
                     self._busy.add(entry.name)
                     self._spawn(self._step(entry.name, canary))
+            self.ticks += 1
+            if self._ticked is not None:
+                async with self._ticked:
+                    self._ticked.notify_all()
+
+    async def wait_ticks(self, count: int, within: float = 10.0) -> None:
+        """Wait until ``count`` more rounds of step decisions were made."""
+        if self._ticked is None:
+            self._ticked = asyncio.Condition()
+        target = self.ticks + count
+        async with self._ticked:
+            await asyncio.wait_for(self._ticked.wait_for(lambda: self.ticks >= target), within)
 
     async def _step(self, name: str, canary: Canary) -> None:
         policy, revision = canary.policy, canary.agent.spec.revision
@@ -179,6 +195,30 @@ class RolloutDecisions:
         wrote = await self.edit(name, canary.agent.spec.revision, pause)
         if wrote:
             logger.info("agent {} canary {}: pause by {} written", name, revision, by)
+        return wrote
+
+    async def approve(self, name: str, by: str) -> bool:
+        """Record ``rollout.approved: {by, at, revision}`` in the canary of ``name``, so its
+        progressive rollout may pass ``rollout.approval.before_weight``; False if this
+        revision was already approved."""
+        canary = self._canary(name)
+        if canary is None:
+            raise Conflict(f"agent {name!r} has no canary to approve")
+        if canary.policy.approval is None:
+            raise Conflict(f"the canary of agent {name!r} has no rollout.approval to give")
+        revision = canary.agent.revision
+        at = datetime.now(UTC).isoformat(timespec="milliseconds")
+
+        def approve(rollout: dict[str, Any]) -> bool:
+            current = rollout.get("approved")
+            if isinstance(current, dict) and current.get("revision") == revision:
+                return False
+            rollout["approved"] = {"by": by, "at": at, "revision": revision}
+            return True
+
+        wrote = await self.edit(name, canary.agent.spec.revision, approve)
+        if wrote:
+            logger.info("agent {} canary {}: approved by {}", name, revision, by)
         return wrote
 
     async def resume(self, name: str) -> bool:

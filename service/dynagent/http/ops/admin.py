@@ -41,7 +41,7 @@ def _admin(request: web.Request, name: str) -> None:
     who = caller(request)
     who.check_agent(name)
     if not who.admin:
-        raise Forbidden("promote, rollback, pause and resume need an admin API key")
+        raise Forbidden("promote, rollback, pause, resume and approve need an admin API key")
 
 
 @routes.add(
@@ -141,7 +141,7 @@ async def rollback(request: web.Request) -> web.Response:
     factory = service(request).factories[entry.stable.factory]
     async with _refused_as("rollback"):
         await factory.write(name, "stable", target.agent.spec, entry.stable.source)
-    by = caller(request).name[:200] if service(request).api_keys.enabled else "operator"
+    by = _operator(request)
     details = {"by": by, "from": entry.stable.revision}
     service(request).notify(Notice("rollback", name, target.agent.spec.revision, details))
     await _until(registry, name, target.agent.spec.revision)
@@ -219,6 +219,43 @@ async def resume(request: web.Request) -> web.Response:
     except TimeoutError:
         raise Conflict(
             f"the resume of {name!r}'s canary was written but is not served yet"
+        ) from None
+    return json(AgentStatus.model_validate(registry.status(name)))
+
+
+@routes.add(
+    Route(
+        "POST",
+        "/v1/agents/{name}/rollout/approve",
+        "Let a progressive rollout pass its rollout.approval step (admin key)",
+        response=AgentStatus,
+        errors=ADMIN_ERRORS,
+    )
+)
+async def approve(request: web.Request) -> web.Response:
+    """Write ``rollout.approved: {by, at, revision}`` into the canary's document, named
+    after the admin key (``operator`` with auth off); 409 when there is nothing to approve."""
+    name = request.match_info["name"]
+    _admin(request, name)
+    registry = service(request).registry
+    canary = registry.entry(name).canary
+    if canary is None:
+        raise Conflict(f"agent {name!r} has no canary to approve")
+    by = _operator(request)
+    async with _refused_as("approve"):
+        wrote = await service(request).decisions.approve(name, by)
+    if not wrote:
+        raise Conflict(f"canary {canary.agent.revision} of agent {name!r} is already approved")
+
+    def approved(r: AgentRegistry) -> bool:
+        current = r.entry(name).canary if name in r else None
+        return current is None or current.policy.approved is not None
+
+    try:
+        await registry.wait_for(approved, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the approval of {name!r}'s canary was written but is not served yet"
         ) from None
     return json(AgentStatus.model_validate(registry.status(name)))
 
