@@ -174,6 +174,8 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
         "match": None,
         "gate": None,
         "gate_record": None,
+        "approval": None,
+        "approved": None,
     }
 
 
