@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
+from dynagent.http.state import SERVICE
 from dynagent.registry.facade import AgentRegistry
+from tests.service.test_online_scores import JUDGE_MODEL, ask, judged_by_variant, keys, setup
+from tests.support import Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.prometheus import prometheus
 from tests.support.service import RunningService, agent_document, running_service, service_config
@@ -160,3 +163,30 @@ async def test_an_unreachable_prometheus_holds_and_says_why(
     assert canary is not None and canary.policy.paused is not None
     assert "Prometheus at http://127.0.0.1:9" in canary.policy.paused.reason
     assert status["source"] == "prometheus"
+
+
+async def test_online_scores_that_drop_pause_the_canary_by_their_interval(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    analysis = {
+        "interval": 0.2,
+        "latency": None,
+        "sample_ratio": False,
+        "min_requests": 1,
+        "max_error_increase": 1.0,
+        "scores": {"max_drop": 0.2, "min_scores": 10},
+    }
+    setup(model_server, agents_dir, analysis=analysis, guard=NO_GUARD)
+    model_server.script(JUDGE_MODEL, [Reply(judged_by_variant(0.9, 0.4))] * 24)
+    async with running_service(service_config(agents_dir, state_dir)) as service:
+        for key in keys("stable", 12) + keys("canary", 12):
+            await ask(service, key)
+        await service.app[SERVICE].judging.idle()
+        await service.registry.wait_for(_paused_by("analysis"), within=30)
+        status = service.registry.status("bot")
+
+    (score,) = [c for c in status["analysis"]["checks"] if c["name"] == "score"]
+    assert score["verdict"] == "fail"
+    assert (score["figures"]["stable_scores"], score["figures"]["canary_scores"]) == (12, 12)
+    assert score["interval"][1] < -0.2
+    assert "allowed drop 0.2" in status["canary"]["pulled"]["reason"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -220,3 +221,29 @@ def test_a_signing_key_that_is_not_set_is_a_clear_error(agents_dir: Path, state_
     (issue,) = caught.value.issues
     assert issue.path == "notifications.webhooks.0.secret_env"
     assert "HOOK_SECRET is not set" in issue.message
+
+
+async def test_a_gate_result_reaches_the_webhook_once_with_its_state(
+    agents_dir: Path, state_dir: Path, receiver: tuple[Receiver, str]
+) -> None:
+    hooks, url = receiver
+    config = _config(agents_dir, state_dir, url, events=["gate"])
+    suite = {
+        "cases": [
+            {"id": "greets", "input": "hello", "assert": [{"type": "icontains", "value": "hello"}]}
+        ]
+    }
+    async with running_service(config, environ={"HOOK_SECRET": SECRET}) as service:
+        service.write_agent(agent_document("bot", system="Stable."))
+        (agents_dir / "bot.evals.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+        candidate = agent_document("bot", system="Canary.")
+        service.write_agent(
+            canary_document(candidate, 100, gate={}), filename=canary_filename("bot")
+        )
+        await hooks.wait(1)
+
+    (notice,) = hooks.notices()
+    assert (notice["event"], notice["agent"]) == ("gate", "bot")
+    assert notice["revision"] == canary_revision(candidate)
+    assert notice["state"] == "passed"
+    assert notice["reason"] == "0 of 1 cases failed"

@@ -91,6 +91,8 @@ class Moments:
     count: int
     mean: float
     variance: float = 0.25
+    source: str = "totals"
+    """``window``: a recent window (no deltas are taken of it); ``totals``: running."""
 
     @classmethod
     def of(cls, scores: Iterable[float]) -> Moments:

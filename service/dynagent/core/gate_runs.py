@@ -4,20 +4,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dynagent.core.eval_runs import EvalHandle, EvalRuns, count_case
 from dynagent.core.metrics import Metrics
 from dynagent.evals.record import KIND, SuiteRecord
 from dynagent.evals.runner import CaseResult, SuiteRun
+from dynagent.notifications import Notice
 from dynagent.registry.facade import AgentRegistry
 
 
 class GateRuns:
     """Told of each gate run (a ``GateRunObserver``): records it in ``runs``."""
 
-    def __init__(self, runs: EvalRuns, metrics: Metrics, registry: AgentRegistry) -> None:
+    def __init__(
+        self,
+        runs: EvalRuns,
+        metrics: Metrics,
+        registry: AgentRegistry,
+        notify: Callable[[Notice], None] = lambda notice: None,
+    ) -> None:
         self.runs = runs
         self.metrics = metrics
         self.registry = registry
+        self.notify = notify
+        """Told the result of each gate run this replica made (a webhook notice)."""
         self._handles: dict[str, EvalHandle] = {}
         """Run id (the canary's and the stable's) → the record of the gate run."""
 
@@ -44,3 +55,6 @@ class GateRuns:
         for key in [k for k, h in self._handles.items() if h is handle]:
             del self._handles[key]
         handle.finish()
+        details = {"state": run.state, "reason": run.as_dict()["reason"], "run_id": run.id}
+        details["suite_revision"] = run.suite_revision
+        self.notify(Notice("gate", run.agent, run.revision, details))

@@ -129,7 +129,8 @@ class Service:
     def __post_init__(self) -> None:
         self.judging = OnlineJudge(self.registry, self.metrics)
         self.gate = CanaryGate(self.registry, self.decisions)
-        self.gate.observers.append(GateRuns(self.evals, self.metrics, self.registry))
+        runs = GateRuns(self.evals, self.metrics, self.registry, self.notify)
+        self.gate.observers.append(runs)
         self.gate.attach()
         self.analyses = CanaryAnalyses(self.registry, self.decisions)
 

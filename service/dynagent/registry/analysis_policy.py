@@ -20,6 +20,8 @@ class PrometheusSource(_Strict):
     ``$agent`` and ``$revisions`` (a regex of the two revisions) are filled in."""
     latency: str | None = Field(default=None, max_length=4000)
     """PromQL for the routed latency histogram's buckets by ``variant`` and ``le``."""
+    scores: str | None = Field(default=None, max_length=4000)
+    """PromQL for the online scores' sum and count by ``variant`` and ``kind``."""
 
 
 class LatencyCheck(_Strict):
@@ -46,6 +48,18 @@ class Approved(_Strict):
     revision: str = Field(min_length=1, max_length=64)
 
 
+class ScoreCheck(_Strict):
+    """The online scores (``rollout.judge``) of both variants, by their means with an
+    always-valid interval."""
+
+    min_score: float | None = Field(default=None, ge=0, le=1)
+    """Fail when the canary's mean is below this beyond doubt."""
+    max_drop: float | None = Field(default=None, ge=0, le=1)
+    """Fail when the canary's mean is below the stable's by more than this beyond doubt."""
+    min_scores: int = Field(default=10, ge=2)
+    """Scored runs of each variant before any verdict."""
+
+
 class AnalysisPolicy(_Strict):
     """The checks made every ``interval`` seconds while the canary serves; each is *pass*,
     *fail* (the canary is paused with the figures) or *inconclusive* (a progressive step
@@ -61,6 +75,8 @@ class AnalysisPolicy(_Strict):
     """The error-rate check passes once the canary's rate is at most this much above the
     stable's, beyond doubt."""
     latency: LatencyCheck | None = LatencyCheck()
+    scores: ScoreCheck | None = None
+    """Judge the canary's online scores too (needs ``rollout.judge``)."""
     sample_ratio: bool = True
     """Pause when the split the canary gets departs from its weight (routing is broken)."""
     max_inconclusive: int = Field(default=60, ge=1, le=100_000)

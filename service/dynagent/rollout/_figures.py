@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from string import Template
 from typing import Any
 
 import aiohttp
 
-from dynagent.analysis.distributions import Buckets, Distribution, Samples
+from dynagent.analysis.distributions import Buckets, Distribution, Moments, Samples
 from dynagent.registry.analysis_policy import PrometheusSource
 from dynagent.registry.guard import VariantStats
 
@@ -29,6 +29,12 @@ REQUESTS = (
 LATENCY = (
     'sum by (variant, le) (dynagent_rollout_latency_seconds_bucket{agent="$agent",'
     'revision=~"$revisions"})'
+)
+SCORES = (
+    'label_replace(sum by (variant) (dynagent_judge_score_sum{agent="$agent",'
+    'revision=~"$revisions",source="online"}), "kind", "sum", "", "") or '
+    'label_replace(sum by (variant) (dynagent_judge_score_count{agent="$agent",'
+    'revision=~"$revisions",source="online"}), "kind", "count", "", "")'
 )
 MAX_SERIES = 1000
 """Series one answer may hold: a query that matches more is not what the checks need."""
@@ -49,6 +55,8 @@ class Figures:
     latency: Mapping[str, Distribution]
     buckets: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     """The latency histogram's cumulative buckets, when the figures came from Prometheus."""
+    scores: Mapping[str, Moments] = field(default_factory=dict)
+    """Each variant's online scores (``rollout.judge``): how many, mean, variance."""
 
     def since(self, base: Figures) -> Figures | None:
         """What happened after ``base``; None when a count went down (a replica restarted)."""
@@ -66,7 +74,20 @@ class Figures:
             _minus(self.routed, base.routed),
             latency,
             self.buckets,
+            {v: _scores_since(m, base.scores.get(v)) for v, m in self.scores.items()},
         )
+
+
+def _scores_since(now: Moments, then: Moments | None) -> Moments:
+    """The scores after ``then``, from running count and mean (the variance stays the
+    bound a histogram's sum and count allow)."""
+    if then is None or then.count == 0 or now.source == "window":
+        return now
+    count = now.count - then.count
+    if count <= 0:
+        return Moments(0, 0.0)
+    mean = (now.mean * now.count - then.mean * then.count) / count
+    return Moments(count, min(1.0, max(0.0, mean)), now.variance)
 
 
 def _minus(now: Mapping[str, int], then: Mapping[str, int]) -> dict[str, int]:
@@ -85,6 +106,7 @@ def replica_figures(stats: Mapping[Any, VariantStats], shadow: bool) -> Figures:
         {v: s.errors for v, s in got.items()},
         {} if shadow else dict(requests),
         {v: Samples(o.seconds for o in s.recent if o.ok) for v, s in got.items()},
+        scores={v: replace(Moments.of(s.judged.scores), source="window") for v, s in got.items()},
     )
 
 
@@ -111,7 +133,17 @@ async def prometheus_figures(
         if labels.get("variant") in buckets and "le" in labels:
             buckets[labels["variant"]].append((_bound(labels["le"]), value))
     ordered = {v: tuple(sorted(b)) for v, b in buckets.items()}
-    return Figures(requests, errors, routed, {v: Buckets(b) for v, b in ordered.items()}, ordered)
+    scored = await _query(session, source, Template(source.scores or SCORES), values)
+    sums: dict[str, dict[str, float]] = {v: {} for v in VARIANTS}
+    for labels, value in scored:
+        if labels.get("variant") in sums and labels.get("kind") in ("sum", "count"):
+            sums[labels["variant"]][labels["kind"]] = value
+    scores = {
+        v: Moments(round(s.get("count", 0)), s["sum"] / s["count"] if s.get("count") else 0.0)
+        for v, s in sums.items()
+    }
+    latency = {v: Buckets(b) for v, b in ordered.items()}
+    return Figures(requests, errors, routed, latency, ordered, scores)
 
 
 def _bound(le: str) -> float:

@@ -21,7 +21,14 @@ from typing import Any
 import aiohttp
 from loguru import logger
 
-from dynagent.analysis import Check, error_rate_check, latency_check, sample_ratio_check
+from dynagent.analysis import (
+    Check,
+    error_rate_check,
+    latency_check,
+    sample_ratio_check,
+    score_check,
+)
+from dynagent.analysis.distributions import Moments
 from dynagent.exceptions import DynagentError
 from dynagent.registry.analysis_policy import AnalysisPolicy
 from dynagent.registry.entry import Canary
@@ -233,6 +240,19 @@ def _checks(policy: AnalysisPolicy, since: Figures, step: Figures, weight: float
                 floor_ms=policy.latency.floor_ms,
                 confidence=policy.confidence,
                 min_requests=policy.min_requests,
+            )
+        )
+    if policy.scores is not None:
+        bounds = policy.scores
+        empty = Moments(0, 0.0)
+        checks.append(
+            score_check(
+                since.scores.get("stable", empty),
+                since.scores.get("canary", empty),
+                min_score=bounds.min_score,
+                max_drop=bounds.max_drop,
+                confidence=policy.confidence,
+                min_scores=bounds.min_scores,
             )
         )
     if policy.sample_ratio and step.routed:
