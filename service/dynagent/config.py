@@ -28,8 +28,15 @@ class ListenConfig(_Section):
     port: int = Field(default=8090, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     """Larger request bodies get 413."""
+    lame_duck_seconds: float = Field(default=0, ge=0)
+    """On SIGTERM, how long the service goes on accepting and serving requests, with
+    ``/readyz`` answering 503 and every response closing its connection, before it closes
+    its port. Behind a balancer that only learns from readiness probes or refused
+    connections (nginx without active health checks), a few seconds let it stop sending
+    and let the kept-alive connections it holds be used up, instead of being closed under
+    a request it has just sent. ``drain_seconds`` starts when the port closes."""
     drain_seconds: float = Field(default=30, ge=0)
-    """On SIGTERM, how long running requests may take to finish."""
+    """On SIGTERM, once the port is closed, how long running requests may take to finish."""
     max_watch_streams: int = Field(default=128, ge=1)
     """Open ``GET /v1/watch/agents`` streams on this replica; more get 429."""
     max_watch_streams_per_key: int = Field(default=8, ge=1)
