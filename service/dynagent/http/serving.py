@@ -22,7 +22,6 @@ import socket
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from aiohttp.web_server import Server
 
 from dynagent.http.state import SERVICE
 
@@ -77,6 +76,8 @@ async def _unless_signalled(step: Awaitable[None], signals: asyncio.Queue[signal
     finally:
         signalled.cancel()
     if running.done():
+        if signalled.done() and not signalled.cancelled():
+            signals.put_nowait(signalled.result())  # both at once: the signal still counts
         running.result()  # a failed start raises here
         return True
     running.cancel()
@@ -88,7 +89,9 @@ async def _unless_signalled(step: Awaitable[None], signals: asyncio.Queue[signal
     return False
 
 
-async def _close_port(listening: socket.socket, site: web.BaseSite, server: Server | None) -> None:
+async def _close_port(
+    listening: socket.socket, site: web.BaseSite, server: web.Server | None
+) -> None:
     """Accept the connections waiting on ``listening``, close it, then serve them."""
     waiting = _accept_waiting(listening)
     await site.stop()  # closes the socket before any other callback runs: none slips in
