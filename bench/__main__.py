@@ -6,7 +6,8 @@ frameworks; service throughput against the floor; swapping versions under
 load; hot reload from files; real tools (an MCP round trip against the SDK client, an
 agent called as a tool against ``Agent.run``); hostile text, the ``dynagent`` command's start
 against Python's own (``bench.cli_start``), and a flooding model's 1 MB answer
-(``bench.model_stream``, its own model process); then, with a real Nacos started by
+(``bench.model_stream``, its own model process); a soak (``bench.soak``: a minute of
+mixed load, five in the full run, sampled for growth); then, with a real Nacos started by
 ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
 1,000 agents loaded from it; then a fleet (``scripts/fleet.sh``: three replicas behind
 nginx on Nacos and Redis). Prints the tables and writes the same figures
@@ -41,6 +42,7 @@ from bench import (
     reload_files,
     reload_nacos,
     scale,
+    soak,
     swap,
     throughput,
     tools,
@@ -164,6 +166,11 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             lambda: asyncio.to_thread(model_stream.measure, 1 if quick else 3, sdk=not quick),
             model_stream.table,
         )
+        await run.part(
+            "soak",
+            lambda: soak.run(1 if quick else 5, interval=2 if quick else 10),
+            soak.table,
+        )
         if not args.no_nacos:
             try:
                 await _nacos_parts(run, model_url, quick=quick, port=args.nacos_port)
@@ -276,6 +283,9 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             hold <= hostile_text.LOOP_BAR_MS,
         )
     found += cli_start.bars(data.get("cli_start", {}))
+    if "report" in data.get("soak", {}):
+        leak = data["soak"]["report"]["leak"]
+        bar("soak: growth after warm-up", "; ".join(leak) or "noise", "noise", not leak)
     if "failed" in data.get("swap", {}):
         figures = data["swap"]
         bar("swap under load: failed requests", figures["failed"], "0", figures["failed"] == 0)
