@@ -7,12 +7,13 @@ load; hot reload from files; real tools (an MCP round trip against the SDK clien
 agent called as a tool against ``Agent.run``); hostile text, the ``dynagent`` command's start
 against Python's own (``bench.cli_start``), and a flooding model's 1 MB answer
 (``bench.model_stream``, its own model process), a killed Redis primary until sessions
-are writable again (``bench.redis_failover``: Sentinel, two replicas); then, with a real
-Nacos started by ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
-1,000 agents loaded from it; then three Nacos nodes in cluster mode, whose raft leader is
-killed ten times (three with ``--quick``) to time edits flowing again; then a fleet
-(``scripts/fleet.sh``: three replicas behind nginx on Nacos and Redis). Prints the tables
-and writes the same figures to ``bench/results/bench.json``.
+are writable again (``bench.redis_failover``: Sentinel, two replicas); a soak
+(``bench.soak``: a minute of mixed load, five in the full run, sampled for growth); then,
+with a real Nacos started by ``scripts/nacos.sh`` on its own port and home, hot reload
+through Nacos and 1,000 agents loaded from it; then three Nacos nodes in cluster mode, whose
+raft leader is killed ten times (three with ``--quick``) to time edits flowing again; then
+a fleet (``scripts/fleet.sh``: three replicas behind nginx on Nacos and Redis). Prints the
+tables and writes the same figures to ``bench/results/bench.json``.
 
     .venv/bin/python -m bench            # full run (several minutes)
     .venv/bin/python -m bench --quick    # under two minutes
@@ -45,6 +46,7 @@ from bench import (
     reload_files,
     reload_nacos,
     scale,
+    soak,
     swap,
     throughput,
     tools,
@@ -173,6 +175,11 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             lambda: redis_failover.measure(2 if quick else 5),
             redis_failover.table,
         )
+        await run.part(
+            "soak",
+            lambda: soak.run(1 if quick else 5, interval=2 if quick else 10),
+            soak.table,
+        )
         if not args.no_nacos:
             try:
                 await _nacos_parts(run, model_url, quick=quick, port=args.nacos_port)
@@ -292,12 +299,20 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             hold <= hostile_text.LOOP_BAR_MS,
         )
     found += cli_start.bars(data.get("cli_start", {}))
+    _run_bars(data, bar)
+    return found
+
+
+def _run_bars(data: dict[str, Any], bar: Callable[[str, Any, str, bool | None], None]) -> None:
+    """The bars of long runs: the soak's growth, the swap under load."""
+    if "report" in data.get("soak", {}):
+        leak = data["soak"]["report"]["leak"]
+        bar("soak: growth after warm-up", "; ".join(leak) or "noise", "noise", not leak)
     if "failed" in data.get("swap", {}):
         figures = data["swap"]
         bar("swap under load: failed requests", figures["failed"], "0", figures["failed"] == 0)
         never = len(figures["served_never_valid"]) + len(figures["served_broken"])
         bar("swap under load: never-valid revisions served", never, "0", never == 0)
-    return found
 
 
 def bars_table(found: list[dict[str, Any]]) -> str:

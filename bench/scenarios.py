@@ -15,6 +15,8 @@ from tests.support.scripted_model import CallTools, Reply, Step
 SYSTEM = "You are a benchmark agent."
 REPLY_MODEL = "reply"
 REPLY_TEXT = "pong"
+SOAK_TOOL_MODEL = "soak-tool"
+"""The soak's tool agent: the built-in ``calculator``, then the answer."""
 
 
 async def lookup(key: str) -> str:
@@ -71,5 +73,6 @@ SCENARIOS = (SCENARIO_A, SCENARIO_B)
 SCRIPTS: dict[str, tuple[Step, ...]] = {
     **{scenario.model: scenario.script for scenario in SCENARIOS},
     REPLY_MODEL: (Reply(REPLY_TEXT),),
+    SOAK_TOOL_MODEL: (CallTools([("calculator", {"expression": "6*7"})]), Reply("42")),
 }
 """Every model the bench's scripted server plays, each replayed in a cycle."""

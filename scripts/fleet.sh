@@ -6,6 +6,8 @@
 #   scripts/fleet.sh up        start what is not running, publish the samples, wait until ready
 #   scripts/fleet.sh down      stop nginx, the replicas, Redis and Nacos (in that order)
 #   scripts/fleet.sh status    one line per component; exit 0 when all are up
+#   scripts/fleet.sh restart   restart every replica, one at a time (each ready before the next):
+#                              under load no request fails (see "Stopping a replica" below)
 #   scripts/fleet.sh restart-replica N   stop replica N (1-based) and start it again
 #   scripts/fleet.sh stop-replica N | start-replica N
 #   scripts/fleet.sh publish-samples   publish config-samples/agents (`up` does, unless FLEET_SAMPLES=0)
@@ -20,6 +22,7 @@
 #   FLEET_GROUP=AGENTS               Nacos group the replicas serve
 #   FLEET_SAMPLES=1                  0: publish nothing (tests publish their own agents)
 #   FLEET_POLL_SECONDS=2             how often replicas list the group for new dataIds
+#   FLEET_LAME_DUCK=2                on SIGTERM, seconds a replica still serves before closing its port
 #   DYNAGENT=<python dir>/dynagent   the dynagent command (default: .venv/bin/dynagent)
 set -euo pipefail
 
@@ -32,6 +35,8 @@ FLEET_REPLICA_PORT="${FLEET_REPLICA_PORT:-8091}"
 FLEET_GROUP="${FLEET_GROUP:-AGENTS}"
 FLEET_SAMPLES="${FLEET_SAMPLES:-1}"
 FLEET_POLL_SECONDS="${FLEET_POLL_SECONDS:-2}"
+FLEET_LAME_DUCK="${FLEET_LAME_DUCK:-2}"
+FLEET_DRAIN=10
 DYNAGENT="${DYNAGENT:-$REPO_ROOT/.venv/bin/dynagent}"
 HOST=127.0.0.1
 
@@ -48,14 +53,14 @@ save_run_info() {
   mkdir -p "$FLEET_HOME"
   printf '%s\n' "FLEET_PORT=$FLEET_PORT" "FLEET_REPLICAS=$FLEET_REPLICAS" \
     "FLEET_REPLICA_PORT=$FLEET_REPLICA_PORT" "NACOS_PORT=$NACOS_PORT" \
-    "REDIS_PORT=$REDIS_PORT" >"$RUN_INFO"
+    "REDIS_PORT=$REDIS_PORT" "FLEET_LAME_DUCK=$FLEET_LAME_DUCK" >"$RUN_INFO"
 }
 load_run_info() {
   [[ -f "$RUN_INFO" ]] || return 0
   local k v
   while IFS='=' read -r k v; do
     case "$k" in
-      FLEET_PORT | FLEET_REPLICAS | FLEET_REPLICA_PORT | NACOS_PORT | REDIS_PORT) printf -v "$k" '%s' "$v" ;;
+      FLEET_PORT | FLEET_REPLICAS | FLEET_REPLICA_PORT | NACOS_PORT | REDIS_PORT | FLEET_LAME_DUCK) printf -v "$k" '%s' "$v" ;;
     esac
   done <"$RUN_INFO"
   export NACOS_PORT REDIS_PORT
@@ -96,13 +101,17 @@ wait_http() { # URL SECONDS WHAT
 }
 
 # ------------------------------------------------------------------------------- replicas
+# Stopping a replica (SIGTERM) drops no request: for FLEET_LAME_DUCK seconds it still
+# serves, each response closing its connection, so the kept-alive connections nginx holds
+# to it are used up; then its port closes and nginx, refused, sends the next requests to
+# the others (safe for a POST: nothing was sent); running requests get up to 10 s more.
 write_replica_config() {
   local n="$1" dir
   dir="$(replica_dir "$n")"
   mkdir -p "$dir"
   cat >"$dir/service.yaml" <<EOF
 # Written by scripts/fleet.sh: replica $n of the fleet in $FLEET_HOME.
-listen: {host: $HOST, port: $(replica_port "$n"), drain_seconds: 10}
+listen: {host: $HOST, port: $(replica_port "$n"), lame_duck_seconds: $FLEET_LAME_DUCK, drain_seconds: $FLEET_DRAIN}
 factories: {nacos: true}
 nacos:
   server_addr: $HOST:$NACOS_PORT
@@ -139,7 +148,7 @@ stop_replica() {
   pid="$(read_pid "$dir/pid")"
   pid_alive "$pid" || { rm -f "$dir/pid"; return 0; }
   kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + 20))
+  local deadline=$((SECONDS + ${FLEET_LAME_DUCK%.*} + FLEET_DRAIN + 10))
   while pid_alive "$pid"; do
     if ((SECONDS >= deadline)); then kill -KILL "$pid" 2>/dev/null || true; fi
     sleep 0.1
@@ -165,9 +174,11 @@ keepalive_timeout 30s;
 EOF
   cat >"$NGINX_DIR/proxy.conf" <<'EOF'
 # Written by scripts/fleet.sh. HTTP/1.1 with no "Connection: close", for the kept connections.
-# A replica that refuses a connection is skipped, but a request already sent is never retried
-# on another (POSTs are not idempotent), so killing a replica fails only the requests in
-# flight on it (a kept connection it had open closes with it, and nginx drops it).
+# A replica that refuses a connection is skipped (nothing was sent: safe for a POST), but a
+# request already sent is never retried on another (POSTs are not idempotent). A replica
+# stopped with SIGTERM first answers with "Connection: close" until nginx holds no kept
+# connection to it, then refuses: nothing fails. Killing one fails the requests in flight
+# on it (a kept connection it had open closes with it, and nginx drops it).
 proxy_http_version 1.1;
 proxy_set_header Connection "";
 proxy_set_header Host $host;
@@ -297,6 +308,12 @@ do_restart_replica() {
   log "replica $n restarted (pid $(read_pid "$(replica_dir "$n")/pid"))"
 }
 
+do_restart() {
+  load_run_info
+  local n
+  for ((n = 1; n <= FLEET_REPLICAS; n++)); do do_restart_replica "$n"; done
+}
+
 do_start_replica() {
   load_run_info
   local n="${1:?replica number}"
@@ -310,7 +327,8 @@ case "${1:-}" in
   up) do_up ;;
   down) do_down ;;
   status) do_status ;;
+  restart) do_restart ;;
   restart-replica) do_restart_replica "${2:-}" ;;
   publish-samples) load_run_info; publish_samples ;;
-  *) die "usage: $0 up | down | status | restart-replica N | stop-replica N | start-replica N | publish-samples" ;;
+  *) die "usage: $0 up | down | status | restart | restart-replica N | stop-replica N | start-replica N | publish-samples" ;;
 esac

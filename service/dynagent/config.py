@@ -29,8 +29,15 @@ class ListenConfig(_Section):
     port: int = Field(default=8090, ge=0, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     """Larger request bodies get 413."""
+    lame_duck_seconds: float = Field(default=0, ge=0)
+    """On SIGTERM, how long the service goes on accepting and serving requests, with
+    ``/readyz`` answering 503 and every response closing its connection, before it closes
+    its port. Behind a balancer that only learns from readiness probes or refused
+    connections (nginx without active health checks), a few seconds let it stop sending
+    and let the kept-alive connections it holds be used up, instead of being closed under
+    a request it has just sent. ``drain_seconds`` starts when the port closes."""
     drain_seconds: float = Field(default=30, ge=0)
-    """On SIGTERM, how long running requests may take to finish."""
+    """On SIGTERM, once the port is closed, how long running requests may take to finish."""
     max_watch_streams: int = Field(default=128, ge=1)
     """Open ``GET /v1/watch/agents`` streams on this replica; more get 429."""
     max_watch_streams_per_key: int = Field(default=8, ge=1)
@@ -238,8 +245,7 @@ class McpServerConfig(_Section):
 
 NoticeEvent = Literal["published", "gate", "step", "pause", "resume", "promote", "rollback"]
 NOTICE_EVENTS: tuple[NoticeEvent, ...] = get_args(NoticeEvent)
-"""What a webhook can be told: a version published (stable or canary), a gate's result, a
-progressive step, a pause (with its reason) and its end, a promotion, a rollback."""
+"""What a webhook can be told (docs/canary.md, Webhooks)."""
 
 
 class WebhookConfig(_Section):
@@ -248,20 +254,17 @@ class WebhookConfig(_Section):
     url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://")
     events: list[NoticeEvent] = Field(default_factory=lambda: list(NOTICE_EVENTS), min_length=1)
     secret_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-    """The environment variable holding the HMAC-SHA256 key the bodies are signed with
-    (``X-Dynagent-Signature: sha256=<hex>``); without it, bodies go unsigned."""
+    """The variable holding the key bodies are signed with (HMAC-SHA256); none: unsigned."""
     format: Literal["json", "slack"] = "json"
     """``slack``: ``{"text": ...}``, as Slack's incoming webhooks take it."""
     timeout: float = Field(default=5.0, gt=0, le=60)
     max_attempts: int = Field(default=6, ge=1, le=20)
-    retry_seconds: float = Field(default=1.0, gt=0, le=300)
-    """The first retry's delay; each next one doubles, up to five minutes."""
+    retry_seconds: float = Field(default=1.0, gt=0, le=300)  # doubles per retry, to 5 min
 
 
 class NotificationsConfig(_Section):
     webhooks: list[WebhookConfig] = Field(default=[], max_length=20)
-    queue: int = Field(default=1000, ge=1, le=100_000)
-    """Notices waiting per webhook; beyond it new ones are dropped (and counted)."""
+    queue: int = Field(default=1000, ge=1, le=100_000)  # per webhook; more are dropped
 
 
 class ServiceConfig(_Section):

@@ -307,7 +307,7 @@ async def test_a_header_block_that_never_ends_is_dropped_after_keepalive_timeout
     agents_dir: Path, state_dir: Path
 ) -> None:
     """aiohttp bounds an unfinished request head by ``keepalive_timeout`` only (75 s under
-    ``dynagent serve``, aiohttp's ``run_app`` default); here it is 0.5 s."""
+    ``dynagent serve``, as in aiohttp's ``run_app``); here it is 0.5 s."""
     app = create_app(service_config(agents_dir, state_dir))
     server = TestServer(app)
     await server.start_server(keepalive_timeout=0.5)

@@ -178,7 +178,9 @@ def test_serve_refuses_a_public_address_without_auth(
     host: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[Any] = []
-    monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
+    monkeypatch.setattr(
+        "dynagent.http.serving.run", lambda app, sock, on_started: started.append({"sock": sock})
+    )
     # The socket serve binds before the app starts; here, the address it would bind.
     monkeypatch.setattr("dynagent.cli.serve._listen_socket", lambda host, port: (host, port))
     config = str(SAMPLES / "service.yaml")
@@ -195,7 +197,9 @@ def test_serve_refuses_a_public_address_without_auth(
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
 def test_serve_allows_loopback_without_auth(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Any] = []
-    monkeypatch.setattr("aiohttp.web.run_app", lambda app, **options: started.append(options))
+    monkeypatch.setattr(
+        "dynagent.http.serving.run", lambda app, sock, on_started: started.append({"sock": sock})
+    )
     monkeypatch.setattr("dynagent.cli.serve._listen_socket", lambda host, port: (host, port))
     assert cli.main(["serve", "--config", str(SAMPLES / "service.yaml"), "--host", host]) == 0
     assert [o["sock"][0] for o in started] == [host]

@@ -43,6 +43,7 @@ traces: {max_traces: 5}
             "host": "0.0.0.0",
             "port": 9100,
             "max_body_bytes": 4096,
+            "lame_duck_seconds": 0,
             "drain_seconds": 30,
             "max_watch_streams": 128,
             "max_watch_streams_per_key": 8,

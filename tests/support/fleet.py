@@ -93,6 +93,10 @@ class Fleet:
     def down(self) -> None:
         self._script("down", timeout=120, check=False)
 
+    def restart(self) -> None:
+        """Every replica, one after another (``scripts/fleet.sh restart``)."""
+        self._script("restart", timeout=60 + 60 * self.replicas)
+
     def restart_replica(self, n: int) -> None:
         self._script("restart-replica", str(n), timeout=90)
 

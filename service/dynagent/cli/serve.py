@@ -62,7 +62,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from dynagent._compat import check_all as check_dependencies
     from dynagent.core.auth import ApiKeys
-    from dynagent.http.app import create_app, run
+    from dynagent.http.app import create_app
+    from dynagent.http.serving import run
     from dynagent.logs import configure_logging
 
     check_dependencies()  # an untested version of a dependency: one line, before anything

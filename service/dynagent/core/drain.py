@@ -1,9 +1,9 @@
 """Graceful shutdown: how running requests end when the service is told to stop.
 
-On SIGTERM aiohttp's ``run_app`` stops listening, waits ``shutdown_timeout`` for
-the running handlers, then cancels them and drops their connections after up to
-another ``shutdown_timeout``. ``Drain`` makes the deadline exact and the ending
-polite: a run still going ``listen.drain_seconds`` after the signal is cancelled
+Once the service has closed its port (``dynagent.http.serving``), aiohttp waits
+``shutdown_timeout`` for the running handlers, then cancels them and drops their
+connections after up to another ``shutdown_timeout``. ``Drain`` makes the deadline exact
+and the ending polite: a run still going ``listen.drain_seconds`` after that is cancelled
 and its caller gets 503 ``unavailable`` (a stream: ``error`` and ``run_finished``
 events), so a client or load balancer knows to retry it elsewhere.
 """

@@ -114,7 +114,8 @@ class Service:
     a2a_registrar: NacosA2aRegistrar | None = None
     """Present while running when ``a2a.register`` is on."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when the service begins to stop: long-lived watch streams end."""
+    """Set when the service begins to stop: ``/readyz`` answers 503, responses close their
+    connections and long-lived watch streams end."""
     analyses: CanaryAnalyses = field(init=False)
     """``rollout.analysis``: each canary checked against its stable version."""
     webhooks: Webhooks | None = None
@@ -330,11 +331,22 @@ class Service:
         )
 
     async def begin_stopping(self) -> None:
-        """No new work: the A2A registry stops handing out this service, watch streams
-        end, and running requests get ``listen.drain_seconds`` to finish."""
+        """Not ready any more: the A2A registry stops handing out this service, watch
+        streams end, ``/readyz`` answers 503 and every response closes its connection.
+        Requests are still served (``listen.lame_duck_seconds``). Once only."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
         if self.a2a_registrar is not None:
             await self.a2a_registrar.withdraw()
-        self.stopping.set()
+        if self.config.listen.lame_duck_seconds:
+            logger.info(
+                "stopping: /readyz answers 503; requests are served for {:g} s more",
+                self.config.listen.lame_duck_seconds,
+            )
+
+    def begin_drain(self) -> None:
+        """The port is closed: running requests get ``listen.drain_seconds`` to finish."""
         seconds = self.config.listen.drain_seconds
         logger.info(
             "stopping: no new connections; {} running request(s) have up to {:g} s to finish",

@@ -6,11 +6,10 @@ lifetime through one ``cleanup_ctx``; every route reads the service under one ke
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from dynagent.config import ServiceConfig
 from dynagent.core.service import FactoryMaker, Service
@@ -75,6 +74,7 @@ def app_for(service: Service) -> web.Application:
     )
     app[SERVICE] = service
     app.on_response_prepare.append(add_cors_headers)
+    app.on_response_prepare.append(_close_when_stopping)
     app.cleanup_ctx.append(_running)
     app.on_shutdown.append(_stopping)
     routing.install(app)
@@ -84,22 +84,22 @@ def app_for(service: Service) -> web.Application:
     return app
 
 
+async def _close_when_stopping(request: web.Request, response: web.StreamResponse) -> None:
+    """A stopping service answers with ``Connection: close``: a balancer does not send the
+    next request on a connection the service is about to close."""
+    if request.app[SERVICE].stopping.is_set():
+        # aiohttp has computed its headers by now: the header says it, force_close does it.
+        response.headers[hdrs.CONNECTION] = "close"
+        response.force_close()
+
+
 async def _running(app: web.Application) -> AsyncIterator[None]:
     async with app[SERVICE].running():
         yield
 
 
 async def _stopping(app: web.Application) -> None:
-    # aiohttp has stopped listening; running requests are left to finish.
+    # aiohttp has stopped listening (after the lame-duck time, if any); running requests
+    # are left to finish.
     await app[SERVICE].begin_stopping()
-
-
-def run(app: web.Application, listening: socket.socket, on_started: Callable[[], None]) -> None:
-    """Serve ``app`` on the bound socket until SIGINT/SIGTERM, then drain and stop."""
-    web.run_app(
-        app,
-        sock=listening,
-        shutdown_timeout=app[SERVICE].config.listen.drain_seconds,
-        access_log=None,
-        print=lambda _: on_started(),
-    )
+    app[SERVICE].begin_drain()

@@ -255,8 +255,9 @@ class Health(Answer):
 
 
 class Readiness(Answer):
-    status: Literal["ready", "degraded", "loading"]
-    """``degraded``: serving, with something it depends on out (see ``degraded``)."""
+    status: Literal["ready", "degraded", "loading", "stopping"]
+    """``degraded``: serving, with something it depends on out (see ``degraded``);
+    ``stopping``: told to stop, still serving for ``listen.lame_duck_seconds``."""
     agents: int
     degraded: dict[str, str]
     """What is out, and why: a config source serving its snapshot, the session store."""

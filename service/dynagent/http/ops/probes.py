@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from aiohttp import web
 
 from dynagent.http._routes import DOCUMENT, Route, Routes
@@ -23,22 +25,26 @@ async def healthz(request: web.Request) -> web.Response:
         "/readyz",
         "Readiness",
         response=Readiness,
-        responses={503: ("Not ready: the agents are still loading", Readiness)},
+        responses={503: ("Not ready: the agents are still loading, or it is stopping", Readiness)},
         public=True,
     )
 )
 async def readyz(request: web.Request) -> web.Response:
     """200 once loaded: ``ready``, or ``degraded`` while a config source or the session
     store is out (the replica still serves what does not need it; taking every replica
-    out of a balancer for a shared outage would fail those requests too)."""
-    registry = service(request).registry
-    degraded = registry.degraded
-    body = Readiness(
-        status=("degraded" if degraded else "ready") if registry.ready else "loading",
-        agents=len(registry),
-        degraded=degraded,
-    )
-    return json(body, status=200 if registry.ready else 503)
+    out of a balancer for a shared outage would fail those requests too). 503 once it is
+    stopping, while it still serves, so that a balancer stops sending to it."""
+    the = service(request)
+    registry, degraded = the.registry, the.registry.degraded
+    status: Literal["ready", "degraded", "loading", "stopping"]
+    if the.stopping.is_set():
+        status = "stopping"
+    elif not registry.ready:
+        status = "loading"
+    else:
+        status = "degraded" if degraded else "ready"
+    body = Readiness(status=status, agents=len(registry), degraded=degraded)
+    return json(body, status=200 if status in ("ready", "degraded") else 503)
 
 
 @routes.add(

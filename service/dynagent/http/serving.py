@@ -1,0 +1,116 @@
+"""Serve the app on its port until told to stop, and stop without dropping a request.
+
+On SIGTERM the service is a lame duck for ``listen.lame_duck_seconds``: ``/readyz``
+answers 503 and every response closes its connection, but the port stays open and every
+request is served. A balancer that learns only from probes or refused connections (nginx
+without active health checks) goes on sending meanwhile, and the kept-alive connections it
+holds get used up instead of being closed under a request it has just sent (it does not
+send a POST twice). Then the port closes. The connections already waiting in the kernel's
+accept queue are accepted and served first: closing the port would reset them, after the
+balancer had sent its request on them. A connection after that is refused, which a
+balancer safely retries on another replica since nothing was sent. Running requests get
+``listen.drain_seconds`` (``dynagent.core.drain``), then the process exits.
+
+SIGINT (Ctrl-C at a terminal), or a second signal, skips the lame-duck time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from dynagent.http.state import SERVICE
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+KEEPALIVE_SECONDS = 75.0
+"""An idle kept-alive connection is closed after this long (aiohttp's ``run_app`` default;
+a balancer keeping connections closes its idle ones sooner, see ``scripts/fleet.sh``)."""
+
+
+def run(app: web.Application, listening: socket.socket, on_started: Callable[[], None]) -> None:
+    """Serve ``app`` on the bound socket until SIGINT/SIGTERM, then stop as above."""
+    asyncio.run(_serve(app, listening, on_started))
+
+
+async def _serve(
+    app: web.Application, listening: socket.socket, on_started: Callable[[], None]
+) -> None:
+    loop = asyncio.get_running_loop()
+    signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, signals.put_nowait, signum)
+    listen = app[SERVICE].config.listen
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=listen.drain_seconds,
+        keepalive_timeout=KEEPALIVE_SECONDS,
+    )
+    try:
+        if not await _unless_signalled(runner.setup(), signals):
+            return  # stopped while the sources were loading
+        site = web.SockSite(runner, listening)
+        await site.start()
+        on_started()
+        if await signals.get() == signal.SIGTERM and listen.lame_duck_seconds:
+            await app[SERVICE].begin_stopping()
+            await _unless_signalled(asyncio.sleep(listen.lame_duck_seconds), signals)
+        await _close_port(listening, site, runner.server)
+    finally:
+        await runner.cleanup()  # closes idle connections, drains, runs the cleanup contexts
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+async def _unless_signalled(step: Awaitable[None], signals: asyncio.Queue[signal.Signals]) -> bool:
+    """Run ``step`` to its end (True), or cancel it when a stop signal comes first (False)."""
+    running = asyncio.ensure_future(step)
+    signalled = asyncio.ensure_future(signals.get())
+    try:
+        await asyncio.wait((running, signalled), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signalled.cancel()
+    if running.done():
+        if signalled.done() and not signalled.cancelled():
+            signals.put_nowait(signalled.result())  # both at once: the signal still counts
+        running.result()  # a failed start raises here
+        return True
+    running.cancel()
+    try:
+        await running
+    except asyncio.CancelledError:
+        if (task := asyncio.current_task()) is not None and task.cancelling():
+            raise
+    return False
+
+
+async def _close_port(
+    listening: socket.socket, site: web.BaseSite, server: web.Server | None
+) -> None:
+    """Accept the connections waiting on ``listening``, close it, then serve them."""
+    waiting = _accept_waiting(listening)
+    await site.stop()  # closes the socket before any other callback runs: none slips in
+    if server is None:
+        return
+    loop = asyncio.get_running_loop()
+    for connection in waiting:
+        await loop.connect_accepted_socket(server, connection)
+    # Their requests, already in the socket buffers, are read in the loop's next turn:
+    # before the shutdown closes the connections that have none.
+    await asyncio.sleep(0)
+
+
+def _accept_waiting(listening: socket.socket) -> list[socket.socket]:
+    accepted: list[socket.socket] = []
+    while True:
+        try:
+            connection, _ = listening.accept()
+        except OSError:  # BlockingIOError: no more waiting
+            return accepted
+        connection.setblocking(False)
+        accepted.append(connection)

@@ -1,0 +1,66 @@
+"""A real ``dynagent serve`` with ``listen.lame_duck_seconds`` on SIGTERM: it goes on
+serving with ``/readyz`` at 503 and every response closing its connection (a balancer holding
+kept-alive connections drops them instead of sending on one the service is about to close),
+until the time is up or a second signal comes; then it closes its port, drains and exits 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tests.support import Reply, ScriptedModelServer
+from tests.support.process import free_port, serve_process, write_config
+from tests.support.service import agent_document, write_agent
+
+from .test_lifecycle import connection_refused
+
+
+def lame_duck_service(tmp_path: Path, server: ScriptedModelServer, seconds: float) -> Path:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    write_agent(agents, agent_document("bot", server))
+    return write_config(
+        tmp_path,
+        {
+            "listen": {"lame_duck_seconds": seconds, "drain_seconds": 10},
+            "factories": {"default": {"directory": str(agents)}},
+            "sessions": {"store": "memory"},
+        },
+    )
+
+
+async def ask(http: aiohttp.ClientSession, url: str, path: str, **body: Any) -> tuple[Any, ...]:
+    """Status, body and ``Connection`` header of a call on the session's kept connection."""
+    method = http.post if body else http.get
+    async with method(f"{url}{path}", json=body or None) as response:
+        answer = await response.json()
+        return response.status, answer, response.headers.get("Connection")
+
+
+async def test_a_stopping_service_serves_unready_closing_each_connection_until_its_port_closes(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    model_server.script("gpt-main", [Reply("before"), Reply("while stopping")])
+    # Longer than any test: the second signal below is what ends it.
+    config = lame_duck_service(tmp_path, model_server, seconds=600)
+    async with serve_process(config, free_port()) as served, aiohttp.ClientSession() as http:
+        invoke = "/v1/agents/bot/invoke"
+        before = await ask(http, served.url, invoke, input="hi")
+        ready = await ask(http, served.url, "/readyz")
+        served.terminate()
+        await served.wait_log("stopping: /readyz answers 503; requests are served for 600 s more")
+        unready = await ask(http, served.url, "/readyz")
+        during = await ask(http, served.url, invoke, input="hi")
+        open_while_stopping = not await connection_refused(served.port)
+        served.terminate()  # a second signal: stop now
+        await served.wait_log("stopping: no new connections")
+        refused = await connection_refused(served.port)
+        code = await served.exit_code(within=10)
+
+    assert (before[0], before[1]["output"], before[2]) == (200, "before", None)
+    assert ready == (200, {"status": "ready", "agents": 1, "degraded": {}}, None)
+    assert unready == (503, {"status": "stopping", "agents": 1, "degraded": {}}, "close")
+    assert (during[0], during[1]["output"], during[2]) == (200, "while stopping", "close")
+    assert (open_while_stopping, refused, code) == (True, True, 0)
