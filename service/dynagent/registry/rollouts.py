@@ -247,14 +247,11 @@ class Rollouts:
     def rate(self, name: str, revision: str, variant: Variant, score: float) -> bool:
         """Count a feedback score for a run of ``revision``; False when that revision no
         longer serves as ``variant`` (the figures are of the versions serving now)."""
-        entry = self.table.find(name)
+        entry = self._serving(name, revision, variant)
         if entry is None:
             return False
-        canary = entry.canary
-        serving = canary.agent if variant == "canary" and canary else entry.stable
-        if serving is None or serving.revision != revision:
-            return False
         self._figures(entry, variant).rate(score)
+        canary = entry.canary
         if variant == "canary" and canary is not None and canary.serving:
             self._guard(entry, canary)
         return True
@@ -265,13 +262,10 @@ class Rollouts:
         """Count an online judgement of a run of ``revision`` (``rollout.judge``): a score,
         a judge error (``score`` None) or a sampled run skipped (``skipped``: the judge's
         queue was full); False when that revision no longer serves as ``variant``."""
-        entry = self.table.find(name)
+        entry = self._serving(name, revision, variant)
         if entry is None:
             return False
         canary = entry.canary
-        serving = canary.agent if variant == "canary" and canary else entry.stable
-        if serving is None or serving.revision != revision:
-            return False
         judged = self._figures(entry, variant).judged
         if skipped:
             judged.skipped += 1
@@ -280,6 +274,16 @@ class Rollouts:
         if score is not None and canary is not None and canary.serving:
             self._guard(entry, canary)
         return True
+
+    def _serving(self, name: str, revision: str, variant: Variant) -> AgentEntry | None:
+        """``name``'s entry while ``revision`` serves as ``variant``: the figures are of
+        the versions serving now."""
+        entry = self.table.find(name)
+        if entry is None:
+            return None
+        canary = entry.canary
+        serving = canary.agent if variant == "canary" and canary else entry.stable
+        return entry if serving is not None and serving.revision == revision else None
 
     def _figures(self, entry: AgentEntry, variant: Variant) -> VariantStats:
         key = (entry.name, variant)

@@ -7,7 +7,7 @@ returns once this instance serves the result. All need an admin key.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from aiohttp import web
@@ -27,6 +27,7 @@ from dynagent.http.api.schemas import (
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 from dynagent.notifications import Notice
+from dynagent.registry.entry import Canary
 from dynagent.registry.facade import AgentRegistry
 
 routes = Routes("rollout")
@@ -176,17 +177,10 @@ async def pause(request: web.Request) -> web.Response:
     async with _refused_as("pause"):
         await service(request).decisions.pause(name, reason, by)
 
-    def paused(r: AgentRegistry) -> bool:
-        current = r.entry(name).canary if name in r else None
+    def paused(current: Canary | None) -> bool:
         return current is None or not current.serving or current.agent is not canary.agent
 
-    try:
-        await registry.wait_for(paused, within=APPLY_TIMEOUT)
-    except TimeoutError:
-        raise Conflict(
-            f"the pause of {name!r}'s canary was written but is not served yet"
-        ) from None
-    return json(AgentStatus.model_validate(registry.status(name)))
+    return await _served(registry, name, paused, "pause")
 
 
 @routes.add(
@@ -210,17 +204,10 @@ async def resume(request: web.Request) -> web.Response:
         raise Conflict(f"the canary of agent {name!r} is not paused")
     await service(request).decisions.resume(name)
 
-    def serving(r: AgentRegistry) -> bool:
-        current = r.entry(name).canary if name in r else None
+    def serving(current: Canary | None) -> bool:
         return current is None or current.serving or current.agent is not canary.agent
 
-    try:
-        await registry.wait_for(serving, within=APPLY_TIMEOUT)
-    except TimeoutError:
-        raise Conflict(
-            f"the resume of {name!r}'s canary was written but is not served yet"
-        ) from None
-    return json(AgentStatus.model_validate(registry.status(name)))
+    return await _served(registry, name, serving, "resume")
 
 
 @routes.add(
@@ -247,23 +234,34 @@ async def approve(request: web.Request) -> web.Response:
     if not wrote:
         raise Conflict(f"canary {canary.agent.revision} of agent {name!r} is already approved")
 
-    def approved(r: AgentRegistry) -> bool:
-        current = r.entry(name).canary if name in r else None
+    def approved(current: Canary | None) -> bool:
         return current is None or current.policy.approved is not None
 
-    try:
-        await registry.wait_for(approved, within=APPLY_TIMEOUT)
-    except TimeoutError:
-        raise Conflict(
-            f"the approval of {name!r}'s canary was written but is not served yet"
-        ) from None
-    return json(AgentStatus.model_validate(registry.status(name)))
+    return await _served(registry, name, approved, "approval")
 
 
 def _operator(request: web.Request) -> str:
     """Who a decision by hand is recorded as: the admin key's name (``operator`` with
     auth off)."""
     return caller(request).name[:200] if service(request).api_keys.enabled else "operator"
+
+
+async def _served(
+    registry: AgentRegistry, name: str, done: Callable[[Canary | None], bool], what: str
+) -> web.Response:
+    """Once this instance serves the written decision (``done`` of the canary it serves, or
+    None when it has none), the agent's status; a 409 if it does not in time."""
+
+    def applied(r: AgentRegistry) -> bool:
+        return done(r.entry(name).canary if name in r else None)
+
+    try:
+        await registry.wait_for(applied, within=APPLY_TIMEOUT)
+    except TimeoutError:
+        raise Conflict(
+            f"the {what} of {name!r}'s canary was written but is not served yet"
+        ) from None
+    return json(AgentStatus.model_validate(registry.status(name)))
 
 
 @asynccontextmanager
