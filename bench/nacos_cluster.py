@@ -40,9 +40,10 @@ from tests.support.service import (
     running_service,
 )
 
-PORTS_FROM = 48848
-"""Away from the script's own cluster (8858…), the tests' (38848…) and the bench's single
-Nacos (28848)."""
+PORTS_FROM = 24848
+"""Away from the script's own cluster (8858…), the tests' (21848…) and the bench's single
+Nacos (28848), and below the kernel's ephemeral ports (32768 and up), which any outgoing
+connection may take."""
 GROUP = "BENCH_CLUSTER"
 KILLS = 10
 WRITE_TIMEOUT = 3.0

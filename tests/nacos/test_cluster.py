@@ -36,7 +36,7 @@ VERSIONS = 12
 KILL_AFTER = 4
 """The leader is killed once every agent has this many versions published."""
 WRITE_TIMEOUT = 3.0
-DOWN_PORT = 38958
+DOWN_PORT = 31958
 """Where a port with no Nacos behind it is looked for."""
 
 

@@ -31,9 +31,11 @@ from pathlib import Path
 from . import nacos as single
 from .nacos import NacosScriptError, nacos_ports, port_free
 
-CLUSTER_START = 38848
-"""Away from the single test server's ports (18848 and up) and the script's own cluster
-(8858, 8868, 8878)."""
+CLUSTER_START = 21848
+"""Away from the single test server's ports (18848 and up), the script's own cluster
+(8858, 8868, 8878) and the bench's; and below the kernel's ephemeral range (32768 and up):
+a fixed port there can be taken by any process's outgoing connection before a node binds
+it, as a CI run saw ("Address already in use" for a node's gRPC port)."""
 NODES = 3
 CONFIG_GROUP = "nacos_config"
 """The raft group that holds configs: its leader takes every config write."""
