@@ -33,6 +33,7 @@ from typing import Any
 import cel
 
 from dynagent import _regex
+from dynagent.registry._cel_flat import Slot, flattened, literal_keys
 
 NAMES = ("caller", "headers", "variables", "metadata", "user")
 MAPS = frozenset({"headers", "variables", "metadata"})
@@ -59,14 +60,30 @@ class Match:
     """The names the expression reads."""
     keys: Mapping[str, frozenset[str] | None]
     """Per map it reads: the keys it names literally, or None when it needs the map whole."""
+    slots: tuple[Slot, ...] = ()
+    """The literal reads of maps, each a variable of its own (``_cel_flat.py``)."""
+    whole: tuple[str, ...] = ()
+    """The names handed over as they are (strings, and maps read otherwise)."""
+    flat: bool = True
+    """No map is handed over whole: the context's items are their own memo key."""
     errors: int = 0
     """Evaluations that failed (the request was not eligible)."""
     _memo: OrderedDict[tuple[Any, ...], bool] = field(default_factory=OrderedDict, repr=False)
 
     def eligible(self, attributes: Mapping[str, Any]) -> bool:
         """Whether a request with these attributes may reach the canary."""
-        context = {name: self._projected(name, attributes.get(name)) for name in self.reads}
-        memo_key = tuple(_frozen(context[name]) for name in self.reads)
+        context = {name: self._projected(name, attributes.get(name)) for name in self.whole}
+        for slot in self.slots:
+            mapping = attributes.get(slot.source)
+            if not isinstance(mapping, Mapping):
+                mapping = {}
+            # A request's header mapping compares names without case.
+            if slot.present:
+                context[slot.name] = slot.key in mapping
+            elif slot.key in mapping:
+                context[slot.name] = str(mapping[slot.key])
+        items = tuple(context.items())
+        memo_key = items if self.flat else tuple(map(_frozen, items))
         known = self._memo.get(memo_key)
         if known is not None:
             self._memo.move_to_end(memo_key)
@@ -85,17 +102,14 @@ class Match:
         if name not in MAPS:
             return value if isinstance(value, str) else ""
         mapping = value if isinstance(value, Mapping) else {}
-        wanted = self.keys.get(name)
-        if wanted is None:
-            if name == "headers":  # names lower-cased, as HTTP compares them
-                return {str(key).lower(): str(v) for key, v in mapping.items()}
-            return {str(key): str(v) for key, v in mapping.items()}
-        # A header mapping of the request compares names without case.
-        return {key: str(mapping[key]) for key in wanted if key in mapping}
+        if name == "headers":  # names lower-cased, as HTTP compares them
+            return {str(key).lower(): str(v) for key, v in mapping.items()}
+        return {str(key): str(v) for key, v in mapping.items()}
 
 
-def _frozen(value: Any) -> Any:
-    return tuple(sorted(value.items())) if isinstance(value, dict) else value
+def _frozen(item: tuple[str, Any]) -> Any:
+    name, value = item
+    return (name, tuple(sorted(value.items()))) if isinstance(value, dict) else item
 
 
 def compile_match(source: str) -> Match:
@@ -113,95 +127,13 @@ def compile_match(source: str) -> Match:
     if unknown:
         raise MatchError(f"unknown name {unknown[0]!r}; known: {', '.join(NAMES)}")
     reads = tuple(name for name in NAMES if name in program.variables())
-    keys = {name: _literal_keys(source, name) for name in reads if name in MAPS}
-    return Match(source, program, reads, keys)
-
-
-def _literal_keys(source: str, name: str) -> frozenset[str] | None:
-    """The keys of map ``name`` that ``source`` reads, when it reads it only by literal
-    keys (``name["k"]``, ``name.k``, ``has(name.k)``, ``"k" in name``); else None."""
-    tokens = _tokens(source)
-    if any(kind == "str" and text[:1] in "rRbB" for kind, text in tokens):
-        return None  # raw and bytes literals: not worth reading keys from, pass it whole
-    keys: set[str] = set()
-    for index, (kind, text) in enumerate(tokens):
-        if kind != "id" or text != name or _is_member(tokens, index):
-            continue
-        key = _key_after(tokens, index) or _key_before(tokens, index)
-        if key is None:
-            return None
-        keys.add(key)
-    return frozenset(keys)
-
-
-def _is_member(tokens: list[tuple[str | None, str]], index: int) -> bool:
-    """``x.headers``: a field named like the map, not the map."""
-    return index > 0 and tokens[index - 1] == ("op", ".")
-
-
-def _key_after(tokens: list[tuple[str | None, str]], index: int) -> str | None:
-    rest = tokens[index + 1 : index + 4]
-    if len(rest) >= 3 and rest[0] == ("op", "[") and rest[1][0] == "str" and rest[2] == ("op", "]"):
-        return _unquoted(rest[1][1])
-    if len(rest) >= 2 and rest[0] == ("op", ".") and rest[1][0] == "id":
-        called = len(rest) >= 3 and rest[2] == ("op", "(")
-        return None if called else rest[1][1]
-    return None
-
-
-def _key_before(tokens: list[tuple[str | None, str]], index: int) -> str | None:
-    if index >= 2 and tokens[index - 1] == ("id", "in") and tokens[index - 2][0] == "str":
-        return _unquoted(tokens[index - 2][1])
-    return None
-
-
-def _unquoted(literal: str) -> str | None:
-    """A plain string literal's text; None for one with escapes or raw prefixes (then the
-    map is passed whole rather than guessing what the escape means)."""
-    if literal[:1] in "rR" or "\\" in literal or literal.startswith(("'''", '"""')):
-        return None
-    return literal[1:-1]
+    keys = {name: literal_keys(source, name) for name in reads if name in MAPS}
+    flat, slots = flattened(source, keys)
+    whole = tuple(n for n in reads if n not in MAPS or keys.get(n) is None)
+    only_strings = not any(name in MAPS for name in whole)
+    return Match(source, cel.compile(flat), reads, keys, tuple(slots), whole, only_strings)
 
 
 def _bound(source: str) -> list[str]:
     """The variables comprehensions bind (``headers.exists(k, …)``: ``k``)."""
     return [m.group(1) or "" for m in _MACRO.finditer(source)]
-
-
-def _tokens(source: str) -> list[tuple[str | None, str]]:
-    """``source`` as (kind, text) tokens: ``str`` literals (quotes kept), ``id``
-    identifiers and one-character ``op``s; one pass, no backtracking."""
-    tokens: list[tuple[str | None, str]] = []
-    i, n = 0, len(source)
-    while i < n:
-        char = source[i]
-        if char.isspace():
-            i += 1
-        elif char in "\"'" or (char in "rRbB" and source[i + 1 : i + 2] in ("'", '"')):
-            end = _string_end(source, i + (0 if char in "\"'" else 1))
-            tokens.append(("str", source[i:end]))
-            i = end
-        elif char.isalpha() or char == "_":
-            end = i + 1
-            while end < n and (source[end].isalnum() or source[end] == "_"):
-                end += 1
-            tokens.append(("id", source[i:end]))
-            i = end
-        else:
-            tokens.append(("op", char))
-            i += 1
-    return tokens
-
-
-def _string_end(source: str, start: int) -> int:
-    """The index after the string literal whose opening quote is at ``start``."""
-    quote = source[start] * 3 if source.startswith(source[start] * 3, start) else source[start]
-    i = start + len(quote)
-    while i < len(source):
-        if source[i] == "\\":
-            i += 2
-        elif source.startswith(quote, i):
-            return i + len(quote)
-        else:
-            i += 1
-    return len(source)
