@@ -72,10 +72,12 @@ async def service(
         running.write_agent(yaml.safe_dump(SUITE, sort_keys=False), filename="bot.evals.yaml")
         running.write_agent(agent_document("plain"))
         await running.registry.wait_for(
-            lambda r: "plain" in r
-            and "bot" in r
-            and r.entry("bot").canary is not None
-            and "evals" in r.status("bot")
+            lambda r: (
+                "plain" in r
+                and "bot" in r
+                and r.entry("bot").canary is not None
+                and "evals" in r.status("bot")
+            )
         )
         yield running
 
