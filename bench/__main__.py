@@ -4,7 +4,8 @@ One scripted OpenAI-compatible model server (its own process, loopback) serves
 every figure. In order: runtime overhead against the raw loop and the peer
 frameworks; service throughput against the floor; swapping versions under
 load; hot reload from files; real tools (an MCP round trip against the SDK client, an
-agent called as a tool against ``Agent.run``); hostile text, the ``dynagent`` command's start
+agent called as a tool against ``Agent.run``); an evaluation suite against plain runs of
+its inputs (``bench.evals``); hostile text, the ``dynagent`` command's start
 against Python's own (``bench.cli_start``), and a flooding model's 1 MB answer
 (``bench.model_stream``, its own model process); then, with a real Nacos started by
 ``scripts/nacos.sh`` on its own port and home, hot reload through Nacos and
@@ -34,6 +35,7 @@ from loguru import logger
 
 from bench import (
     cli_start,
+    evals,
     fleet,
     hostile_text,
     model_stream,
@@ -152,6 +154,9 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         )
         await run.part(
             "tools", lambda: tools.measure(model_url, 200 if quick else 800), tools.table
+        )
+        await run.part(
+            "evals", lambda: evals.measure(model_url, rounds=3 if quick else 8), evals.table
         )
         await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
         await run.part(
@@ -276,6 +281,7 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             hold <= hostile_text.LOOP_BAR_MS,
         )
     found += cli_start.bars(data.get("cli_start", {}))
+    found += evals.bars(data.get("evals", {}))
     if "failed" in data.get("swap", {}):
         figures = data["swap"]
         bar("swap under load: failed requests", figures["failed"], "0", figures["failed"] == 0)

@@ -1,0 +1,187 @@
+"""Evaluation suites: what a suite run costs over plain runs of the same inputs.
+
+A 200-case suite (every case one model call to the bench's scripted model server, through
+the real ``openai`` client, and two checks) run by ``run_suite`` at concurrency 8, against
+``Agent.run`` of the same 200 inputs at the same concurrency on the same agent: what the
+runner adds (tools replaced, the run isolated from sessions, events collected, checks
+judged, verdicts and the record) over serving the same inputs. Rounds alternate the order
+(A B, B A, …); each round's ratio is the suite's wall (and this process's CPU) over the
+plain runs', and the figure is the median of the rounds. Bar: <= 1.15x, wall and CPU per
+case.
+
+    .venv/bin/python -m bench.evals            # 8 rounds of 200 cases each side
+    .venv/bin/python -m bench.evals --quick    # 3 rounds
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bench._process import Child
+from bench._service import agent_document
+from bench.scenarios import REPLY_TEXT
+from dynagent import Agent, AgentBuilder, Resources, load_spec
+from dynagent.evals import load_suite
+from dynagent.evals.runner import run_suite
+from dynagent.evals.spec import EvalSuite
+
+BAR = 1.15
+CASES = 200
+CONCURRENCY = 8
+
+
+def suite(cases: int = CASES) -> EvalSuite:
+    """``cases`` cases, each one question the reply model answers, with two checks."""
+    return load_suite(
+        {
+            "cases": [
+                {
+                    "id": f"case-{number:03d}",
+                    "input": f"Question {number}: answer please.",
+                    "assert": [
+                        {"type": "icontains", "value": REPLY_TEXT},
+                        {"type": "max-steps", "value": 2},
+                    ],
+                }
+                for number in range(cases)
+            ],
+            "pass": {"min_pass_rate": 1.0},
+        }
+    )
+
+
+async def plain_runs(agent: Agent, inputs: list[str], concurrency: int) -> None:
+    """``Agent.run`` of every input, at most ``concurrency`` at once."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(text: str) -> None:
+        async with limit:
+            result = await agent.run(text)
+        if result.output != REPLY_TEXT:
+            raise AssertionError(f"the plain run answered {result.output!r}")
+
+    await asyncio.gather(*(one(text) for text in inputs))
+
+
+async def timed(call: Callable[[], Awaitable[None]]) -> tuple[float, float]:
+    """Wall and CPU (this process) seconds of one call."""
+    gc.collect()
+    started, used = time.perf_counter(), time.process_time()
+    await call()
+    return time.perf_counter() - started, time.process_time() - used
+
+
+async def suite_against_plain(model_url: str, rounds: int) -> dict[str, Any]:
+    resources = Resources()
+    agent = AgentBuilder(resources=resources).build(load_spec(agent_document(model_url)))
+    cases = suite()
+    inputs = [case.input for case in cases.cases]
+
+    async def evaluation() -> None:
+        run = await run_suite(agent, cases, concurrency=CONCURRENCY)
+        if run.verdict is None or not run.verdict.passed:
+            raise AssertionError(f"the suite failed: {run.as_dict()['reason']}")
+
+    async def plain() -> None:
+        await plain_runs(agent, inputs, CONCURRENCY)
+
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    try:
+        await timed(evaluation)  # warm: connections opened, caches filled
+        await timed(plain)
+        for number in range(rounds):
+            order = ((evaluation, ours), (plain, theirs))
+            for call, into in order if number % 2 == 0 else reversed(order):
+                into.append(await timed(call))
+    finally:
+        await resources.aclose()
+    return _figures(ours, theirs, len(inputs))
+
+
+def _figures(
+    ours: list[tuple[float, float]], theirs: list[tuple[float, float]], cases: int
+) -> dict[str, Any]:
+    wall = [a[0] / b[0] for a, b in zip(ours, theirs, strict=True)]
+    cpu = [a[1] / b[1] for a, b in zip(ours, theirs, strict=True)]
+
+    def per_case(samples: list[tuple[float, float]], index: int) -> float:
+        return round(statistics.median(s[index] for s in samples) / cases * 1000, 3)
+
+    wall_ratio, cpu_ratio = round(statistics.median(wall), 3), round(statistics.median(cpu), 3)
+    return {
+        "cases": cases,
+        "concurrency": CONCURRENCY,
+        "rounds": len(wall),
+        "suite_ms_per_case": {"wall": per_case(ours, 0), "cpu": per_case(ours, 1)},
+        "plain_ms_per_case": {"wall": per_case(theirs, 0), "cpu": per_case(theirs, 1)},
+        "wall_ratio": wall_ratio,
+        "wall_rounds": [round(min(wall), 3), round(max(wall), 3)],
+        "cpu_ratio": cpu_ratio,
+        "cpu_rounds": [round(min(cpu), 3), round(max(cpu), 3)],
+        "bar": BAR,
+        "met": wall_ratio <= BAR and cpu_ratio <= BAR,
+    }
+
+
+async def measure(model_url: str, *, rounds: int) -> dict[str, Any]:
+    return {"suite": await suite_against_plain(model_url, rounds)}
+
+
+def table(data: dict[str, Any]) -> str:
+    part = data["suite"]
+    ours, theirs = part["suite_ms_per_case"], part["plain_ms_per_case"]
+    return (
+        f"{part['cases']}-case suite vs plain Agent.run, concurrency {part['concurrency']}, "
+        f"{part['rounds']} rounds\n"
+        f"  per case: wall {ours['wall']:.3f} vs {theirs['wall']:.3f} ms: "
+        f"{part['wall_ratio']:.3f}x (rounds {part['wall_rounds'][0]:.3f}-"
+        f"{part['wall_rounds'][1]:.3f}); CPU {ours['cpu']:.3f} vs {theirs['cpu']:.3f} ms: "
+        f"{part['cpu_ratio']:.3f}x (rounds {part['cpu_rounds'][0]:.3f}-"
+        f"{part['cpu_rounds'][1]:.3f}); bar <= {part['bar']}: "
+        f"{'met' if part['met'] else 'NOT met'}"
+    )
+
+
+def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """This part's bars, as ``python -m bench`` lists them."""
+    part = data.get("suite")
+    if part is None:
+        return []
+    return [
+        {
+            "bar": f"eval suite / plain runs, {name}",
+            "value": part[f"{name}_ratio"],
+            "limit": f"<= {part['bar']}",
+            "met": part[f"{name}_ratio"] <= part["bar"],
+        }
+        for name in ("wall", "cpu")
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 rounds")
+    parser.add_argument("--rounds", type=int, default=8)
+    args = parser.parse_args()
+
+    async def run() -> dict[str, Any]:
+        async with Child("bench._model_server") as model:
+            data = await measure(model.ready["base_url"], rounds=3 if args.quick else args.rounds)
+            await model.stop()
+        return data
+
+    data = asyncio.run(run())
+    print(table(data))
+    print(json.dumps(data, indent=2))
+
+
+if __name__ == "__main__":
+    main()
