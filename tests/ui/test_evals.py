@@ -214,3 +214,38 @@ async def test_the_canary_panel_shows_each_gate_state_and_its_reason_as_text(
         await expect(cell).to_have_count(0 if gate_state == "passed" else 1)
         assert await ui.page.evaluate("window.pwned") is None
         assert await ui.page.locator("#view img, #view script").count() == 0
+
+
+async def test_a_key_without_admin_sees_the_suite_but_neither_runs_nor_the_button(
+    service: RunningService,
+) -> None:
+    async with ops_page(service.url, key=USER_KEY, shot="evals-limited") as ui:
+        await ui.open("#/evals/bot")
+        await expect(ui.page.locator("#suite")).to_contain_text("4 cases")
+        await expect(ui.page.locator("#suite")).to_contain_text(
+            "Running a suite needs an admin key"
+        )
+        await expect(ui.page.locator("#eval-runs")).to_have_text(
+            "Evaluation runs need an admin key."
+        )
+        await expect(ui.page.locator("#eval-run, #eval-form")).to_have_count(0)
+        assert not [url for url in ui.requests if url.endswith("/evals")]
+
+
+async def test_a_refused_suite_shows_its_error_and_the_last_good_one_stays(
+    service: RunningService,
+) -> None:
+    good = service.registry.status("bot")["evals"]["revision"]
+    async with ops_page(service.url, key=ADMIN_KEY, shot="evals-refused") as ui:
+        await ui.open("#/evals/bot")
+        suite = ui.page.locator("#suite")
+        await expect(suite).to_contain_text(good)
+        broken = "cases:\n  - id: greets\n    input: hello\n    assert:\n      - {type: nope}\n"
+        service.write_agent(broken, filename="bot.evals.yaml")
+        await service.registry.wait_for(
+            lambda r: r.status("bot")["evals"]["last_error"] is not None
+        )
+        await expect(suite.locator(".error-box")).to_contain_text("Newest version refused")
+        await expect(suite.locator(".error-box")).to_contain_text(f"last good suite, {good}")
+        await ui.go("#/evals")
+        await expect(ui.page.locator('#evals-rows tr[data-agent="bot"]')).to_have_class("has-error")

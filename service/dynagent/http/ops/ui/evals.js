@@ -76,7 +76,9 @@ async function renderAgentEvals(name) {
   view.innerHTML = `<div class="bar"><h1><a href="#/evals">Evaluations</a> / <a href="#/agent/${encodeURIComponent(name)}">${esc(name)}</a></h1></div>
 <section class="card" id="suite">loading…</section>
 <section class="card"><h2>Runs</h2><div id="eval-runs">loading…</div></section>`;
-  await Promise.all([refreshSuite(name), loadRuns(name)]);
+  if (state.me && state.me.admin) return Promise.all([refreshSuite(name), loadRuns(name)]);
+  document.getElementById("eval-runs").innerHTML = `<p class="dim">Evaluation runs need an admin key.</p>`;
+  return refreshSuite(name);
 }
 
 async function refreshSuite(name) {
@@ -92,8 +94,7 @@ async function refreshSuite(name) {
   const kept = form ? {variant: form.variant.value, compare: form.compare.checked, concurrency: form.concurrency.value} : null;
   const progress = document.getElementById("eval-progress");
   const progressHtml = progress ? progress.outerHTML : `<div id="eval-progress" aria-live="polite"></div>`;
-  box.innerHTML = suiteDetail(status) + (status.evals ? runForm(status) : "");
-  if (status.evals) document.getElementById("eval-progress").outerHTML = progressHtml;
+  box.innerHTML = suiteDetail(status) + (status.evals ? runForm(status) + progressHtml : "");
   wireRunForm(status, kept);
 }
 
