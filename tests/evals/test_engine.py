@@ -156,13 +156,16 @@ def test_the_table_covers_every_check_type_both_ways() -> None:
     from dynagent.evals.spec import ASSERT_TYPES
 
     seen = {(a["type"], e) for a, _, e in TABLE}
-    judged = {"llm-rubric"}
+    judged = {"llm-rubric", "pairwise"}
     assert {t for t, _ in seen} == set(ASSERT_TYPES) - judged
     assert all((t, True) in seen and (t, False) in seen for t in set(ASSERT_TYPES) - judged)
 
 
-def test_a_rubric_check_is_left_to_a_judge_and_never_passes_alone() -> None:
-    verdict = evaluate(check(type="llm-rubric", value="polite"), outcome("thanks!"))
+@pytest.mark.parametrize(
+    "judged", [{"type": "llm-rubric", "value": "polite"}, {"type": "pairwise"}], ids=str
+)
+def test_a_judged_check_is_left_to_a_judge_and_never_passes_alone(judged: dict[str, Any]) -> None:
+    verdict = evaluate(check(**judged), outcome("thanks!"))
     assert verdict == Verdict(False, 0.0, "needs a judge", needs_judge=True)
 
 

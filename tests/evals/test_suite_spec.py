@@ -166,7 +166,15 @@ def test_a_bad_check_is_refused_naming_its_path(check: str, issue: str) -> None:
         ),
         (
             "cases: [{id: a, input: hi, assert: [{type: llm-rubric, value: polite}]}]",
-            "<root>: Value error, llm-rubric checks are scored by a judge",
+            "<root>: Value error, llm-rubric and pairwise checks are scored by a judge",
+        ),
+        (
+            "cases: [{id: a, input: hi, reference: hello, assert: [{type: pairwise}]}]",
+            "<root>: Value error, llm-rubric and pairwise checks are scored by a judge",
+        ),
+        (
+            "cases: [{id: a, input: hi, assert: [{type: pairwise, threshold: 2}]}]",
+            "cases[#1].assert[#1].threshold: Input should be less than or equal to 1",
         ),
         (
             ONE + "\ncase: []",

@@ -1,5 +1,5 @@
 """The ``dynagent`` command: serve, health, validate, schema, publish, mcp, agents, invoke,
-promote, rollback, rollout. Each command module (and each feature package's ``cli``)
+promote, rollback, rollout, eval. Each command module (and each feature package's ``cli``)
 adds its own subcommands.
 
 A command module imports at its top only what building the parser needs (``argparse``,
@@ -15,12 +15,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from dynagent.cli import health, local, remote, serve
+from dynagent.cli import evals, health, local, remote, serve
 from dynagent.exceptions import ConfigError, StartupError
 from dynagent.mcp import cli as mcp_cli
 from dynagent.nacos import cli as nacos_cli
 
-COMMANDS = (serve, health, nacos_cli, local, mcp_cli, remote)
+COMMANDS = (serve, health, nacos_cli, local, mcp_cli, remote, evals)
 """Where the subcommands come from, in the order ``--help`` lists them."""
 
 

@@ -11,6 +11,8 @@ from prometheus_client.registry import Collector
 
 from dynagent.events import Usage
 
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""A judge's scores, 0 to 1."""
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -49,6 +51,7 @@ class Metrics:
         )
         self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
         self._rollout_metrics(labels)
+        self._eval_metrics()
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
@@ -57,6 +60,33 @@ class Metrics:
             (self.reloads, ("agent", "result")),
             (self.feedback, labels),
             (self.feedback_score, labels),
+            (self.eval_cases, ("agent", "revision", "verdict", "trigger")),
+            (self.judge_score, ("agent", "revision", "variant", "source")),
+            (self.eval_gate, ("agent", "state")),
+        )
+
+    def _eval_metrics(self) -> None:
+        """Evaluation cases by verdict, the judges' scores, and where each gate stands."""
+        self.eval_cases = Counter(
+            "dynagent_eval_cases",
+            "Evaluation cases run, by verdict: pass, fail, or error (the run or its judge "
+            "failed); trigger: api, cli or gate.",
+            ["agent", "revision", "verdict", "trigger"],
+            registry=self.registry,
+        )
+        self.judge_score = Histogram(
+            "dynagent_judge_score",
+            "Scores (0-1) judge agents gave: source suite (evaluation runs) or online "
+            "(sampled live runs).",
+            ["agent", "revision", "variant", "source"],
+            buckets=SCORE_BUCKETS,
+            registry=self.registry,
+        )
+        self.eval_gate = Gauge(
+            "dynagent_eval_gate",
+            "1 for the state each canary's evaluation gate is in.",
+            ["agent", "state"],
+            registry=self.registry,
         )
 
     def _rollout_metrics(self, labels: tuple[str, str]) -> None:

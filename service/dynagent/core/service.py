@@ -24,6 +24,7 @@ from dynagent.a2a.nacos_registry import NacosA2aDirectory, NacosA2aRegistrar, st
 from dynagent.config import ServiceConfig, SpringAiAlibabaConfig
 from dynagent.core.auth import ApiKeys
 from dynagent.core.drain import Drain
+from dynagent.core.eval_runs import EvalRuns
 from dynagent.core.gauges import RegistryGauges
 from dynagent.core.keys_watch import KeysFileWatch
 from dynagent.core.metrics import Metrics
@@ -99,6 +100,8 @@ class Service:
     """Masks what the operations views show of definitions and traces."""
     watchers: StreamSlots
     """The open ``/v1/watch/agents`` streams, in all and per key, within their limits."""
+    evals: EvalRuns = field(default_factory=EvalRuns)
+    """Evaluation runs this replica started (``core/evals.py``), kept for reading back."""
     tracer: RunTracer | None = None
     """OpenTelemetry for runs; set when the ``otel`` extra is installed and configured."""
     factories: dict[str, AgentBuilderFactory] = field(default_factory=dict)
@@ -213,6 +216,7 @@ class Service:
             self.decisions.start()
             stack.push_async_callback(self.decisions.aclose)
             stack.push_async_callback(self.shadows.aclose)
+            stack.push_async_callback(self.evals.aclose)
             if self.config.auth.keys_file is not None:
                 self.keys_watch = await asyncio.to_thread(  # it looks at the file: off the loop
                     KeysFileWatch, self.api_keys, self.config.auth, self.environ, self.secrets

@@ -19,6 +19,7 @@ from dynagent.evals.spec import (
     EqualsCheck,
     JsonCheck,
     JsonPathCheck,
+    PairwiseCheck,
     RegexCheck,
     RubricCheck,
     TextCheck,
@@ -67,7 +68,10 @@ class Verdict:
     score: float
     reason: str
     needs_judge: bool = False
-    """An ``llm-rubric`` check this engine cannot score: a judge agent must."""
+    """An ``llm-rubric`` or ``pairwise`` check this engine cannot score: a judge agent must."""
+    error: bool = False
+    """The check could not be scored (the judge failed or answered no score): never a
+    passed check, and shown as the case's error."""
 
 
 def _verdict(passed: bool, reason: str) -> Verdict:
@@ -76,7 +80,7 @@ def _verdict(passed: bool, reason: str) -> Verdict:
 
 def evaluate(assertion: Assertion, outcome: Outcome) -> Verdict:
     """Check ``outcome`` against ``assertion``."""
-    if isinstance(assertion, RubricCheck):
+    if isinstance(assertion, RubricCheck | PairwiseCheck):
         return Verdict(False, 0.0, "needs a judge", needs_judge=True)
     if isinstance(assertion, RegexCheck):
         found = compiled_pattern(assertion.value).search(outcome.answer) is not None

@@ -127,7 +127,7 @@ def parse_score(output: Any, label: str = "the judge") -> Verdict:
 
 
 def _error(reason: str) -> Verdict:
-    return Verdict(False, 0.0, f"judge error: {reason}")
+    return Verdict(False, 0.0, f"judge error: {reason}", error=True)
 
 
 def _cut(text: str) -> str:

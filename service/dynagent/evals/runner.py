@@ -24,7 +24,7 @@ from typing import Any
 
 from dynagent.evals.engine import Outcome, ToolCall, Verdict
 from dynagent.evals.judge import Judge
-from dynagent.evals.spec import Case, EvalSuite, PassRule, RubricCheck
+from dynagent.evals.spec import Case, EvalSuite, PairwiseCheck, PassRule, RubricCheck
 from dynagent.evals.verdicts import (
     CaseVerdict,
     SuiteVerdict,
@@ -87,9 +87,18 @@ class CaseResult:
             "tokens": sum(t.tokens for t in self.trials),
             "cost": None if None in costs else round(sum(c or 0.0 for c in costs), 6),
             "answer": last.answer if last else "",
-            "error": next((t.error for t in self.trials if t.error), None),
+            "error": self.error,
             "checks": _checks(self.trials),
         }
+
+    @property
+    def error(self) -> str | None:
+        """Why a trial ran without an answer, else why a check could not be scored."""
+        failed = next((t.error for t in self.trials if t.error), None)
+        if failed is not None:
+            return failed
+        checks = (v for t in self.trials for v in t.verdict.checks)
+        return next((v.reason for v in checks if v.error), None)
 
 
 def _checks(trials: Sequence[TrialResult]) -> list[dict[str, Any]]:
@@ -170,21 +179,27 @@ async def run_suite(
     on_case: Callable[[SuiteRun, CaseResult], None] | None = None,
     pricing: Pricing | None = None,
     run: SuiteRun | None = None,
+    references: Mapping[str, str] | None = None,
+    reference_run: bool = False,
 ) -> SuiteRun:
     """Run every case of ``suite`` on ``agent``, at most ``concurrency`` runs at once.
 
     ``baseline``: case id → passed on the stable version, for ``no_regressions``;
     ``rule`` overrides the suite's pass rule; ``on_case`` is told each finished case;
-    ``run``: a ``SuiteRun`` made beforehand (so a caller can show it while it fills)."""
+    ``run``: a ``SuiteRun`` made beforehand (so a caller can show it while it fills);
+    ``references``: case id → the stable version's answer, for ``pairwise`` checks of
+    cases without a ``reference``; ``reference_run``: ``agent`` is the stable version,
+    whose answers are the references (such a check passes: nothing to compare)."""
     run = run or SuiteRun(agent.name, agent.revision, variant, suite.revision, len(suite.cases))
     if judge is not None:
         run.judge = judge.label
     limit = asyncio.Semaphore(max(1, concurrency))
     results: dict[str, CaseResult] = {}
+    judging = _Judging(judge, references or {}, reference_run)
 
     async def one(case: Case) -> None:
         trials = await asyncio.gather(
-            *(_trial(agent, case, limit, judge, pricing) for _ in range(case.trials))
+            *(_trial(agent, case, limit, judging, pricing) for _ in range(case.trials))
         )
         result = CaseResult(case.id, case_verdict(case, [t.verdict for t in trials]), tuple(trials))
         results[case.id] = result
@@ -207,11 +222,23 @@ def _order(suite: EvalSuite) -> Callable[[CaseResult], int]:
     return lambda result: positions[result.case_id]
 
 
+@dataclass(frozen=True, slots=True)
+class _Judging:
+    """What the judged checks of a run are scored with."""
+
+    judge: Judge | None
+    references: Mapping[str, str]
+    reference_run: bool
+
+    def reference(self, case: Case) -> str | None:
+        return case.reference if case.reference is not None else self.references.get(case.id)
+
+
 async def _trial(
     agent: Agent,
     case: Case,
     limit: asyncio.Semaphore,
-    judge: Judge | None,
+    judging: _Judging,
     pricing: Pricing | None,
 ) -> TrialResult:
     async with limit:
@@ -220,28 +247,51 @@ async def _trial(
         failed = Verdict(False, 0.0, f"the run failed: {error}")
         checks = tuple(failed for _ in case.assert_)
         return TrialResult(TrialVerdict(False, 0.0, checks), "", outcome.latency_ms, 0, None, error)
-    judged = await _judged(case, outcome, judge)
+    judged = await _judged(case, outcome, judging)
     verdict = trial_verdict(case, outcome, judged)
     answer = outcome.answer[:SHOWN_ANSWER]
     return TrialResult(verdict, answer, outcome.latency_ms, outcome.tokens, outcome.cost)
 
 
-async def _judged(case: Case, outcome: Outcome, judge: Judge | None) -> dict[int, Verdict]:
-    rubrics = [(i, c) for i, c in enumerate(case.assert_) if isinstance(c, RubricCheck)]
-    if not rubrics:
+async def _judged(case: Case, outcome: Outcome, judging: _Judging) -> dict[int, Verdict]:
+    judged = [
+        (i, c) for i, c in enumerate(case.assert_) if isinstance(c, RubricCheck | PairwiseCheck)
+    ]
+    if not judged:
         return {}
-    if judge is None:
-        missing = Verdict(False, 0.0, "no judge: the suite names no judge agent")
-        return {index: missing for index, _ in rubrics}
     scored = await asyncio.gather(
-        *(judge.rubric(check.value, case.input, outcome.answer) for _, check in rubrics)
+        *(_judge_one(check, case, outcome, judging) for _, check in judged)
     )
     return {
         index: dataclasses.replace(
             verdict, passed=verdict.passed and verdict.score >= check.threshold
         )
-        for (index, check), verdict in zip(rubrics, scored, strict=True)
+        for (index, check), verdict in zip(judged, scored, strict=True)
     }
+
+
+async def _judge_one(
+    check: RubricCheck | PairwiseCheck, case: Case, outcome: Outcome, judging: _Judging
+) -> Verdict:
+    judge = judging.judge
+    if isinstance(check, PairwiseCheck):
+        reference = judging.reference(case)
+        if reference is None and judging.reference_run:
+            return Verdict(True, 1.0, "this run is the reference: nothing to compare with")
+        if reference is None:
+            return Verdict(
+                False,
+                0.0,
+                "no reference answer: give the case a reference, or run it with the stable "
+                "version (compare)",
+                error=True,
+            )
+        if judge is None:
+            return Verdict(False, 0.0, "no judge: the suite names no judge agent", error=True)
+        return await judge.pairwise(case.input, outcome.answer, reference, check.value)
+    if judge is None:
+        return Verdict(False, 0.0, "no judge: the suite names no judge agent", error=True)
+    return await judge.rubric(check.value, case.input, outcome.answer)
 
 
 async def run_case(

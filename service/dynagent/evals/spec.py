@@ -20,6 +20,9 @@ from dynagent.spec._issues import document_path, unknown_field
 from dynagent.spec._schemas import check_patterns, check_schema
 from dynagent.spec.agent import Format, parse_document, spec_revision
 
+JUDGED_TYPES = ("llm-rubric", "pairwise")
+"""Checks a judge agent scores."""
+
 SUITE_SUFFIXES = (".evals.yaml", ".evals.yml", ".evals.json")
 
 MAX_CASES = 5000
@@ -110,6 +113,17 @@ class RubricCheck(_Check):
     """The judge's score (0..1) at which the check passes."""
 
 
+class PairwiseCheck(_Check):
+    """Scored by the suite's judge agent: is the answer at least as good as the reference
+    answer (the case's ``reference``, else the stable version's answer in the same run)?"""
+
+    type: Literal["pairwise"]
+    value: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
+    """A rubric the comparison follows (optional)."""
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    """The judge's score (0..1) at which the check passes."""
+
+
 class ToolCheck(_Check):
     """``tool-called``: the run called tool ``value`` (with ``args`` among its arguments,
     when given); ``tool-not-called``: it never did."""
@@ -133,6 +147,7 @@ Assertion = Annotated[
     | JsonCheck
     | JsonPathCheck
     | RubricCheck
+    | PairwiseCheck
     | ToolCheck
     | CeilingCheck,
     Field(discriminator="type"),
@@ -149,6 +164,7 @@ ASSERT_TYPES = (
     "contains-json",
     "json-path",
     "llm-rubric",
+    "pairwise",
     "tool-called",
     "tool-not-called",
     "max-steps",
@@ -179,6 +195,9 @@ class Case(_Strict):
     tags: tuple[str, ...] = Field(default=(), max_length=50)
     tool_results: dict[str, str | tuple[str, ...]] = {}
     """Tool name → the result it returns in this case (a list: one per call, in order)."""
+    reference: str | None = Field(default=None, max_length=MAX_TEXT)
+    """The reference answer ``pairwise`` checks compare with (captured backtests record
+    the stable version's answer here)."""
     assert_: list[Assertion] = Field(alias="assert", min_length=1, max_length=100)
 
     @field_validator("tool_results")
@@ -203,7 +222,8 @@ class PassRule(_Strict):
 
 
 class Judge(_Strict):
-    """The agent that scores ``llm-rubric`` checks (an agent with an output schema)."""
+    """The agent that scores ``llm-rubric`` and ``pairwise`` checks (an agent with an
+    output schema)."""
 
     agent: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")
     concurrency: int = Field(default=4, ge=1, le=64)
@@ -225,13 +245,15 @@ class EvalSuite(_Strict):
                 raise ValueError(f"two cases have the id {case.id!r}; case ids must be unique")
             seen.add(case.id)
         if self.judge is None and self.needs_judge:
-            raise ValueError("llm-rubric checks are scored by a judge: add judge: {agent: NAME}")
+            raise ValueError(
+                "llm-rubric and pairwise checks are scored by a judge: add judge: {agent: NAME}"
+            )
         return self
 
     @property
     def needs_judge(self) -> int:
         """How many checks a judge scores."""
-        return sum(1 for c in self.cases for a in c.assert_ if a.type == "llm-rubric")
+        return sum(1 for c in self.cases for a in c.assert_ if a.type in JUDGED_TYPES)
 
     @property
     def revision(self) -> str:

@@ -6,7 +6,7 @@ from aiohttp import web
 
 from dynagent.http import a2a
 from dynagent.http._routes import Routes
-from dynagent.http.api import agents, feedback
+from dynagent.http.api import agents, evals, feedback
 from dynagent.http.openai import chat, models, responses
 from dynagent.http.ops import admin, live, mcp, probes, traces, ui
 
@@ -15,6 +15,7 @@ TABLES: tuple[Routes, ...] = (
     agents.routes,
     admin.routes,
     feedback.routes,
+    evals.routes,
     chat.routes,
     models.routes,
     responses.routes,
