@@ -32,6 +32,12 @@ def add_commands(commands: Any) -> None:
 
     up = commands.add_parser("promote", help="make an agent's canary its stable version")
     up.add_argument("name")
+    up.add_argument(
+        "--force",
+        action="store_true",
+        help="promote a gated canary without a passing evaluation record (recorded with "
+        "who forced it)",
+    )
     _client_options(up)
     _json_option(up)
     up.set_defaults(func=promote)
@@ -119,7 +125,8 @@ def invoke(args: argparse.Namespace) -> int:
 
 
 def promote(args: argparse.Namespace) -> int:
-    return _call(args, "POST", f"/v1/agents/{args.name}/promote", line=_promoted)
+    body = {"force": True} if args.force else None
+    return _call(args, "POST", f"/v1/agents/{args.name}/promote", body, line=_promoted)
 
 
 def rollback(args: argparse.Namespace) -> int:

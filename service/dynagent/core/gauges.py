@@ -42,7 +42,14 @@ class RegistryGauges(Collector):
             "Circuit breaker of each agent's model endpoint: 0 closed, 1 half-open, 2 open.",
             labels=["agent", "variant", "endpoint"],
         )
+        gate = GaugeMetricFamily(
+            "dynagent_eval_gate",
+            "1 for the state of the gate of the agent's canary (rollout.gate).",
+            labels=["agent", "state"],
+        )
         for entry in self._registry:
+            if entry.canary is not None and entry.canary.gate is not None:
+                gate.add_metric([entry.name, entry.canary.gate.state], 1.0)
             refused.add_metric([entry.name], 1.0 if entry.last_error else 0.0)
             if entry.canary is not None:
                 weight.add_metric([entry.name], entry.canary.policy.weight)
@@ -58,7 +65,7 @@ class RegistryGauges(Collector):
         )
         for source in self._registry.degraded:
             degraded.add_metric([source], 1.0)
-        yield from (weight, pulled, refused, circuit, degraded)
+        yield from (weight, pulled, refused, circuit, degraded, gate)
 
 
 def _circuits(family: GaugeMetricFamily, agent: Agent, variant: str) -> None:

@@ -55,6 +55,7 @@ from dynagent.registry.events import (
 )
 from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.decisions import RolloutDecisions
+from dynagent.rollout.gate import CanaryGate
 from dynagent.runtime.builder import AgentBuilder
 from dynagent.runtime.environment import service_policy
 from dynagent.runtime.resources import Resources
@@ -116,6 +117,12 @@ class Service:
     _interceptors: InterceptorRegistry | None = None
     _specs: Sequence[AgentSpec] = ()
     _extra_factories: Sequence[FactoryMaker] = ()
+    gate: CanaryGate = field(init=False)
+    """Runs the suites of gated canaries (``rollout.gate``) and records their results."""
+
+    def __post_init__(self) -> None:
+        self.gate = CanaryGate(self.registry, self.decisions)
+        self.gate.attach()
 
     @classmethod
     def create(
@@ -215,6 +222,8 @@ class Service:
             await stack.enter_async_context(self._agents())
             self.decisions.start()
             stack.push_async_callback(self.decisions.aclose)
+            self.gate.start()
+            stack.push_async_callback(self.gate.aclose)
             stack.push_async_callback(self.shadows.aclose)
             stack.push_async_callback(self.evals.aclose)
             if self.config.auth.keys_file is not None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dynagent.exceptions import ConfigError, FieldIssue
+from dynagent.registry.gate import GatePolicy, GateRecord
 from dynagent.spec.agent import AgentSpec, Format, issues_from, load_spec, parse_document
 
 GUARDED_ERRORS = frozenset(
@@ -135,6 +136,11 @@ class RolloutPolicy(BaseModel):
     pin_sessions: bool = False
     """A session stays on the variant it started on for the life of this canary revision
     (weight changes and steps move new sessions only); a paused canary still serves none."""
+    gate: GatePolicy | None = None
+    """Hold the canary out of live traffic until its evaluation suite passes for exactly
+    this revision (``registry.gate``); shadow traffic still runs."""
+    gate_record: GateRecord | None = None
+    """The gate's claim or result, written back by the service."""
 
     @model_validator(mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 
 from dynagent.exceptions import ConfigError
 from dynagent.registry.canary import Pulled, RolloutPolicy, VariantStats
+from dynagent.registry.gate import GateState
 from dynagent.runtime.agent import Agent, Variant
 
 
@@ -44,10 +45,18 @@ class Canary:
     this replica saw the step first)."""
     step_ok: int = 0
     """Successful canary requests counted before the current step began."""
+    gate: GateState | None = None
+    """Set when ``rollout.gate`` asks for one: the canary takes live traffic only while
+    its gate is open (passed, or forced)."""
 
     @property
     def serving(self) -> bool:
         return self.pulled is None
+
+    @property
+    def held(self) -> bool:
+        """True while its gate keeps it from live traffic (shadow traffic still runs)."""
+        return self.gate is not None and not self.gate.open
 
     def healthy(self, stats: VariantStats | None) -> int:
         """Successful requests in the current step."""
@@ -103,7 +112,7 @@ class AgentEntry:
         canary = self.canary
         if canary is None:
             return None
-        return {
+        status = {
             "revision": canary.agent.revision,
             "weight": canary.policy.weight,
             "sticky_key": canary.policy.sticky_key,
@@ -121,6 +130,9 @@ class AgentEntry:
             "guard": canary.policy.guard.model_dump(),
             "steps": _steps_status(canary, stats),
         }
+        if canary.gate is not None:  # absent without ``rollout.gate``
+            status["gate"] = canary.gate.as_dict()
+        return status
 
 
 def _steps_status(canary: Canary, stats: VariantStats | None) -> dict[str, Any] | None:

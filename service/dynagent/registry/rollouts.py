@@ -9,6 +9,7 @@ back to the canary's document elsewhere (``rollout.decisions``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC
 
@@ -34,10 +35,19 @@ from dynagent.registry.events import (
     CanaryWeightChanged,
     RegistryEvent,
 )
+from dynagent.registry.gate import GateState, held
 from dynagent.registry.table import AgentTable
 from dynagent.runtime.agent import Agent, Variant
 
 VARIANTS: tuple[Variant, ...] = ("stable", "canary")
+
+Gatekeeper = Callable[[Canary], GateState | None]
+"""The gate state of a canary as it is stored (None: it has no gate)."""
+
+
+def _held_until_judged(canary: Canary) -> GateState | None:
+    """Without a gatekeeper a gated canary stays out of live traffic."""
+    return None if canary.policy.gate is None else held(canary.agent.revision)
 
 
 def _step_start(policy: RolloutPolicy, now: float) -> float:
@@ -55,6 +65,8 @@ class Rollouts:
         self.changes = table.changes
         self._stats: dict[tuple[str, Variant], VariantStats] = {}
         self.changes.listeners.append(self._forget)
+        self.gatekeeper: Gatekeeper = _held_until_judged
+        """Judges a canary's gate each time the canary is stored (``rollout.gate``)."""
 
     def _forget(self, event: RegistryEvent) -> None:
         """A new stable revision is judged afresh; a removed agent leaves no figures."""
@@ -84,6 +96,7 @@ class Rollouts:
             pin is None
             and canary is not None
             and canary.serving
+            and not canary.held
             and (entry.stable is None or picks_canary(name, key, canary.policy.weight))
         ):
             return canary.agent, "canary"
@@ -112,6 +125,7 @@ class Rollouts:
             return
         now = time.time()
         canary = Canary(agent, policy, now, pulled, _step_start(policy, now))
+        canary = replace(canary, gate=self.gatekeeper(canary))
         self.table.store(replace(current, canary=canary, last_error=None))
         self.table.remember(agent, "canary", now)
         self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
@@ -135,6 +149,7 @@ class Rollouts:
         if resumed:  # judged afresh: the failures that paused it are history
             self._stats[(entry.name, "canary")] = VariantStats(policy.guard.window)
         canary = replace(old, policy=policy, pulled=pulled)
+        canary = self._gated(canary, self.gatekeeper(canary))
         if resumed or (policy.weight, policy.step_at) != (old.policy.weight, old.policy.step_at):
             stats = self._stats.get((entry.name, "canary"))
             ok = stats.requests - stats.errors if stats else 0
@@ -156,6 +171,34 @@ class Rollouts:
             logger.warning(
                 "agent {} canary {} paused by {}: {}", name, revision, pulled.by, pulled.reason
             )
+
+    def set_gate(self, name: str, gate: GateState | None) -> None:
+        """Store the newly judged gate of ``name``'s canary (a suite, a judge, a claim
+        changed); an opened gate starts the canary's traffic, and its step clock."""
+        entry = self.table.find(name)
+        canary = entry.canary if entry else None
+        if entry is None or canary is None or canary.gate == gate:
+            return
+        self.table.store(replace(entry, canary=self._gated(canary, gate)))
+
+    def _gated(self, canary: Canary, gate: GateState | None) -> Canary:
+        was_held, now_held = canary.held, gate is not None and not gate.open
+        if was_held != now_held or (gate and canary.gate and gate.state != canary.gate.state):
+            self._tell_gate(canary, gate)
+        if was_held and not now_held:  # its traffic starts now: so does its first step
+            stats = self._stats.get((canary.agent.name, "canary"))
+            ok = stats.requests - stats.errors if stats else 0
+            return replace(canary, gate=gate, step_since=time.time(), step_ok=ok)
+        return replace(canary, gate=gate)
+
+    def _tell_gate(self, canary: Canary, gate: GateState | None) -> None:
+        name, revision = canary.agent.name, canary.agent.revision
+        if gate is None or gate.open:
+            logger.info("agent {} canary {}: gate open, taking live traffic", name, revision)
+        elif gate.state == "failed":
+            logger.warning("agent {} canary {}: gate failed: {}", name, revision, gate.reason)
+        else:
+            logger.info("agent {} canary {}: gate {}: {}", name, revision, gate.state, gate.reason)
 
     def resume_canary(self, name: str) -> None:
         """Lift a pull that lives only in this replica (one never recorded in the document)."""

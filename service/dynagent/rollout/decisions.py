@@ -77,7 +77,7 @@ class RolloutDecisions:
             now = time.time()
             for entry in list(self.rollouts.table):
                 canary = entry.canary
-                if canary is None or not canary.serving or entry.name in self._busy:
+                if canary is None or not canary.serving or canary.held or entry.name in self._busy:
                     continue
                 healthy = canary.healthy(self.rollouts.canary_stats(entry.name))
                 if canary.policy.step_done(canary.step_since, healthy, now):

@@ -54,6 +54,14 @@ class PauseRequest(BaseModel):
     status; default: ``paused by hand``."""
 
 
+class PromoteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    force: bool = False
+    """Promote a gated canary without a passing evaluation record for its revision; the
+    canary's ``rollout.gate_record`` then says who forced it (state ``forced``)."""
+
+
 class Answer(BaseModel):
     """An answer's shape: the keys it has at least. A body the core builds (an agent's
     status, a trace …) is validated into its model at the HTTP edge and written whole:
@@ -105,12 +113,28 @@ class TrafficBody(Answer):
     p95_ms: float | None
 
 
+class GateBody(Answer):
+    """A gated canary's gate (``rollout.gate``): it takes live traffic only while
+    ``state`` is ``passed`` or ``forced``."""
+
+    state: Literal["pending", "running", "passed", "failed", "forced", "stale"]
+    revision: str
+    suite_revision: str | None
+    judge: str | None
+    run_id: str | None
+    reason: str | None
+    at: float
+    by: str | None
+
+
 class CanaryBody(Answer):
     revision: str
     weight: float
     state: Literal["serving", "pulled"]
     source: SourceBody
     loaded_at: float
+    gate: GateBody | None = None
+    """Present when the canary has ``rollout.gate``."""
 
 
 class SuiteStatusBody(Answer):

@@ -19,6 +19,7 @@ from dynagent.http.api.schemas import (
     AgentStatus,
     CurrentRevisions,
     PauseRequest,
+    PromoteRequest,
     RevisionBody,
     RevisionHistory,
     RollbackRequest,
@@ -69,18 +70,30 @@ async def revisions(request: web.Request) -> web.Response:
         "POST",
         "/v1/agents/{name}/promote",
         "Make the canary the stable version (admin key)",
+        request=PromoteRequest,
+        request_required=False,
         response=AgentStatus,
-        errors=ADMIN_ERRORS,
+        errors=(*ADMIN_ERRORS, *BODY_ERRORS),
     )
 )
 async def promote(request: web.Request) -> web.Response:
-    """Make the canary the stable definition and end the canary."""
+    """Make the canary the stable definition and end the canary. A gated canary without a
+    passing record for its revision is refused (409) unless the body says ``force``."""
     name = request.match_info["name"]
     _admin(request, name)
+    body = await read_body(request, PromoteRequest) if request.can_read_body else None
     registry = service(request).registry
     entry = registry.entry(name)
     if entry.canary is None:
         raise Conflict(f"agent {name!r} has no canary to promote")
+    gate = service(request).gate
+    refusal = gate.refusal(name)
+    if refusal is not None and not (body is not None and body.force):
+        raise Conflict(f"cannot promote: {refusal} (dynagent promote --force)")
+    forced = None
+    if refusal is not None:
+        async with _refused_as("record the forced promotion"):
+            forced = await gate.force(name, _operator(request))
     candidate = entry.canary.agent
     factory = service(request).factories[candidate.factory]
     current = entry.stable.source if entry.stable else None
@@ -88,7 +101,10 @@ async def promote(request: web.Request) -> web.Response:
         await factory.write(name, "stable", candidate.spec, current)
         await factory.write(name, "canary", None, candidate.source)
     await _until(registry, name, candidate.spec.revision, canary_gone=True)
-    return json(AgentStatus.model_validate(registry.status(name)))
+    status = registry.status(name)
+    if forced is not None:  # the record the canary's document held when it was promoted
+        status["forced"] = forced.as_dict()
+    return json(AgentStatus.model_validate(status))
 
 
 @routes.add(
@@ -151,7 +167,7 @@ async def pause(request: web.Request) -> web.Response:
         raise Conflict(f"agent {name!r} has no canary to pause")
     if not canary.serving:
         raise Conflict(f"the canary of agent {name!r} is already paused")
-    by = caller(request).name[:200] if service(request).api_keys.enabled else "operator"
+    by = _operator(request)
     reason = body.reason if body is not None and body.reason else PAUSE_REASON
     async with _refused_as("pause"):
         await service(request).decisions.pause(name, reason, by)
@@ -201,6 +217,12 @@ async def resume(request: web.Request) -> web.Response:
             f"the resume of {name!r}'s canary was written but is not served yet"
         ) from None
     return json(AgentStatus.model_validate(registry.status(name)))
+
+
+def _operator(request: web.Request) -> str:
+    """Who a decision by hand is recorded as: the admin key's name (``operator`` with
+    auth off)."""
+    return caller(request).name[:200] if service(request).api_keys.enabled else "operator"
 
 
 @asynccontextmanager

@@ -1,0 +1,392 @@
+"""The gate of a canary: its evaluation suite runs once for the fleet, and the canary takes
+live traffic only once the suite passed for exactly its revision.
+
+Every replica judges each gated canary the same way (``registry.gate``): the record in
+``rollout.gate_record`` of the canary's document must be of the canary revision, the
+suite revision and the judge revision serving now. Until it is, the canary is held (its
+weight counts as 0; shadow traffic still runs). A replica that sees no record, or a
+stale one, claims the run by a compare-and-set on the document (``rollout.decisions``,
+as the progressive steps are taken): the one write that lands wins, the others read
+the claim back and wait. The winner renews its claim while the suite runs; a claim not
+renewed in ``CLAIM_SECONDS`` (its replica crashed) is stale, and another replica takes
+it. The result is written into the same document, so every replica — and one started
+later — sees it: a pass opens the gate, a failure also writes ``rollout.paused`` by
+``gate`` with the suite's reason.
+
+A canary defined in code (no document to write) keeps its record in this replica only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+from dynagent.evals.judge import Judge
+from dynagent.evals.record import KIND, SuiteRecord
+from dynagent.evals.runner import SuiteRun, run_suite
+from dynagent.evals.spec import EvalSuite, PassRule
+from dynagent.exceptions import Conflict, DynagentError
+from dynagent.registry.canary import Pulled
+from dynagent.registry.entry import Canary
+from dynagent.registry.facade import AgentRegistry
+from dynagent.registry.gate import (
+    GateKey,
+    GatePolicy,
+    GateRecord,
+    GateState,
+    gate_state,
+    stamp,
+    written,
+)
+from dynagent.rollout.decisions import RolloutDecisions
+from dynagent.runtime.agent import Agent
+
+CLAIM_SECONDS = 30.0
+"""How long a claim holds without renewal; its replica renews it every third of that."""
+TICK = 0.2
+"""Seconds between looks at the gated canaries (a new suite or judge, an expired claim)."""
+RETRY_SECONDS = 5.0
+"""After a claim or a result could not be written (the config center out), the wait
+before this replica tries again."""
+KEPT_RUNS = 20
+"""Gate runs this replica keeps (``CanaryGate.runs``)."""
+
+RunHook = Callable[[SuiteRun, str], None]
+"""Told each gate run as it starts: the run (filled in as cases finish) and the replica."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    key: GateKey
+    suite: EvalSuite | None
+    judge: Agent | None
+    missing: str | None
+    """Why the suite cannot run now (no suite, its judge not served)."""
+
+
+def gate_rule(suite: PassRule, gate: GatePolicy) -> PassRule:
+    """The suite's pass rule with the gate's overrides."""
+    overrides = {
+        field: value
+        for field in ("min_pass_rate", "min_mean_score", "no_regressions")
+        if (value := getattr(gate, field)) is not None
+    }
+    return suite.model_copy(update=overrides)
+
+
+class CanaryGate:
+    """Judges, claims, runs and records the gates of this registry's canaries."""
+
+    def __init__(
+        self, registry: AgentRegistry, decisions: RolloutDecisions, replica: str | None = None
+    ) -> None:
+        self.registry = registry
+        self.decisions = decisions
+        self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        """Who claims runs in records (``by``): unique per running service."""
+        self.on_run: list[RunHook] = []
+        self.runs: deque[SuiteRun] = deque(maxlen=KEPT_RUNS)
+        """The gate runs this replica made, newest last."""
+        self._local: dict[str, GateRecord] = {}
+        """Records of canaries whose document cannot be written (defined in code)."""
+        self._busy: set[str] = set()
+        self._retry_at: dict[str, float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+
+    def attach(self) -> None:
+        """Judge every canary's gate as it is stored from now on."""
+        self.registry.rollouts.gatekeeper = self.judge
+
+    def start(self) -> None:
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    # -- judging -----------------------------------------------------------------
+
+    def judge(self, canary: Canary) -> GateState | None:
+        """The gate state of ``canary`` now (None without ``rollout.gate``)."""
+        policy = canary.policy.gate
+        if policy is None:
+            return None
+        inputs = self._inputs(canary.agent, policy)
+        return gate_state(self._record(canary), inputs.key, time.time(), inputs.missing)
+
+    def _record(self, canary: Canary) -> GateRecord | None:
+        written, local = canary.policy.gate_record, self._local.get(canary.agent.name)
+        if local is not None and (written is None or local.at >= written.at):
+            return local
+        return written
+
+    def _inputs(self, agent: Agent, policy: GatePolicy) -> _Inputs:
+        """The key a record must match, the suite, the judge, and why it cannot run."""
+        owner = policy.suite or agent.name
+        held = self.registry.attachments.get(owner, KIND)
+        suite = held.suite if isinstance(held, SuiteRecord) else None
+        if suite is None:
+            absent = f"no evaluation suite: publish {owner}.evals.yaml"
+            return _Inputs(GateKey(agent.revision, None, None), None, None, absent)
+        judge: Agent | None = None
+        missing: str | None = None
+        if suite.judge is not None:
+            entry = self.registry.table.find(suite.judge.agent)
+            judge = entry.stable if entry is not None else None
+            if judge is None:
+                missing = f"the suite's judge agent {suite.judge.agent!r} is not served"
+        label = f"{judge.name}@{judge.revision}" if judge is not None else None
+        return _Inputs(GateKey(agent.revision, suite.revision, label), suite, judge, missing)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK)
+            for entry in list(self.registry):
+                canary = entry.canary
+                if canary is not None and canary.policy.gate is not None:
+                    self._review(entry.name, canary, canary.policy.gate)
+
+    def _review(self, name: str, canary: Canary, policy: GatePolicy) -> None:
+        inputs = self._inputs(canary.agent, policy)
+        state = gate_state(self._record(canary), inputs.key, time.time(), inputs.missing)
+        self.registry.rollouts.set_gate(name, state)
+        runnable = state.state in ("pending", "stale") and inputs.suite is not None
+        waiting = self._retry_at.get(name, 0.0) > time.monotonic()
+        if runnable and inputs.missing is None and name not in self._busy and not waiting:
+            self._busy.add(name)
+            self._spawn(self._gate(name, canary, policy, inputs))
+
+    # -- running -----------------------------------------------------------------
+
+    async def _gate(self, name: str, canary: Canary, policy: GatePolicy, inputs: _Inputs) -> None:
+        run_id, key, suite = secrets.token_hex(8), inputs.key, inputs.suite
+        assert suite is not None
+        try:
+            if not await self._claim(name, canary, key, run_id):
+                return
+            renewing = asyncio.get_running_loop().create_task(self._renew(name, canary, run_id))
+            try:
+                run = await self._run(canary, policy, suite, inputs.judge, run_id)
+            finally:
+                renewing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewing
+            await self._result(name, canary, key, run)
+        except DynagentError as exc:
+            self._retry_at[name] = time.monotonic() + RETRY_SECONDS
+            logger.warning("agent {} canary gate: the run could not be recorded: {}", name, exc)
+        finally:
+            self._busy.discard(name)
+
+    async def _claim(self, name: str, canary: Canary, key: GateKey, run_id: str) -> bool:
+        now = time.time()
+        claim = GateRecord(
+            state="running",
+            revision=key.revision,
+            suite_revision=key.suite_revision,
+            judge=key.judge,
+            run_id=run_id,
+            at=stamp(now),
+            by=self.replica,
+            until=stamp(now + CLAIM_SECONDS),
+        )
+
+        def take(rollout: dict[str, Any]) -> bool:
+            current = GateRecord.read(rollout)
+            if current is not None and gate_state(current, key, time.time()).state not in (
+                "pending",
+                "stale",
+            ):
+                return False  # another replica claimed it, or its result is in
+            rollout["gate_record"] = written(claim)
+            return True
+
+        won = await self._write(name, canary, take, claim)
+        if won:
+            logger.info("agent {} canary {}: this replica runs its gate", name, key.revision)
+        return won
+
+    async def _write(
+        self,
+        name: str,
+        canary: Canary,
+        change: Callable[[dict[str, Any]], bool],
+        record: GateRecord,
+    ) -> bool:
+        """Apply ``change`` to the canary's document; a canary with no document to write
+        keeps ``record`` in this replica."""
+        if canary.agent.source.kind == "code":
+            self._local[name] = record
+            self.registry.rollouts.set_gate(name, self.judge(canary))
+            return True
+        return await self.decisions.edit(name, canary.agent.spec.revision, change)
+
+    async def _renew(self, name: str, canary: Canary, run_id: str) -> None:
+        while True:
+            await asyncio.sleep(CLAIM_SECONDS / 3)
+
+            def extend(rollout: dict[str, Any]) -> bool:
+                current = GateRecord.read(rollout)
+                if current is None or current.run_id != run_id or current.state != "running":
+                    return False
+                until = stamp(time.time() + CLAIM_SECONDS)
+                rollout["gate_record"] = written(current.model_copy(update={"until": until}))
+                return True
+
+            with contextlib.suppress(DynagentError):
+                local = self._local.get(name)
+                if local is not None and local.run_id == run_id:
+                    continue  # a record in this replica needs no renewal
+                await self.decisions.edit(name, canary.agent.spec.revision, extend)
+
+    async def _run(
+        self,
+        canary: Canary,
+        policy: GatePolicy,
+        suite: EvalSuite,
+        judge: Agent | None,
+        run_id: str,
+    ) -> SuiteRun:
+        agent, rule = canary.agent, gate_rule(suite.pass_, policy)
+
+        def judged() -> Judge | None:
+            if judge is None or suite.judge is None:
+                return None
+            return Judge(judge, concurrency=suite.judge.concurrency, timeout=suite.judge.timeout)
+
+        baseline = None
+        stable = self.registry.table.find(agent.name)
+        if rule.no_regressions and stable is not None and stable.stable is not None:
+            base = await run_suite(
+                stable.stable, suite, judge=judged(), concurrency=policy.concurrency
+            )
+            baseline = {case.case_id: case.passed for case in base.cases}
+        run = SuiteRun(
+            agent.name, agent.revision, "canary", suite.revision, len(suite.cases), id=run_id
+        )
+        self.runs.append(run)
+        for hook in self.on_run:
+            hook(run, self.replica)
+        try:
+            await run_suite(
+                agent,
+                suite,
+                variant="canary",
+                judge=judged(),
+                baseline=baseline,
+                rule=rule,
+                concurrency=policy.concurrency,
+                run=run,
+            )
+        except Exception as exc:  # a failing run fails the gate; it never opens it
+            run.error = f"the suite could not run: {exc}"
+            run.finished_at = time.time()
+        return run
+
+    async def _result(self, name: str, canary: Canary, key: GateKey, run: SuiteRun) -> None:
+        passed = run.error is None and run.verdict is not None and run.verdict.passed
+        reason = run.error or (run.verdict.reason if run.verdict else "no verdict")
+        record = GateRecord(
+            state="passed" if passed else "failed",
+            revision=key.revision,
+            suite_revision=key.suite_revision,
+            judge=key.judge,
+            run_id=run.id,
+            reason=reason,
+            at=stamp(time.time()),
+            by=self.replica,
+        )
+        paused = Pulled.now(f"eval: {reason}", "gate").as_paused(key.revision)
+
+        def record_it(rollout: dict[str, Any]) -> bool:
+            current = GateRecord.read(rollout)
+            if current is None or current.run_id != run.id:
+                return False  # the claim expired and another replica took it
+            rollout["gate_record"] = written(record)
+            held = rollout.get("paused")
+            if not passed:
+                rollout["paused"] = paused
+            elif isinstance(held, dict) and held.get("by") == "gate":
+                del rollout["paused"]  # a failure of an earlier suite or judge
+            return True
+
+        if await self._write(name, canary, record_it, record):
+            logger.log(
+                "INFO" if passed else "WARNING",
+                "agent {} canary {}: gate {} (run {}): {}",
+                name,
+                key.revision,
+                record.state,
+                run.id,
+                reason,
+            )
+
+    # -- promotion ---------------------------------------------------------------
+
+    async def force(self, name: str, by: str) -> GateState:
+        """Record that ``by`` promotes ``name``'s held canary without a passing record
+        (``rollout.gate_record.state: forced``); the state this replica then serves."""
+        canary = self._canary(name)
+        if canary.policy.gate is None or canary.gate is None:
+            raise Conflict(f"the canary of agent {name!r} has no gate to force")
+        key = self._inputs(canary.agent, canary.policy.gate).key
+        record = GateRecord(
+            state="forced",
+            revision=key.revision,
+            suite_revision=key.suite_revision,
+            judge=key.judge,
+            reason=f"promoted without a passing record ({canary.gate.state})",
+            at=stamp(time.time()),
+            by=by[:200],
+        )
+
+        def forced(rollout: dict[str, Any]) -> bool:
+            rollout["gate_record"] = written(record)
+            return True
+
+        await self._write(name, canary, forced, record)
+        logger.warning(
+            "agent {} canary {}: promoted past its gate by {}", name, key.revision, record.by
+        )
+        return gate_state(record, key, time.time())
+
+    def refusal(self, name: str) -> str | None:
+        """Why ``name``'s canary may not be promoted without ``force``; None if it may."""
+        canary = self._canary(name)
+        gate = canary.gate
+        if gate is None or gate.open:
+            return None
+        return (
+            f"canary revision {canary.agent.revision} of {name!r} has no passing evaluation "
+            f"record (gate {gate.state}: {gate.reason}); let its suite pass, or force it"
+        )
+
+    def _canary(self, name: str) -> Canary:
+        canary = self.registry.entry(name).canary
+        if canary is None:
+            raise Conflict(f"agent {name!r} has no canary")
+        return canary
+
+    # -- lifetime ----------------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        """Stop looking and cancel running gates (their claims expire for another replica)."""
+        for task in [*([self._ticker] if self._ticker else []), *self._tasks]:
+            task.cancel()
+        for task in [*([self._ticker] if self._ticker else []), *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._ticker = None
