@@ -216,6 +216,52 @@ async def test_the_canary_panel_shows_each_gate_state_and_its_reason_as_text(
         assert await ui.page.locator("#view img, #view script").count() == 0
 
 
+FITS = """() => ({
+  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  cases: Math.max(0, ...[...document.querySelectorAll("table.eval-cases, table.eval-runs")]
+    .map((t) => t.getBoundingClientRect().right - document.documentElement.clientWidth)),
+})"""
+"""Pixels the page and its tables reach past the window: both 0 when they fit."""
+
+
+async def test_run_suite_from_the_page_shows_progress_then_the_cases_against_the_stable(
+    service: RunningService,
+) -> None:
+    async with ops_page(service.url, key=ADMIN_KEY, shot="evals-run", viewport_width=1280) as ui:
+        await ui.open("#/evals")
+        listed = ui.page.locator("#evals-rows tr[data-agent]")
+        await expect(listed).to_have_count(1)  # ``plain`` has no suite
+        await expect(listed).to_contain_text("4 cases")
+        await listed.locator("a").click()
+        await expect(ui.page.locator("#eval-runs")).to_have_text("No runs yet.")
+        await expect(ui.page.locator("#eval-variant")).to_have_value("canary")
+        await expect(ui.page.locator("#eval-compare")).to_be_checked()
+        await ui.page.locator("#eval-run").focus()  # the keyboard is enough
+        await ui.page.keyboard.press("Enter")
+        progress = ui.page.locator("#eval-progress")
+        await expect(progress.locator(".badge")).to_have_text("failed")
+        await expect(progress).to_contain_text("4 of 4 cases · 2 failed")
+        await expect(ui.page.locator("#eval-run")).to_be_enabled()
+        run_id = (await ui.page.locator("#eval-open").get_attribute("href") or "").split("/")[-1]
+        await expect(ui.page.locator(f'#eval-runs tr[data-run="{run_id}"]')).to_contain_text(
+            "1 regressed"
+        )
+        await ui.page.locator("#eval-open").click()
+        rows = ui.page.locator("#eval-run tr[data-case]")
+        await expect(rows).to_have_count(4)
+        shown = {
+            await row.get_attribute("data-case"): await row.get_attribute("data-change")
+            for row in await rows.all()
+        }
+        assert shown == CHANGES
+        await ui.page.locator("#only-changes").check()
+        await expect(ui.page.locator("#eval-run tr[data-case]:visible")).to_have_count(2)
+        await ui.page.locator("#only-changes").uncheck()
+        await ui.page.locator('tr[data-case="echoes-hostile-text"] summary').click()
+        await assert_no_markup_ran(ui.page, "#eval-run")
+        assert await ui.page.evaluate(FITS) == {"page": 0, "cases": 0}
+
+
 async def test_a_key_without_admin_sees_the_suite_but_neither_runs_nor_the_button(
     service: RunningService,
 ) -> None:
@@ -249,3 +295,38 @@ async def test_a_refused_suite_shows_its_error_and_the_last_good_one_stays(
         await expect(suite.locator(".error-box")).to_contain_text(f"last good suite, {good}")
         await ui.go("#/evals")
         await expect(ui.page.locator('#evals-rows tr[data-agent="bot"]')).to_have_class("has-error")
+
+
+async def test_a_failed_gate_shows_in_the_canary_panel_and_the_agents_table(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    """A gated canary whose suite fails: the panel says so with the suite's reason, the
+    rollout is paused by the gate, and the agents table flags the canary."""
+    config = service_config(agents_dir, state_dir)
+    async with running_service(config, environ={}) as running:
+        running.write_agent(agent_document("bot", system="Answer as the stable."))
+        running.write_agent(yaml.safe_dump(SUITE, sort_keys=False), filename="bot.evals.yaml")
+        canary = agent_document("bot", system="Answer as the candidate.")
+        gated = {**canary, "rollout": {"weight": 50, "gate": {}}}
+        running.write_agent(gated, filename="bot.canary.yaml")
+
+        def failed(registry: Any) -> bool:
+            status = registry.status("bot") if "bot" in registry else {}
+            return ((status.get("canary") or {}).get("gate") or {}).get("state") == "failed"
+
+        await running.registry.wait_for(failed)
+        gate = running.registry.status("bot")["canary"]["gate"]
+        async with ops_page(running.url, shot="evals-gate-failed", viewport_width=1280) as ui:
+            await ui.open("#/agents")
+            cell = ui.page.locator('tr[data-agent="bot"] .canary-cell')
+            await expect(cell).to_contain_text("gate failed")
+            await ui.go("#/agent/bot")
+            box = ui.page.locator("#canary-panel #canary-gate")
+            await expect(box).to_have_attribute("data-state", "failed")
+            await expect(box.locator(".gate-reason")).to_have_text(gate["reason"])
+            await expect(box).to_contain_text(gate["suite_revision"])
+            pause = ui.page.locator("#canary-panel .error-box", has_text="Pulled by gate")
+            await expect(pause).to_contain_text(gate["reason"])
+            assert await ui.page.evaluate(FITS) == {"page": 0, "cases": 0}
+            link = box.locator("a")
+            await expect(link).to_have_attribute("href", f"#/evals/bot/{gate['run_id']}")
