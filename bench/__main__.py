@@ -156,7 +156,9 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             "tools", lambda: tools.measure(model_url, 200 if quick else 800), tools.table
         )
         await run.part(
-            "evals", lambda: evals.measure(model_url, rounds=3 if quick else 8), evals.table
+            "evals",
+            lambda: evals.measure(model_url, rounds=3 if quick else 8, canaries=3 if quick else 5),
+            evals.table,
         )
         await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
         await run.part(

@@ -9,8 +9,16 @@ judged, verdicts and the record) over serving the same inputs. Rounds alternate 
 plain runs', and the figure is the median of the rounds. Bar: <= 1.15x, wall and CPU per
 case.
 
+The gate: the service (in this process, on loopback, agents from a folder) serves the agent
+with its suite; a gated canary (``rollout.gate: {}``) is written, and the time until the
+registry shows its gate passed (the canary takes traffic from then) is set against the
+suite's own run inside it (the gate run's start to finish). What is left is the gate's:
+seeing the new canary, claiming the run by compare-and-set on its file, writing the result
+back and reloading it. Each publish is a new canary revision, so each runs its gate. Bar:
+<= 1 s added.
+
     .venv/bin/python -m bench.evals            # 8 rounds of 200 cases each side
-    .venv/bin/python -m bench.evals --quick    # 3 rounds
+    .venv/bin/python -m bench.evals --quick    # 3 rounds, 3 gated canaries
 """
 
 from __future__ import annotations
@@ -20,19 +28,30 @@ import asyncio
 import gc
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
+
+import yaml
+from aiohttp.test_utils import TestClient, TestServer
 
 from bench._process import Child
 from bench._service import agent_document
+from bench._stats import summary
 from bench.scenarios import REPLY_TEXT
 from dynagent import Agent, AgentBuilder, Resources, load_spec
+from dynagent.config import ServiceConfig
 from dynagent.evals import load_suite
 from dynagent.evals.runner import run_suite
 from dynagent.evals.spec import EvalSuite
+from dynagent.http.app import create_app
+from dynagent.http.state import SERVICE
+from dynagent.registry.facade import AgentRegistry
 
 BAR = 1.15
+GATE_BAR_SECONDS = 1.0
 CASES = 200
 CONCURRENCY = 8
 
@@ -131,8 +150,66 @@ def _figures(
     }
 
 
-async def measure(model_url: str, *, rounds: int) -> dict[str, Any]:
-    return {"suite": await suite_against_plain(model_url, rounds)}
+def _gate_passed(revision: str) -> Callable[[AgentRegistry], bool]:
+    def passed(registry: AgentRegistry) -> bool:
+        canary = registry.status("bot").get("canary") if "bot" in registry else None
+        gate = (canary or {}).get("gate") or {}
+        if gate.get("revision") == revision and gate.get("state") == "failed":
+            raise AssertionError(f"the gate failed: {gate.get('reason')}")
+        return gate.get("revision") == revision and gate.get("state") == "passed"
+
+    return passed
+
+
+async def gate_start(model_url: str, canaries: int, cases: int = CASES) -> dict[str, Any]:
+    """Seconds from writing a gated canary to its gate passing, less its suite's run."""
+    with tempfile.TemporaryDirectory(prefix="bench-gate-") as folder:
+        agents = Path(folder)
+        config = ServiceConfig.model_validate(
+            {"factories": {"default": {"directory": str(agents)}}, "sessions": {"store": "memory"}}
+        )
+
+        def write(filename: str, document: dict[str, Any]) -> None:
+            text = yaml.safe_dump(document, sort_keys=False)
+            (agents / filename).write_text(text, encoding="utf-8")
+
+        stable = agent_document(model_url, name="bot")
+        write("bot.yaml", stable)
+        write("bot.evals.yaml", suite(cases).model_dump(mode="json", by_alias=True))
+        app = create_app(config, environ={})
+        async with TestClient(TestServer(app)):
+            service = app[SERVICE]
+            await service.registry.wait_for(lambda r: "bot" in r and "evals" in r.status("bot"))
+            started, own = [], []
+            for number in range(canaries):
+                canary = agent_document(model_url, name="bot", system=f"Candidate {number}.")
+                revision = load_spec(canary).revision
+                begun = time.perf_counter()
+                write("bot.canary.yaml", {**canary, "rollout": {"weight": 50, "gate": {}}})
+                await service.registry.wait_for(_gate_passed(revision), within=120)
+                started.append(time.perf_counter() - begun)
+                gate = service.registry.status("bot")["canary"]["gate"]
+                run = next(r for r in service.gate.runs if r.id == gate["run_id"])
+                assert run.finished_at is not None
+                own.append(run.finished_at - run.started_at)
+    added = [total - suite_run for total, suite_run in zip(started, own, strict=True)]
+    worst = round(max(added), 3)
+    return {
+        "cases": cases,
+        "canaries": canaries,
+        "start_s": summary(started),
+        "suite_run_s": summary(own),
+        "added_s": summary(added),
+        "bar_s": GATE_BAR_SECONDS,
+        "met": worst <= GATE_BAR_SECONDS,
+    }
+
+
+async def measure(model_url: str, *, rounds: int, canaries: int = 5) -> dict[str, Any]:
+    return {
+        "suite": await suite_against_plain(model_url, rounds),
+        "gate": await gate_start(model_url, canaries),
+    }
 
 
 def table(data: dict[str, Any]) -> str:
@@ -146,16 +223,37 @@ def table(data: dict[str, Any]) -> str:
         f"{part['wall_rounds'][1]:.3f}); CPU {ours['cpu']:.3f} vs {theirs['cpu']:.3f} ms: "
         f"{part['cpu_ratio']:.3f}x (rounds {part['cpu_rounds'][0]:.3f}-"
         f"{part['cpu_rounds'][1]:.3f}); bar <= {part['bar']}: "
-        f"{'met' if part['met'] else 'NOT met'}"
+        f"{'met' if part['met'] else 'NOT met'}\n" + _gate_table(data["gate"])
+    )
+
+
+def _gate_table(gate: dict[str, Any]) -> str:
+    added, start, own = gate["added_s"], gate["start_s"], gate["suite_run_s"]
+    return (
+        f"gated canary, {gate['cases']}-case suite, {gate['canaries']} publishes: written -> "
+        f"gate passed median {start['median']:.3f} s, of which the suite's run "
+        f"{own['median']:.3f} s; added by the gate median {added['median']:.3f} s, max "
+        f"{added['max']:.3f} s; bar <= {gate['bar_s']} s: {'met' if gate['met'] else 'NOT met'}"
     )
 
 
 def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
     """This part's bars, as ``python -m bench`` lists them."""
-    part = data.get("suite")
+    part, gate = data.get("suite"), data.get("gate")
+    found = []
+    if gate is not None:
+        worst = gate["added_s"]["max"]
+        found.append(
+            {
+                "bar": "gate: canary start beyond its suite, max s",
+                "value": worst,
+                "limit": f"<= {gate['bar_s']}",
+                "met": worst <= gate["bar_s"],
+            }
+        )
     if part is None:
-        return []
-    return [
+        return found
+    return found + [
         {
             "bar": f"eval suite / plain runs, {name}",
             "value": part[f"{name}_ratio"],
@@ -174,7 +272,11 @@ def main() -> None:
 
     async def run() -> dict[str, Any]:
         async with Child("bench._model_server") as model:
-            data = await measure(model.ready["base_url"], rounds=3 if args.quick else args.rounds)
+            data = await measure(
+                model.ready["base_url"],
+                rounds=3 if args.quick else args.rounds,
+                canaries=3 if args.quick else 5,
+            )
             await model.stop()
         return data
 
