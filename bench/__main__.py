@@ -157,7 +157,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         )
         await run.part(
             "evals",
-            lambda: evals.measure(model_url, rounds=3 if quick else 8, canaries=3 if quick else 5),
+            lambda: evals.measure(model_url, rounds=5 if quick else 15, canaries=3 if quick else 5),
             evals.table,
         )
         await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
