@@ -168,6 +168,8 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
         "paused": None,
         "shadow": 0.0,
         "pin_sessions": False,
+        "gate": None,
+        "gate_record": None,
     }
 
 

@@ -131,10 +131,11 @@ class Rollouts:
         self._stats[(agent.name, "canary")] = VariantStats(policy.guard.window)
         self.changes.tell(CanaryStarted(agent.name, agent.revision, policy.weight))
         logger.info(
-            "agent {} canary revision {} at {}% of traffic",
+            "agent {} canary revision {} at {}% of traffic{}",
             agent.name,
             agent.revision,
             policy.weight,
+            " once its gate opens" if canary.held else "",
         )
 
     def _update_canary(
@@ -198,7 +199,8 @@ class Rollouts:
         elif gate.state == "failed":
             logger.warning("agent {} canary {}: gate failed: {}", name, revision, gate.reason)
         else:
-            logger.info("agent {} canary {}: gate {}: {}", name, revision, gate.state, gate.reason)
+            why = f": {gate.reason}" if gate.reason else ""
+            logger.info("agent {} canary {}: gate {}{}", name, revision, gate.state, why)
 
     def resume_canary(self, name: str) -> None:
         """Lift a pull that lives only in this replica (one never recorded in the document)."""

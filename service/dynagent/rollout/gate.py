@@ -31,9 +31,8 @@ from typing import Any
 
 from loguru import logger
 
-from dynagent.evals.judge import Judge
 from dynagent.evals.record import KIND, SuiteRecord
-from dynagent.evals.runner import SuiteRun, run_suite
+from dynagent.evals.runner import CaseResult, SuiteRun
 from dynagent.evals.spec import EvalSuite, PassRule
 from dynagent.exceptions import Conflict, DynagentError
 from dynagent.registry.canary import Pulled
@@ -48,21 +47,20 @@ from dynagent.registry.gate import (
     stamp,
     written,
 )
+from dynagent.rollout._gate_run import GateRun, GateRunObserver, run_gate
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.runtime.agent import Agent
 
 CLAIM_SECONDS = 30.0
 """How long a claim holds without renewal; its replica renews it every third of that."""
-TICK = 0.2
-"""Seconds between looks at the gated canaries (a new suite or judge, an expired claim)."""
+TICK = 0.5
+"""Seconds between looks at the gated canaries when nothing changed (an expired claim);
+any change in the registry (a canary, a suite, a judge) is looked at when it happens."""
 RETRY_SECONDS = 5.0
 """After a claim or a result could not be written (the config center out), the wait
 before this replica tries again."""
 KEPT_RUNS = 20
 """Gate runs this replica keeps (``CanaryGate.runs``)."""
-
-RunHook = Callable[[SuiteRun, str], None]
-"""Told each gate run as it starts: the run (filled in as cases finish) and the replica."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +70,13 @@ class _Inputs:
     judge: Agent | None
     missing: str | None
     """Why the suite cannot run now (no suite, its judge not served)."""
+
+
+def _still_ours(current: GateRecord | None, claim: GateRecord) -> bool:
+    """Whether the record read is this replica's ``claim`` (or older than it). A read may
+    lag a write (Nacos answers the old text for a moment): writing over what looks older
+    is safe, as the compare-and-set then fails and the edit reads again."""
+    return current is None or current.run_id == claim.run_id or current.at < claim.at
 
 
 def gate_rule(suite: PassRule, gate: GatePolicy) -> PassRule:
@@ -84,6 +89,22 @@ def gate_rule(suite: PassRule, gate: GatePolicy) -> PassRule:
     return suite.model_copy(update=overrides)
 
 
+class _Kept:
+    """The gate runs this replica made, newest last (``CanaryGate.runs``)."""
+
+    def __init__(self) -> None:
+        self.runs: deque[SuiteRun] = deque(maxlen=KEPT_RUNS)
+
+    def started(self, run: SuiteRun, stable: SuiteRun | None, by: str) -> None:
+        self.runs.append(run)
+
+    def case_done(self, run: SuiteRun, case: CaseResult) -> None:
+        pass
+
+    def finished(self, run: SuiteRun) -> None:
+        pass
+
+
 class CanaryGate:
     """Judges, claims, runs and records the gates of this registry's canaries."""
 
@@ -94,15 +115,21 @@ class CanaryGate:
         self.decisions = decisions
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         """Who claims runs in records (``by``): unique per running service."""
-        self.on_run: list[RunHook] = []
-        self.runs: deque[SuiteRun] = deque(maxlen=KEPT_RUNS)
-        """The gate runs this replica made, newest last."""
+        self.observers: list[GateRunObserver] = []
+        """Told of each gate run this replica makes (the service records them as
+        evaluation runs with trigger ``gate``)."""
+        self._kept = _Kept()
         self._local: dict[str, GateRecord] = {}
         """Records of canaries whose document cannot be written (defined in code)."""
         self._busy: set[str] = set()
         self._retry_at: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
+
+    @property
+    def runs(self) -> deque[SuiteRun]:
+        """The gate runs this replica made, newest last."""
+        return self._kept.runs
 
     def attach(self) -> None:
         """Judge every canary's gate as it is stored from now on."""
@@ -147,8 +174,11 @@ class CanaryGate:
         return _Inputs(GateKey(agent.revision, suite.revision, label), suite, judge, missing)
 
     async def _tick(self) -> None:
+        feed = self.registry.feed
         while True:
-            await asyncio.sleep(TICK)
+            seen = feed.count
+            with contextlib.suppress(TimeoutError):  # at the latest: a claim may expire
+                await feed.wait_for(lambda: feed.count != seen, within=TICK)  # noqa: B023
             for entry in list(self.registry):
                 canary = entry.canary
                 if canary is not None and canary.policy.gate is not None:
@@ -170,23 +200,27 @@ class CanaryGate:
         run_id, key, suite = secrets.token_hex(8), inputs.key, inputs.suite
         assert suite is not None
         try:
-            if not await self._claim(name, canary, key, run_id):
+            claim = await self._claim(name, canary, key, run_id)
+            if claim is None:
                 return
-            renewing = asyncio.get_running_loop().create_task(self._renew(name, canary, run_id))
+            renewing = asyncio.get_running_loop().create_task(self._renew(name, canary, claim))
             try:
                 run = await self._run(canary, policy, suite, inputs.judge, run_id)
             finally:
                 renewing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewing
-            await self._result(name, canary, key, run)
+            await self._result(name, canary, claim, run)
         except DynagentError as exc:
             self._retry_at[name] = time.monotonic() + RETRY_SECONDS
             logger.warning("agent {} canary gate: the run could not be recorded: {}", name, exc)
         finally:
             self._busy.discard(name)
 
-    async def _claim(self, name: str, canary: Canary, key: GateKey, run_id: str) -> bool:
+    async def _claim(
+        self, name: str, canary: Canary, key: GateKey, run_id: str
+    ) -> GateRecord | None:
+        """Write a claim of the run; the claim, when this replica's write landed."""
         now = time.time()
         claim = GateRecord(
             state="running",
@@ -209,10 +243,10 @@ class CanaryGate:
             rollout["gate_record"] = written(claim)
             return True
 
-        won = await self._write(name, canary, take, claim)
-        if won:
-            logger.info("agent {} canary {}: this replica runs its gate", name, key.revision)
-        return won
+        if not await self._write(name, canary, take, claim):
+            return None
+        logger.info("agent {} canary {}: this replica runs its gate", name, key.revision)
+        return claim
 
     async def _write(
         self,
@@ -229,69 +263,36 @@ class CanaryGate:
             return True
         return await self.decisions.edit(name, canary.agent.spec.revision, change)
 
-    async def _renew(self, name: str, canary: Canary, run_id: str) -> None:
+    async def _renew(self, name: str, canary: Canary, claim: GateRecord) -> None:
         while True:
             await asyncio.sleep(CLAIM_SECONDS / 3)
 
             def extend(rollout: dict[str, Any]) -> bool:
-                current = GateRecord.read(rollout)
-                if current is None or current.run_id != run_id or current.state != "running":
+                if not _still_ours(GateRecord.read(rollout), claim):
                     return False
                 until = stamp(time.time() + CLAIM_SECONDS)
-                rollout["gate_record"] = written(current.model_copy(update={"until": until}))
+                rollout["gate_record"] = written(claim.model_copy(update={"until": until}))
                 return True
 
             with contextlib.suppress(DynagentError):
                 local = self._local.get(name)
-                if local is not None and local.run_id == run_id:
+                if local is not None and local.run_id == claim.run_id:
                     continue  # a record in this replica needs no renewal
                 await self.decisions.edit(name, canary.agent.spec.revision, extend)
 
     async def _run(
-        self,
-        canary: Canary,
-        policy: GatePolicy,
-        suite: EvalSuite,
-        judge: Agent | None,
-        run_id: str,
+        self, canary: Canary, policy: GatePolicy, suite: EvalSuite, judge: Agent | None, run_id: str
     ) -> SuiteRun:
-        agent, rule = canary.agent, gate_rule(suite.pass_, policy)
-
-        def judged() -> Judge | None:
-            if judge is None or suite.judge is None:
-                return None
-            return Judge(judge, concurrency=suite.judge.concurrency, timeout=suite.judge.timeout)
-
-        baseline = None
-        stable = self.registry.table.find(agent.name)
-        if rule.no_regressions and stable is not None and stable.stable is not None:
-            base = await run_suite(
-                stable.stable, suite, judge=judged(), concurrency=policy.concurrency
-            )
-            baseline = {case.case_id: case.passed for case in base.cases}
-        run = SuiteRun(
-            agent.name, agent.revision, "canary", suite.revision, len(suite.cases), id=run_id
+        rule = gate_rule(suite.pass_, policy)
+        entry = self.registry.table.find(canary.agent.name)
+        stable = entry.stable if entry is not None and rule.no_regressions else None
+        request = GateRun(
+            canary.agent, stable, suite, judge, rule, policy.concurrency, run_id, self.replica
         )
-        self.runs.append(run)
-        for hook in self.on_run:
-            hook(run, self.replica)
-        try:
-            await run_suite(
-                agent,
-                suite,
-                variant="canary",
-                judge=judged(),
-                baseline=baseline,
-                rule=rule,
-                concurrency=policy.concurrency,
-                run=run,
-            )
-        except Exception as exc:  # a failing run fails the gate; it never opens it
-            run.error = f"the suite could not run: {exc}"
-            run.finished_at = time.time()
-        return run
+        return await run_gate(request, [self._kept, *self.observers])
 
-    async def _result(self, name: str, canary: Canary, key: GateKey, run: SuiteRun) -> None:
+    async def _result(self, name: str, canary: Canary, claim: GateRecord, run: SuiteRun) -> None:
+        key = claim.key()
         passed = run.error is None and run.verdict is not None and run.verdict.passed
         reason = run.error or (run.verdict.reason if run.verdict else "no verdict")
         record = GateRecord(
@@ -307,8 +308,7 @@ class CanaryGate:
         paused = Pulled.now(f"eval: {reason}", "gate").as_paused(key.revision)
 
         def record_it(rollout: dict[str, Any]) -> bool:
-            current = GateRecord.read(rollout)
-            if current is None or current.run_id != run.id:
+            if not _still_ours(GateRecord.read(rollout), claim):
                 return False  # the claim expired and another replica took it
             rollout["gate_record"] = written(record)
             held = rollout.get("paused")
