@@ -314,5 +314,9 @@ function routeEvals(parts) {
 function evalsFeed(parts, names, full) {
   // The live feed changed these agents: the suite and gate shown follow it.
   if (!parts[1]) updateEvalsList();
-  else if (!parts[2] && (full || names.has(parts[1]))) refreshSuite(parts[1]);
+  else if (!parts[2] && (full || names.has(parts[1]))) {
+    refreshSuite(parts[1]);
+    // A gate that moved ran (or is running) a suite: its run joins the list.
+    if (state.me && state.me.admin && !evalsView.running.has(parts[1])) loadRuns(parts[1]);
+  }
 }
