@@ -4,6 +4,7 @@ that score or fail, the comparison with the stable version, and every refusal a 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
+from tests.support import DEFAULT_MODEL, Held, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename
 from tests.support.service import (
     RunningService,
@@ -40,7 +41,7 @@ SCORE_SCHEMA = {
     },
     "required": ["score", "reason"],
 }
-SUITE = {
+SUITE: dict[str, Any] = {
     "cases": [
         {"id": "greet", "input": "say hello", "assert": [{"type": "icontains", "value": "hello"}]},
         {
@@ -389,6 +390,7 @@ BAD_BODIES: dict[str, tuple[Any, str]] = {
     "a concurrency past 64": ({"concurrency": 65}, "concurrency"),
     "no case listed": ({"cases": []}, "cases"),
     "an unknown case": ({"cases": ["greet", "nope"]}, "the suite has no case 'nope'"),
+    "a case id past 128 characters": ({"cases": ["x" * 100_000]}, "at most 128 characters"),
     "a spec of another agent": (
         {"spec": {"name": "other", "model": {"provider": "test"}, "prompt": {"system": "x"}}},
         "not 'bot'",
@@ -473,4 +475,31 @@ async def test_refusals_are_4xx_json_errors(service: RunningService) -> None:
         "judge": {"agent": "ghost"},
     }
     assert await status("POST", "/v1/agents/bot/evals", {"suite": no_judge}) == (409, "conflict")
+    unscored = {**no_judge, "judge": {"agent": "bot"}}  # bot has no output schema
+    assert await status("POST", "/v1/agents/bot/evals", {"suite": unscored}) == (409, "conflict")
     assert service_evals(service).list("bot") == []
+
+
+async def test_a_run_cut_short_by_the_service_stopping_ends_with_its_reason(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    write_agent(agents_dir, agent_document("bot", model_server))
+    (agents_dir / "bot.evals.yaml").write_text(
+        yaml.safe_dump({"cases": SUITE["cases"][:1]}), encoding="utf-8"
+    )
+    released = asyncio.Event()
+    model_server.script(DEFAULT_MODEL, [Held(released, Reply("Hello"))])
+    config = service_config(agents_dir, state_dir, sessions={"store": "memory"})
+    async with running_service(config) as running:
+        await running.registry.wait_for(lambda r: r.attachments.get("bot", "evals") is not None)
+        started = await (await running.client.post("/v1/agents/bot/evals", json={})).json()
+        await model_server.wait_for_requests(1)
+        handle = service_evals(running).get("bot", started["id"])
+    released.set()
+    assert handle is not None and handle.finished
+    record = handle.events[-1][1]
+    assert (record["state"], record["reason"], record["done"]) == (
+        "error",
+        "the evaluation was cancelled: the service is stopping",
+        0,
+    )

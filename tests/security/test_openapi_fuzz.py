@@ -130,6 +130,27 @@ def valid_bodies_are_refused_only_across_fields(
     return None
 
 
+EVAL_RUN = ("POST", "/v1/agents/{name}/evals")
+DOCUMENT_REFUSALS = re.compile(
+    r"the request's (spec|suite)|the draft spec defines agent|the suite has no case"
+)
+"""What an evaluation run may refuse in a schema-valid body: the draft agent document and
+the suite it carries are validated as documents (their own schemas, names, references),
+and the cases it names must be the suite's."""
+
+
+def valid_bodies_are_refused_only_as_documents(
+    ctx: Any, response: Any, case: Case[Any]
+) -> bool | None:
+    """``positive_data_acceptance`` for an evaluation run, less the refusals above."""
+    if case.meta is None or case.meta.generation.mode != GenerationMode.POSITIVE:
+        return None
+    if response.status_code == 400:
+        message = response.json()["error"]["message"]
+        assert DOCUMENT_REFUSALS.search(message), f"a schema-valid body refused: {message}"
+    return None
+
+
 A2A_RPC = ("POST", "/a2a/{name}")
 
 
@@ -151,6 +172,8 @@ def _checks(method: str, path: str) -> tuple[list[Any] | None, list[Any] | None]
         return [positive_data_acceptance], [valid_bodies_are_refused_only_across_fields]
     if (method, path) == A2A_RPC:
         return [negative_data_rejection], [json_rpc_refuses_in_band]
+    if (method, path) == EVAL_RUN:
+        return [positive_data_acceptance], [valid_bodies_are_refused_only_as_documents]
     return None, None
 
 

@@ -147,6 +147,9 @@ async def _run(service: Service, handle: EvalHandle, plan: _Plan, concurrency: i
             references=references,
             reference_run=plan.stable is None and _is_stable(service, plan.candidate),
         )
+    except asyncio.CancelledError:
+        run.error = "the evaluation was cancelled: the service is stopping"
+        raise
     except Exception as exc:  # a failure of the machinery, not of a case: the run says so
         logger.exception("agent {}: evaluation {} failed", run.agent, run.id)
         run.error = f"the evaluation could not finish: {type(exc).__name__}: {exc}"

@@ -8,7 +8,7 @@ final ``done`` with the whole run. The run goes on when the caller leaves.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -23,13 +23,24 @@ from dynagent.http.sse import event as sse_event
 from dynagent.http.state import caller, service
 
 MAX_CASES = 5000
+CANDIDATES = ("variant", "revision", "spec")
+
+
+def _one_candidate_at_most(schema: dict[str, Any]) -> None:
+    """The document says what the validator checks: no two of the candidates given (a
+    null one is not given)."""
+    given = {"not": {"type": "null"}}
+    pairs = [(a, b) for i, a in enumerate(CANDIDATES) for b in CANDIDATES[i + 1 :]]
+    schema["not"] = {
+        "anyOf": [{"required": [a, b], "properties": {a: given, b: given}} for a, b in pairs]
+    }
 
 
 class EvalRunRequest(BaseModel):
     """What to evaluate: at most one of ``variant``, ``revision`` and ``spec`` (none: the
     stable version)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_candidate_at_most)
 
     variant: Literal["stable", "canary"] | None = None
     revision: str | None = Field(default=None, min_length=1, max_length=128)
@@ -42,14 +53,16 @@ class EvalRunRequest(BaseModel):
     """Case runs at once (default 8)."""
     compare: bool = False
     """Run the stable version on the same cases too; the run shows the per-case change."""
-    cases: list[str] | None = Field(default=None, min_length=1, max_length=MAX_CASES)
+    cases: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_CASES
+    )
     """Only the cases with these ids."""
     trigger: Literal["api", "cli"] = "api"
     """Who asks: ``cli`` from ``dynagent eval`` (counted apart in the metrics)."""
 
     @model_validator(mode="after")
     def _one_candidate(self) -> EvalRunRequest:
-        chosen = [f for f in ("variant", "revision", "spec") if getattr(self, f) is not None]
+        chosen = [f for f in CANDIDATES if getattr(self, f) is not None]
         if len(chosen) > 1:
             raise ValueError(f"give one of variant, revision and spec, not {' and '.join(chosen)}")
         return self
