@@ -20,6 +20,8 @@ from .browser import ops_page
 
 ADMIN_KEY = "ui-evals-admin-key-aaaaaaaaaaaaaaaaa"
 USER_KEY = "ui-evals-user-key-bbbbbbbbbbbbbbbbbb"
+LIVE = 2000
+"""Milliseconds the page has to show a change the service already applied."""
 HOSTILE = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2>"
 """Text a model may answer (and a check may quote): shown as text, never run as HTML."""
 SUITE: dict[str, Any] = {
@@ -237,6 +239,15 @@ async def test_run_suite_from_the_page_shows_progress_then_the_cases_against_the
         await expect(ui.page.locator("#eval-variant")).to_have_value("canary")
         await expect(ui.page.locator("#eval-compare")).to_be_checked()
         await ui.page.locator("#eval-run").focus()  # the keyboard is enough
+        # A live update (here a new version of the suite) redraws the suite, not the form
+        # someone is about to submit: the focus stays on the button.
+        await ui.page.evaluate("document.getElementById('eval-run').dataset.mark = 'kept'")
+        edited = {**SUITE, "pass": {"min_pass_rate": 1.0, "min_mean_score": 0.0}}
+        service.write_agent(yaml.safe_dump(edited, sort_keys=False), filename="bot.evals.yaml")
+        revision = load_suite(edited).revision
+        await expect(ui.page.locator("#suite")).to_contain_text(revision, timeout=LIVE)
+        focused = "[document.activeElement.id, document.activeElement.dataset.mark]"
+        assert await ui.page.evaluate(focused) == ["eval-run", "kept"]
         await ui.page.keyboard.press("Enter")
         progress = ui.page.locator("#eval-progress")
         await expect(progress.locator(".badge")).to_have_text("failed")

@@ -90,11 +90,19 @@ async function refreshSuite(name) {
   }
   const box = document.getElementById("suite");
   if (!box || params().parts[1] !== name) return;
+  if (!document.getElementById("suite-detail")) {
+    box.innerHTML = `<div id="suite-detail"></div><div id="suite-run"></div><div id="eval-progress" aria-live="polite"></div>`;
+  }
+  document.getElementById("suite-detail").innerHTML = suiteDetail(status);
+  // The form is drawn again only when what it offers changes: a live update never takes
+  // the focus, or what was chosen, from someone about to run the suite.
+  const offer = status.evals ? runForm(status) : "";
+  const run = document.getElementById("suite-run");
+  if (run.dataset.offer === offer) return;
   const form = document.getElementById("eval-form");
   const kept = form ? {variant: form.variant.value, compare: form.compare.checked, concurrency: form.concurrency.value} : null;
-  const progress = document.getElementById("eval-progress");
-  const progressHtml = progress ? progress.outerHTML : `<div id="eval-progress" aria-live="polite"></div>`;
-  box.innerHTML = suiteDetail(status) + (status.evals ? runForm(status) + progressHtml : "");
+  run.dataset.offer = offer;
+  run.innerHTML = offer;
   wireRunForm(status, kept);
 }
 
