@@ -4,13 +4,15 @@ an agent's suite, its runs, a run's cases with the difference against the stable
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from playwright.async_api import Page, expect
+from playwright.async_api import Page, Response, Route, expect
 
 from dynagent.evals import load_suite
 from dynagent.evals.runner import SuiteRun, run_suite
@@ -257,6 +259,7 @@ async def test_run_suite_from_the_page_shows_progress_then_the_cases_against_the
         await expect(ui.page.locator(f'#eval-runs tr[data-run="{run_id}"]')).to_contain_text(
             "1 regressed"
         )
+        await ui.shot("evals-agent")
         await ui.page.locator("#eval-open").click()
         rows = ui.page.locator("#eval-run tr[data-case]")
         await expect(rows).to_have_count(4)
@@ -341,3 +344,26 @@ async def test_a_failed_gate_shows_in_the_canary_panel_and_the_agents_table(
             assert await ui.page.evaluate(FITS) == {"page": 0, "cases": 0}
             link = box.locator("a")
             await expect(link).to_have_attribute("href", f"#/evals/bot/{gate['run_id']}")
+
+
+async def test_the_first_view_waits_for_every_script_however_late_one_arrives(
+    service: RunningService,
+) -> None:
+    """``evals.js`` held back until the page's key check has been answered (or 2 s): the
+    page still draws its first view, with the functions of both scripts."""
+    answered = asyncio.Event()
+
+    async def late(route: Route) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(answered.wait(), 2)
+        await route.continue_()
+
+    def seen(response: Response) -> None:
+        if response.url.endswith("/v1/whoami"):
+            answered.set()
+
+    async with ops_page(service.url, key=ADMIN_KEY) as ui:
+        await ui.page.route("**/ui/evals.js", late)
+        ui.page.on("response", seen)
+        await ui.open("#/evals")
+        await expect(ui.page.locator('#evals-rows tr[data-agent="bot"]')).to_contain_text("4 cases")

@@ -981,4 +981,6 @@ setInterval(() => {  // "12 s ago" keeps telling the truth without a re-render
   if (document.hidden) return;
   for (const t of document.querySelectorAll("time[data-at]")) t.textContent = ago(Number(t.dataset.at));
 }, 15000);
-start();
+// Once every deferred script has run (evals.js too): an answer that arrived earlier would
+// otherwise draw a view whose functions are not defined yet.
+document.addEventListener("DOMContentLoaded", start, {once: true});
