@@ -4,7 +4,8 @@ One scripted OpenAI-compatible model server (its own process, loopback) serves
 every figure. In order: runtime overhead against the raw loop and the peer
 frameworks; service throughput against the floor; swapping versions under
 load; hot reload from files; real tools (an MCP round trip against the SDK client, an
-agent called as a tool against ``Agent.run``); hostile text, the ``dynagent`` command's start
+agent called as a tool against ``Agent.run``); an evaluation suite against plain runs of
+its inputs (``bench.evals``); hostile text, the ``dynagent`` command's start
 against Python's own (``bench.cli_start``), and a flooding model's 1 MB answer
 (``bench.model_stream``, its own model process), a killed Redis primary until sessions
 are writable again (``bench.redis_failover``: Sentinel, two replicas); a soak
@@ -37,6 +38,7 @@ from loguru import logger
 
 from bench import (
     cli_start,
+    evals,
     fleet,
     hostile_text,
     model_stream,
@@ -158,6 +160,11 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         )
         await run.part(
             "tools", lambda: tools.measure(model_url, 200 if quick else 800), tools.table
+        )
+        await run.part(
+            "evals",
+            lambda: evals.measure(model_url, rounds=5 if quick else 15, canaries=3 if quick else 5),
+            evals.table,
         )
         await run.part("hostile_text", lambda: _hostile_text(quick), hostile_text.table)
         await run.part(
@@ -299,6 +306,7 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             hold <= hostile_text.LOOP_BAR_MS,
         )
     found += cli_start.bars(data.get("cli_start", {}))
+    found += evals.bars(data.get("evals", {}))
     _run_bars(data, bar)
     return found
 

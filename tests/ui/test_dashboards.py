@@ -32,12 +32,19 @@ def alert_expressions() -> list[str]:
     return [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
 
 
+SAMPLES_OF = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+"""The samples a family of each type exposes once it has a labelled child."""
+
+
 def exposed(text: str) -> set[str]:
-    """Sample names, and family names (``# TYPE``) so that a gauge without samples counts."""
+    """Sample names, and family names (``# TYPE``) with the sample names of their type, so
+    that a family without samples yet (a gauge, or evaluation counters before any run)
+    counts."""
     names = set()
     for line in text.splitlines():
         if line.startswith("# TYPE "):
-            names.add(line.split()[2])
+            _, _, family, kind = line.split()[:4]
+            names.update([family, *(family + suffix for suffix in SAMPLES_OF.get(kind, ()))])
         elif line and not line.startswith("#"):
             names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
     return names
@@ -52,6 +59,9 @@ def test_the_files_name_what_they_must_watch() -> None:
         "reloads_total",
         "circuit_state",
         "errors_total",
+        "eval_cases_total",
+        "judge_score_bucket",
+        "eval_gate",
     ):
         assert f"dynagent_{metric}" in dashboard, metric
     alerts = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())

@@ -58,7 +58,9 @@ async def invoke(
     return data
 
 
-@pytest.mark.parametrize("path", ["/ui/", "/ui/app.js", "/ui/style.css", "/ui/index.html"])
+@pytest.mark.parametrize(
+    "path", ["/ui/", "/ui/app.js", "/ui/evals.js", "/ui/style.css", "/ui/index.html"]
+)
 async def test_the_page_needs_no_key_and_talks_only_to_this_service(
     service: RunningService, path: str
 ) -> None:

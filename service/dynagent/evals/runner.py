@@ -196,11 +196,20 @@ async def run_suite(
     limit = asyncio.Semaphore(max(1, concurrency))
     results: dict[str, CaseResult] = {}
     judging = _Judging(judge, references or {}, reference_run)
+    # Cases without recorded tool results share one isolated agent (its placeholders and
+    # shadow-safe tools keep no state between calls); the others get their own per trial.
+    shared = isolated(agent, {})
 
     async def one(case: Case) -> None:
-        trials = await asyncio.gather(
-            *(_trial(agent, case, limit, judging, pricing) for _ in range(case.trials))
-        )
+        if case.trials == 1:  # the common case: no task of its own per trial
+            trials = [await _trial(agent, case, limit, judging, pricing, shared=shared)]
+        else:
+            trials = await asyncio.gather(
+                *(
+                    _trial(agent, case, limit, judging, pricing, shared=shared)
+                    for _ in range(case.trials)
+                )
+            )
         result = CaseResult(case.id, case_verdict(case, [t.verdict for t in trials]), tuple(trials))
         results[case.id] = result
         run.cases.append(result)
@@ -240,9 +249,11 @@ async def _trial(
     limit: asyncio.Semaphore,
     judging: _Judging,
     pricing: Pricing | None,
+    *,
+    shared: Agent,
 ) -> TrialResult:
     async with limit:
-        outcome, error = await run_case(agent, case, pricing)
+        outcome, error = await run_case(agent, case, pricing, shared=shared)
     if error is not None:
         failed = Verdict(False, 0.0, f"the run failed: {error}")
         checks = tuple(failed for _ in case.assert_)
@@ -294,19 +305,30 @@ async def _judge_one(
     return await judge.rubric(check.value, case.input, outcome.answer)
 
 
+def isolated(
+    agent: Agent, recorded: Mapping[str, str | tuple[str, ...]], *, live: bool = True
+) -> Agent:
+    """``agent`` for an evaluation: its tools replaced (``eval_tools``), no session store."""
+    tools = eval_tools(agent.tools, recorded, live=live)
+    return dataclasses.replace(agent, tools=tools, sessions=None)
+
+
 async def run_case(
-    agent: Agent, case: Case, pricing: Pricing | None = None
+    agent: Agent, case: Case, pricing: Pricing | None = None, *, shared: Agent | None = None
 ) -> tuple[Outcome, str | None]:
     """One run of ``case`` on ``agent`` with its tools replaced (``eval_tools``): what it
-    produced, and why it failed if it did."""
-    tools = eval_tools(agent.tools, case.tool_results, live=case.live_tools)
-    isolated = dataclasses.replace(agent, tools=tools, sessions=None)
+    produced, and why it failed if it did. ``shared``: ``isolated(agent, {})`` made once,
+    used when the case records no tool results and lets its safe tools run."""
+    if shared is not None and not case.tool_results and case.live_tools:
+        runner = shared
+    else:
+        runner = isolated(agent, case.tool_results, live=case.live_tools)
     messages: list[Message] = [{"role": t.role, "content": t.content} for t in case.history]
     messages.append({"role": "user", "content": case.input})
     events: list[Event] = []
     started = time.perf_counter()
     try:
-        result = await isolated.run(
+        result = await runner.run(
             messages, variables=case.variables, variant="stable", on_event=events.append
         )
     except DynagentError as exc:

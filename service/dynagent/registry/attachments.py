@@ -24,12 +24,19 @@ class Attachments:
     def __init__(self, changes: Changes) -> None:
         self.changes = changes
         self._held: dict[str, dict[str, Attachment]] = {}
+        self._versions: dict[str, int] = {}
+
+    def version(self, name: str) -> int:
+        """How many times what is attached to ``name`` has changed (a live view of the
+        agent's status resends it when this moves)."""
+        return self._versions.get(name, 0)
 
     def get(self, name: str, kind: str) -> Attachment | None:
         return self._held.get(name, {}).get(kind)
 
     def put(self, name: str, kind: str, attachment: Attachment) -> None:
         self._held.setdefault(name, {})[kind] = attachment
+        self._versions[name] = self._versions.get(name, 0) + 1
         self.changes.bump()
 
     def remove(self, name: str, kind: str) -> None:
@@ -37,6 +44,7 @@ class Attachments:
         if held.pop(kind, None) is not None:
             if not held:
                 del self._held[name]
+            self._versions[name] = self._versions.get(name, 0) + 1
             self.changes.bump()
 
     def status_of(self, name: str) -> dict[str, Any]:

@@ -47,14 +47,15 @@ class AgentFeed:
         self._registry = registry
         self._series = series
         self._who = who
-        self._seen: dict[str, tuple[AgentEntry, int]] = {}
+        self._seen: dict[str, tuple[AgentEntry, int, int]] = {}
         self._degraded: dict[str, str] = {}
 
     def update(self, *, first: bool = False) -> dict[str, Any] | None:
         """The changes since the last call (everything on the first), or None."""
         changed: list[dict[str, Any]] = []
         series: dict[str, Any] = {}
-        current: dict[str, tuple[AgentEntry, int]] = {}
+        current: dict[str, tuple[AgentEntry, int, int]] = {}
+        attached = self._registry.attachments
         degraded = dict(self._registry.degraded)
         # A source's health shows in every status it serves (source.state) without a new
         # entry: when it changes, everything is sent again (rare, and small).
@@ -62,13 +63,19 @@ class AgentFeed:
         for entry in self._registry:
             if not self._who.may_see(entry.name):
                 continue
-            mark = current[entry.name] = (entry, self._series.version(entry.name))
+            # The entry, its traffic series and what is attached to it (its suite) each
+            # change the status on their own.
+            mark = current[entry.name] = (
+                entry,
+                self._series.version(entry.name),
+                attached.version(entry.name),
+            )
             before = self._seen.get(entry.name)
             if (
                 not everything
                 and before is not None
                 and before[0] is entry
-                and before[1] == mark[1]
+                and before[1:] == mark[1:]
             ):
                 continue
             status = self._registry.status(entry.name)

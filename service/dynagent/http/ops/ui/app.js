@@ -8,7 +8,7 @@ const state = {
   agents: new Map(),  // name -> status (without revisions)
   series: new Map(),  // name -> {step, end, variants}
   degraded: {},
-  caps: {pause: null, resume: null, mcp: null},
+  caps: {pause: null, resume: null, mcp: null, evals: null},
   live: false,
   painted: false,
 };
@@ -158,6 +158,7 @@ function canaryCell(canary) {
   if (canary.state === "pulled") parts.push(badge("pulled", "bad", canary.pulled ? canary.pulled.reason : ""));
   else if (r.paused) parts.push(badge("paused", "warn", r.paused.reason || ""));
   else if (canary.state) parts.push(badge(canary.state === "serving" ? "guard ok" : canary.state, canary.state === "serving" ? "ok" : "warn"));
+  if (canary.gate && canary.gate.state !== "passed") parts.push(gateBadge(canary.gate));
   parts.push(`<span class="mono dim">${esc(canary.revision)}</span>`);
   return parts.join(" ");
 }
@@ -273,6 +274,7 @@ function onFeed(kind, changed) {
     if (route.parts[0] === "agents" || !route.parts.length) updateAgentsView(full ? null : names);
     else if (route.parts[0] === "agent" && names.has(route.parts[1])) refreshAgent(route.parts[1]);
     else if (route.parts[0] === "play" && full) renderPlayground();
+    else if (route.parts[0] === "evals") evalsFeed(route.parts, names, full);
   });
 }
 
@@ -440,7 +442,7 @@ function agentDetail(s, series) {
   <div class="dim">${esc(s.description || "")}</div>
   <div>${sourceCell(s.source)}</div>
   ${s.last_error ? `<div class="error-box"><b>Last error</b> ${when(s.last_error.at)} ${errorCell(s.last_error)}</div>` : ""}
-  <div class="links"><a href="#/traces?agent=${encodeURIComponent(s.name)}">recent runs</a> · <a href="#/play?agent=${encodeURIComponent(s.name)}">try it</a></div>
+  <div class="links"><a href="#/traces?agent=${encodeURIComponent(s.name)}">recent runs</a> · <a href="#/play?agent=${encodeURIComponent(s.name)}">try it</a> · <a href="#/evals/${encodeURIComponent(s.name)}" id="agent-evals">evaluations</a>${s.evals ? " " + suiteCell(s.evals) : ""}</div>
 </section>
 <section class="card"><h2>Traffic</h2>${trafficTable(s)}<h3>Requests per 30 s, last 15 minutes <span class="legend-stable">stable</span> <span class="legend-canary">canary</span> <span class="legend-err">errors</span></h3>${sparkline(series, 600, 60)}</section>
 ${s.canary ? canaryPanel(s, series) : `<section class="card"><h2>Canary</h2><p class="dim">No canary. Publish <span class="mono">${esc(s.name)}.canary.yaml</span> to start one.</p></section>`}
@@ -488,6 +490,7 @@ function canaryPanel(s, series) {
   ${Array.isArray(r.steps) ? `<div class="steps">${r.steps.map((w, i) => `<span class="step ${i === r.step ? "current" : (i < r.step ? "done" : "")}">${esc(w)}%</span>`).join("")}</div>` : ""}
   ${c.state === "pulled" && c.pulled ? `<div class="error-box"><b>Pulled${c.pulled.by ? " by " + esc(c.pulled.by) : " by the guard"}</b> ${when(c.pulled.at)}: ${esc(c.pulled.reason)}${c.pulled.recorded ? " (recorded in its definition: every replica keeps it)" : ""}</div>` : ""}
   ${r.progress ? `<div class="small">step since ${when(r.progress.since)} · ${esc(r.progress.healthy_requests ?? "–")} healthy requests${r.progress.after ? " · next step after " + esc(JSON.stringify(r.progress.after)) : ""}${r.progress.auto_promote ? " · promotes itself after the last step" : ""}</div>` : ""}
+  ${gateBox(s.name, c.gate)}
   ${r.paused && c.state !== "pulled" ? `<div class="warn-box"><b>Paused</b> ${esc(r.paused.by || "")} ${when(r.paused.at)}: ${esc(r.paused.reason || "")}</div>` : ""}
   <table class="small-table guard"><thead><tr><th>guard check</th><th>measured</th><th>threshold</th></tr></thead><tbody>
   ${checks.map(([n, m, th, bad]) => `<tr class="${bad ? "bad" : ""}"><td>${esc(n)}</td><td class="num">${esc(m)}</td><td>${esc(th)}</td></tr>`).join("")}
@@ -903,6 +906,7 @@ async function runPlayground() {
 function route() {
   const {parts} = params();
   for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("active", a.dataset.nav === (parts[0] === "agent" ? "agents" : parts[0] === "trace" ? "traces" : parts[0]));
+  if (parts[0] === "evals") return routeEvals(parts);
   if (parts[0] === "agent" && parts[1]) return renderAgent(parts[1]);
   if (parts[0] === "traces") return renderTraces();
   if (parts[0] === "trace" && parts[1]) return renderTrace(parts[1]);
@@ -944,11 +948,12 @@ function capabilities() {
 }
 
 async function loadCapabilities() {
-  // Pause and resume are offered where the service documents them.
+  // Pause, resume and evaluation runs are offered where the service documents them.
   try {
     const doc = await (await fetch("/openapi.json")).json();
     for (const [path, item] of Object.entries(doc.paths || {})) {
       if (item.get && /\/mcp\/servers$/.test(path)) state.caps.mcp = path;
+      if (item.post && /\/agents\/\{name\}\/evals$/.test(path)) state.caps.evals = path;
       if (!item.post || !path.includes("{name}")) continue;
       if (/pause$/.test(path)) state.caps.pause = path;
       if (/resume$/.test(path)) state.caps.resume = path;
@@ -976,4 +981,6 @@ setInterval(() => {  // "12 s ago" keeps telling the truth without a re-render
   if (document.hidden) return;
   for (const t of document.querySelectorAll("time[data-at]")) t.textContent = ago(Number(t.dataset.at));
 }, 15000);
-start();
+// Once every deferred script has run (evals.js too): an answer that arrived earlier would
+// otherwise draw a view whose functions are not defined yet.
+document.addEventListener("DOMContentLoaded", start, {once: true});
