@@ -340,7 +340,10 @@ async def test_the_rollout_pause_and_resume_commands_against_a_running_service(
 
     code, status = await command("rollout", "resume", "bot", "--url", served, key=ADMIN_KEY)
     assert (code, status["canary"]["state"]) == (0, "serving")
-    assert yaml.safe_load(canary_file.read_text(encoding="utf-8")) == CANARY
+    document = yaml.safe_load(canary_file.read_text(encoding="utf-8"))
+    trail = document["rollout"].pop("history")  # the two decisions, kept in the canary
+    assert [entry["action"] for entry in trail] == ["pause", "resume"]
+    assert document == CANARY
 
 
 async def test_promote_and_rollback_commands_print_one_line_and_the_status_with_json(

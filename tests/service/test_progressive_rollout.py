@@ -92,6 +92,8 @@ async def test_steps_advance_on_healthy_requests_and_the_last_promotes(
         await registry.wait_for(lambda r: weight(r) == 50)
         written = yaml.safe_load(canary_path.read_text())["rollout"]
         assert isinstance(written.pop("step_at"), str)
+        (step,) = written.pop("history")
+        assert (step["action"], step["by"], step["from"], step["to"]) == ("step", "rollout", 10, 50)
         assert written == {**rollout, "weight": 50}
         assert registry.status("bot")["canary"]["steps"]["healthy_requests"] == 0
         assert await metric(service, "dynagent_canary_step") == 1

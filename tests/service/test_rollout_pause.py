@@ -104,9 +104,12 @@ async def test_a_pause_is_written_into_the_canary_file_and_outlives_a_restart(
         )
         paused = stored_rollout(path)["paused"]
         assert before <= datetime.fromisoformat(paused.pop("at")) <= datetime.now().astimezone()
-        assert stored_rollout(path) | {"paused": paused} == {
+        (decision,) = stored_rollout(path)["history"]
+        assert (decision["action"], decision["by"]) == ("pause", "ops")
+        assert stored_rollout(path) | {"paused": paused, "history": []} == {
             "weight": 100,
             "paused": {"reason": "checkout errors", "by": "ops", "revision": canary},
+            "history": [],
         }
         assert await variant(service) == ("stable", revision_of(STABLE))
         assert await post(service, "pause") == (
@@ -124,7 +127,9 @@ async def test_a_pause_is_written_into_the_canary_file_and_outlives_a_restart(
         assert await variant(restarted) == ("stable", revision_of(STABLE))
         status, body = await post(restarted, "resume")
         assert (status, body["canary"]["state"], body["canary"]["pulled"]) == (200, "serving", None)
-        assert stored_rollout(path) == {"weight": 100}
+        stored = stored_rollout(path)
+        assert [entry["action"] for entry in stored.pop("history")] == ["pause", "resume"]
+        assert stored == {"weight": 100}
         assert await variant(restarted) == ("canary", canary)
 
 
@@ -274,10 +279,15 @@ async def test_a_pause_and_resume_by_hand_keep_every_comment_of_a_canary_file(
         status, body = await post(service, "resume")
         assert (status, body["canary"]["state"]) == (200, "serving")
         resumed = path.read_text(encoding="utf-8")
-        if "{weight" in text:
-            assert resumed == text.replace("{weight: 100}", '{"weight": 100}')
-        else:
-            assert resumed == text if text.endswith("\n") else text + "\n"
+        # The trail of the two decisions stays: every other line is as written.
+        trail = stored_rollout(path)["history"]
+        assert [(e["action"], e["by"]) for e in trail] == [("pause", "ops"), ("resume", "ops")]
+        document = yaml.safe_load(resumed)
+        document["rollout"].pop("history")
+        assert document == yaml.safe_load(text)
+        if "{weight" not in text:
+            other = [line for line in resumed.splitlines() if "history:" not in line]
+            assert other == text.splitlines()
 
 
 PAUSED = {"reason": "r", "at": "2026-01-01T00:00:00+00:00", "by": "ops"}

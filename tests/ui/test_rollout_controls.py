@@ -79,6 +79,7 @@ async def answered_by(url: str) -> tuple[str, str]:
 def rollout_in(agents: Path) -> dict[str, Any]:
     document = yaml.safe_load((agents / canary_filename("bot")).read_text(encoding="utf-8"))
     rollout: dict[str, Any] = document["rollout"]
+    rollout.pop("history", None)  # the trail of decisions: tests/service/test_rollout_history.py
     return rollout
 
 

@@ -80,3 +80,13 @@ class AnalysisPolicy(_Strict):
     sample_ratio: bool = True
     """Pause when the split the canary gets departs from its weight (routing is broken)."""
     max_inconclusive: int = Field(default=60, ge=1, le=100_000)
+
+
+class HistoryEntry(BaseModel):
+    """One decision of ``rollout.history`` (``rollout/history.py`` writes them)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    at: str = Field(min_length=1, max_length=64)
+    by: str = Field(min_length=1, max_length=200)
+    action: str = Field(min_length=1, max_length=64)

@@ -15,7 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dynagent.exceptions import ConfigError, FieldIssue
-from dynagent.registry.analysis_policy import AnalysisPolicy, ApprovalPolicy, Approved
+from dynagent.registry.analysis_policy import (
+    AnalysisPolicy,
+    ApprovalPolicy,
+    Approved,
+    HistoryEntry,
+)
 from dynagent.registry.gate import GatePolicy, GateRecord
 from dynagent.registry.guard import GuardPolicy
 from dynagent.registry.judged import JudgePolicy
@@ -93,6 +98,9 @@ class RolloutPolicy(BaseModel):
     """Sound statistics against the stable version (``registry/analysis_policy.py``)."""
     approval: ApprovalPolicy | None = None
     approved: Approved | None = None
+    history: tuple[HistoryEntry, ...] = Field(default=(), max_length=200)
+    """The rollout's decisions, oldest first, as the service writes them back
+    (``rollout/history.py``): ``{at, by, action, from?, to?, reason?}``."""
     match: str | None = Field(default=None, min_length=1, max_length=MAX_LENGTH)
     """A CEL expression over the request (``caller``, ``headers``, ``variables``,
     ``metadata``, ``user``): only requests it is true for may reach the canary; the weight

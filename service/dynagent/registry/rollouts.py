@@ -60,6 +60,8 @@ class Rollouts:
         self.table = table
         self.changes = table.changes
         self._stats: dict[tuple[str, Variant], VariantStats] = {}
+        self.ended: dict[str, dict[str, Any]] = {}
+        """The last ended canary of each agent: its revision, how it ended, its decisions."""
         self.changes.listeners.append(self._forget)
         self.gatekeeper: Gatekeeper = _held_until_judged
         """Judges a canary's gate each time the canary is stored (``rollout.gate``)."""
@@ -68,7 +70,11 @@ class Rollouts:
         """A new stable revision is judged afresh; a removed agent leaves no figures."""
         if isinstance(event, AgentSwapped):
             self._stats.pop((event.name, "stable"), None)
+            ended = self.ended.get(event.name)
+            if ended is not None and ended["revision"] == event.revision:
+                ended["outcome"] = "promoted"  # its spec became the stable one
         elif isinstance(event, AgentRemoved):
+            self.ended.pop(event.name, None)
             for variant in VARIANTS:
                 self._stats.pop((event.name, variant), None)
 
@@ -229,6 +235,14 @@ class Rollouts:
             return
         self.table.store(replace(current, canary=None))
         self._stats.pop((name, "canary"), None)
+        ended = current.canary
+        promoted = current.stable.revision == ended.agent.revision
+        self.ended[name] = {
+            "revision": ended.agent.revision,
+            "outcome": "promoted" if promoted else "ended",
+            "at": time.time(),
+            "entries": [entry.model_dump() for entry in ended.policy.history],
+        }
         self.changes.tell(CanaryRemoved(name, current.canary.agent.revision))
         logger.info("agent {} canary removed", name)
 

@@ -33,6 +33,7 @@ from dynagent.registry.entry import Canary
 from dynagent.registry.events import CanaryPulled, RegistryEvent
 from dynagent.registry.rollouts import Rollouts
 from dynagent.rollout._yaml_lines import edited_lines
+from dynagent.rollout.history import recorded
 from dynagent.runtime.agent import Agent
 from dynagent.spec.agent import Format, format_of, parse_document
 
@@ -116,7 +117,8 @@ class RolloutDecisions:
 
         try:
             if weight is not None:
-                if await self.edit(name, revision, advance):
+                step = recorded(advance, "step", "rollout", **{"from": policy.weight, "to": weight})
+                if await self.edit(name, revision, step):
                     logger.info("agent {} canary: step to {:g}%", name, weight)
             elif policy.auto_promote:
                 await self._promote(name, canary)
@@ -164,7 +166,8 @@ class RolloutDecisions:
             return True
 
         try:
-            wrote = await self.edit(name, revision, pause)
+            change = recorded(pause, "pause", pulled.by, reason=pulled.reason)
+            wrote = await self.edit(name, revision, change)
         except DynagentError as exc:
             logger.warning(
                 "the guard's pull of {}'s canary stays in this replica only: {}", name, exc
@@ -192,7 +195,8 @@ class RolloutDecisions:
             rollout["paused"] = block  # replaces a pause of an earlier revision
             return True
 
-        wrote = await self.edit(name, canary.agent.spec.revision, pause)
+        change = recorded(pause, "pause", by, reason=reason)
+        wrote = await self.edit(name, canary.agent.spec.revision, change)
         if wrote:
             logger.info("agent {} canary {}: pause by {} written", name, revision, by)
         return wrote
@@ -216,12 +220,13 @@ class RolloutDecisions:
             rollout["approved"] = {"by": by, "at": at, "revision": revision}
             return True
 
-        wrote = await self.edit(name, canary.agent.spec.revision, approve)
+        change = recorded(approve, "approve", by)
+        wrote = await self.edit(name, canary.agent.spec.revision, change)
         if wrote:
             logger.info("agent {} canary {}: approved by {}", name, revision, by)
         return wrote
 
-    async def resume(self, name: str) -> bool:
+    async def resume(self, name: str, by: str = "operator") -> bool:
         """Remove ``rollout.paused`` from the canary of ``name``; False if it had none."""
         canary = self._canary(name)
         if canary is None:
@@ -230,7 +235,8 @@ class RolloutDecisions:
         def unpause(rollout: dict[str, Any]) -> bool:
             return rollout.pop("paused", None) is not None
 
-        wrote = await self.edit(name, canary.agent.spec.revision, unpause)
+        change = recorded(unpause, "resume", by)
+        wrote = await self.edit(name, canary.agent.spec.revision, change)
         if canary.pulled is not None and not canary.pulled.recorded:
             self.rollouts.resume_canary(name)  # a pull never written back: lift it here
         return wrote

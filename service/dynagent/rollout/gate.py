@@ -49,6 +49,7 @@ from dynagent.registry.gate import (
 )
 from dynagent.rollout._gate_run import GateRun, GateRunObserver, run_gate
 from dynagent.rollout.decisions import RolloutDecisions
+from dynagent.rollout.history import recorded
 from dynagent.runtime.agent import Agent
 
 CLAIM_SECONDS = 30.0
@@ -318,7 +319,8 @@ class CanaryGate:
                 del rollout["paused"]  # a failure of an earlier suite or judge
             return True
 
-        if await self._write(name, canary, record_it, record):
+        change = recorded(record_it, "gate", "gate", to=record.state, reason=reason, run=run.id)
+        if await self._write(name, canary, change, record):
             logger.log(
                 "INFO" if passed else "WARNING",
                 "agent {} canary {}: gate {} (run {}): {}",
@@ -352,7 +354,8 @@ class CanaryGate:
             rollout["gate_record"] = written(record)
             return True
 
-        await self._write(name, canary, forced, record)
+        change = recorded(forced, "force", by, to="forced")
+        await self._write(name, canary, change, record)
         logger.warning(
             "agent {} canary {}: promoted past its gate by {}", name, key.revision, record.by
         )

@@ -261,3 +261,31 @@ class Readiness(Answer):
     agents: int
     degraded: dict[str, str]
     """What is out, and why: a config source serving its snapshot, the session store."""
+
+
+class RolloutEntry(Answer):
+    """One decision: ``{at, by, action, from?, to?, reason?}``."""
+
+    at: str
+    by: str
+    action: str
+
+
+class RolloutTrail(Answer):
+    revision: str
+    entries: list[RolloutEntry]
+
+
+class EndedRollout(RolloutTrail):
+    outcome: Literal["promoted", "ended"]
+    at: float
+
+
+class RolloutHistory(Answer):
+    """``GET /v1/agents/{name}/rollout/history``."""
+
+    name: str
+    canary: RolloutTrail | None
+    """The serving canary's decisions, as its document records them."""
+    ended: EndedRollout | None
+    """The last canary that ended here, promoted or removed, and its decisions."""

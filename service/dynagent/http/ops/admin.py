@@ -23,6 +23,7 @@ from dynagent.http.api.schemas import (
     RevisionBody,
     RevisionHistory,
     RollbackRequest,
+    RolloutHistory,
 )
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
@@ -202,7 +203,7 @@ async def resume(request: web.Request) -> web.Response:
         raise Conflict(f"agent {name!r} has no canary to resume")
     if canary.serving:
         raise Conflict(f"the canary of agent {name!r} is not paused")
-    await service(request).decisions.resume(name)
+    await service(request).decisions.resume(name, _operator(request))
 
     def serving(current: Canary | None) -> bool:
         return current is None or current.serving or current.agent is not canary.agent
@@ -290,3 +291,31 @@ async def _until(
             f"the new definition of {name!r} was written but is not served yet; "
             "check the agent's status for last_error"
         ) from None
+
+
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents/{name}/rollout/history",
+        "Every decision of the agent's rollout: who or what, when, from what to what",
+        response=RolloutHistory,
+        errors=AGENT_ERRORS,
+    )
+)
+async def rollout_history(request: web.Request) -> web.Response:
+    """The current canary's decisions as its document records them (the fleet's), and
+    the last ended canary's as this replica saw them end."""
+    name = request.match_info["name"]
+    caller(request).check_agent(name)
+    registry = service(request).registry
+    canary = registry.entry(name).canary
+    current = (
+        {
+            "revision": canary.agent.revision,
+            "entries": [entry.model_dump() for entry in canary.policy.history],
+        }
+        if canary is not None
+        else None
+    )
+    body = {"name": name, "canary": current, "ended": registry.rollouts.ended.get(name)}
+    return json(RolloutHistory.model_validate(body))
