@@ -73,6 +73,9 @@ def test_the_files_name_what_they_must_watch() -> None:
         "DynagentConfigRefused",
         "DynagentConfigRefusedRepeatedly",
         "DynagentSourceDegraded",
+        "DynagentGateFailed",
+        "DynagentEvalCasesFailing",
+        "DynagentWebhookFailing",
     ]
     for expr in [*dashboard_expressions(), *alert_expressions()]:
         assert expr.count("(") == expr.count(")") and expr.count("{") == expr.count("}"), expr
