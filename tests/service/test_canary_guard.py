@@ -162,6 +162,8 @@ async def test_the_guard_pulls_a_failing_canary_and_the_stable_answers_everyone(
         # The pull is written into the canary's file, which the service then reads back.
         await service.registry.wait_for(lambda r: recorded(canary_of(r)))
         on_disk = yaml.safe_load(canary_path.read_text())
+        (pull,) = on_disk["rollout"].pop("history")  # the decision, in the trail too
+        assert (pull["action"], pull["by"]) == ("pause", "guard")
         paused = on_disk["rollout"]["paused"]
         at = datetime.fromisoformat(paused["at"]) if isinstance(paused["at"], str) else paused["at"]
         assert abs(at.timestamp() - pulled_at) < 0.001
@@ -333,7 +335,10 @@ async def test_a_paused_canary_stays_paused_after_a_restart_until_resumed(
         response = await service.client.post("/v1/agents/bot/rollout/resume")
         assert response.status == 200, await response.text()
         assert (await response.json())["canary"]["state"] == "serving"
-        assert yaml.safe_load(canary_path.read_text()) == canary_document(canary, weight=100)
+        resumed = yaml.safe_load(canary_path.read_text())
+        (decision,) = resumed["rollout"].pop("history")
+        assert (decision["action"], decision["by"]) == ("resume", "operator")
+        assert resumed == canary_document(canary, weight=100)
         assert (await call(service, "anyone"))[:2] == (200, "canary")
 
         again = await service.client.post("/v1/agents/bot/rollout/resume")
