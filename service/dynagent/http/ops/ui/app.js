@@ -249,6 +249,23 @@ async function watch() {
   }
 }
 
+// Each server-sent event of a streamed response, as ``parseEvent`` reads it.
+async function* streamEvents(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const ev = parseEvent(buffer.slice(0, cut));
+      buffer = buffer.slice(cut + 2);
+      if (ev) yield ev;
+    }
+  }
+}
+
 function parseEvent(block) {
   let event = "message";
   const data = [];
@@ -873,27 +890,16 @@ async function runPlayground() {
       throw new Error((err.error && err.error.message) || response.statusText);
     }
     traceId = response.headers.get("X-Trace-Id") || "";
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const {value, done} = await reader.read();
-      if (done) break;
-      buffer += value;
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const ev = parseEvent(buffer.slice(0, cut));
-        buffer = buffer.slice(cut + 2);
-        if (!ev) continue;
-        const e = JSON.parse(ev.data);
-        traceId = traceId || e.trace_id;
-        if (e.type === "model_delta") { out.textContent += e.text; continue; }
-        if (e.type === "final_output") out.textContent = typeof e.output === "string" ? e.output : JSON.stringify(e.output, null, 2);
-        const li = document.createElement("li");
-        li.className = "ev " + e.type + (e.type === "error" || e.is_error ? " error" : "");
-        li.dataset.type = e.type;
-        li.innerHTML = `<b>${esc(e.type)}</b> <span class="dim">step ${esc(e.step)}</span> ${eventLine(e)}`;
-        list.appendChild(li);
-      }
+    for await (const ev of streamEvents(response)) {
+      const e = JSON.parse(ev.data);
+      traceId = traceId || e.trace_id;
+      if (e.type === "model_delta") { out.textContent += e.text; continue; }
+      if (e.type === "final_output") out.textContent = typeof e.output === "string" ? e.output : JSON.stringify(e.output, null, 2);
+      const li = document.createElement("li");
+      li.className = "ev " + e.type + (e.type === "error" || e.is_error ? " error" : "");
+      li.dataset.type = e.type;
+      li.innerHTML = `<b>${esc(e.type)}</b> <span class="dim">step ${esc(e.step)}</span> ${eventLine(e)}`;
+      list.appendChild(li);
     }
     meta.innerHTML = traceId ? `<a id="play-trace" href="#/trace/${encodeURIComponent(traceId)}">open the trace ${esc(traceId)}</a>` : "";
   } catch (e) {

@@ -176,26 +176,16 @@ async function startRun(name, form) {
 
 async function followRun(name, response, live) {
   // Server-sent events: ``case`` per finished case, ``done`` with the whole record.
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "", record = null;
-  for (;;) {
-    const {value, done} = await reader.read();
-    if (done) break;
-    buffer += value;
-    let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const ev = parseEvent(buffer.slice(0, cut));
-      buffer = buffer.slice(cut + 2);
-      if (!ev) continue;
-      const data = JSON.parse(ev.data);
-      if (ev.event === "done") { record = data; continue; }
-      if (ev.event === "error") throw new Error((data.error && data.error.message) || data.message || "the run failed");
-      if (ev.event !== "case") { live.id = data.id || live.id; live.total = data.total ?? live.total; continue; }
-      live.done = data.done ?? live.done + 1;
-      live.total = data.total ?? live.total;
-      if (!data.passed) live.failed++;
-      showProgress(name, live, "");
-    }
+  let record = null;
+  for await (const ev of streamEvents(response)) {
+    const data = JSON.parse(ev.data);
+    if (ev.event === "done") { record = data; continue; }
+    if (ev.event === "error") throw new Error((data.error && data.error.message) || data.message || "the run failed");
+    if (ev.event !== "case") { live.id = data.id || live.id; live.total = data.total ?? live.total; continue; }
+    live.done = data.done ?? live.done + 1;
+    live.total = data.total ?? live.total;
+    if (!data.passed) live.failed++;
+    showProgress(name, live, "");
   }
   if (!record) throw new Error("the run's stream ended before its result");
   return record;
