@@ -3,6 +3,7 @@ within the configured risk however often a check is made."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -132,3 +133,16 @@ def test_a_broken_split_fails_the_sample_ratio_check_and_a_sound_one_passes() ->
     assert "sample ratio mismatch" in broken.reason
     assert sound.verdict == "pass"
     assert sample_ratio_check(50, 5, 10).verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("count", [4, 20, 30])
+def test_a_checks_status_is_valid_json_even_when_its_band_is_unbounded(count: int) -> None:
+    """Few latencies leave the top of the quantile band at infinity; the status (and the
+    live feed that sends it with ``json.dumps``) shows no ``Infinity``, which no browser
+    parses, but an open end (None)."""
+    few = Samples([0.001 * (i + 1) for i in range(count)])
+    check = latency_check(few, few, min_requests=1)
+    assert check.interval is not None and check.interval[1] == math.inf
+    shown = check.as_dict()
+    json.dumps(shown, allow_nan=False)  # raises on an infinity or a NaN
+    assert shown["interval"] == [round(check.interval[0], 6), None]

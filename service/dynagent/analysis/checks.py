@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -51,7 +52,12 @@ class Check:
 
 
 def _round(value: Any) -> Any:
-    return round(value, 6) if isinstance(value, float) else value
+    """A figure as the status shows it; an unbounded end (a latency band with too few slow
+    samples reaches infinity) is None: JSON has no infinity, and the live feed's
+    ``Infinity`` would be a parse error in every browser watching."""
+    if not isinstance(value, float):
+        return value
+    return round(value, 6) if math.isfinite(value) else None
 
 
 def error_rate_check(
