@@ -52,6 +52,7 @@ class AnalysisState:
 
     revision: str
     weight: float
+    max_inconclusive: int
     base: Figures | None = None
     step_base: Figures | None = None
     verdict: str = "pending"
@@ -69,6 +70,7 @@ class AnalysisState:
             "source": self.source,
             "note": self.note,
             "inconclusive": self.inconclusive,
+            "max_inconclusive": self.max_inconclusive,
             "checked_at": self.checked_at,
             "checks": [check.as_dict() for check in self.checks],
         }
@@ -121,20 +123,34 @@ class CanaryAnalyses:
                 state = self._state(entry.name, canary)
                 if canary.serving and now >= state.due:
                     state.due = now + canary.policy.analysis.interval
+                    shown = state.status()
                     try:
                         await self._check(entry.name, entry.stable.revision, canary, state)
                     except Exception:  # one agent's analysis failing must not stop the rest
                         logger.exception("analysis of agent {} failed", entry.name)
+                    self._publish(entry.name, state, shown)
+
+    def _publish(self, name: str, state: AnalysisState, shown: dict[str, Any]) -> None:
+        """Tell the agent's watchers when a check changed what its status shows (the
+        verdict, the figures, the inconclusive count): the status is read anew, so a live
+        view follows the analysis even while no request changes the traffic. The time of
+        the check alone is no change: an idle canary wakes nobody."""
+        now = state.status()
+        if {**now, "checked_at": None} != {**shown, "checked_at": None}:
+            self.registry.attachments.put(name, KIND, state)
 
     def _state(self, name: str, canary: Canary) -> AnalysisState:
         state = self._states.get(name)
         revision, weight = canary.agent.revision, canary.policy.weight
+        assert canary.policy.analysis is not None
+        most = canary.policy.analysis.max_inconclusive
         if state is None or state.revision != revision:
-            state = self._states[name] = AnalysisState(revision, weight)
+            state = self._states[name] = AnalysisState(revision, weight, most)
             self.registry.attachments.put(name, KIND, state)
         elif state.weight != weight:  # a new step: the split counts afresh
             state.weight, state.step_base, state.inconclusive = weight, None, 0
             state.verdict = "pending"
+        state.max_inconclusive = most  # the rollout block may change under one revision
         return state
 
     def _forget(self, name: str) -> None:
