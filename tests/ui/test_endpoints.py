@@ -59,7 +59,8 @@ async def invoke(
 
 
 @pytest.mark.parametrize(
-    "path", ["/ui/", "/ui/app.js", "/ui/evals.js", "/ui/style.css", "/ui/index.html"]
+    "path",
+    ["/ui/", "/ui/app.js", "/ui/rollout.js", "/ui/evals.js", "/ui/style.css", "/ui/index.html"],
 )
 async def test_the_page_needs_no_key_and_talks_only_to_this_service(
     service: RunningService, path: str

@@ -150,14 +150,24 @@ function rollout(canary) {
   return {steps, step, progress, paused: r.paused || (pulled ? canary.pulled || {} : null)};
 }
 
+function heldBy(gate) {
+  // Why a serving canary takes none of its weight: its gate, until its suite passed.
+  return gate && gate.state !== "passed" && gate.state !== "forced"
+    ? `its gate is ${gate.state}: no live traffic until its suite passes` : "";
+}
+
 function canaryCell(canary) {
   if (!canary) return `<span class="dim">–</span>`;
   const r = rollout(canary);
+  const held = canary.state === "serving" ? heldBy(canary.gate) : "";
   const parts = [`<b>${esc(canary.weight)}%</b>`];
   if (Array.isArray(r.steps)) parts.push(`<span class="dim">step ${esc((r.step ?? 0) + 1)}/${esc(r.steps.length)}</span>`);
   if (canary.state === "pulled") parts.push(badge("pulled", "bad", canary.pulled ? canary.pulled.reason : ""));
   else if (r.paused) parts.push(badge("paused", "warn", r.paused.reason || ""));
+  else if (held) parts.push(badge("held", "warn", held));
   else if (canary.state) parts.push(badge(canary.state === "serving" ? "guard ok" : canary.state, canary.state === "serving" ? "ok" : "warn"));
+  if (r.progress && r.progress.awaiting_approval && canary.state === "serving") parts.push(badge("awaiting approval", "warn", "the next step waits for dynagent rollout approve"));
+  if (canary.budget && canary.budget.exceeded) parts.push(badge("over budget", "bad", "its spend exceeded rollout.budget"));
   if (canary.gate && canary.gate.state !== "passed") parts.push(gateBadge(canary.gate));
   parts.push(`<span class="mono dim">${esc(canary.revision)}</span>`);
   return parts.join(" ");
@@ -392,37 +402,77 @@ function markPainted() {
 
 // ---------------------------------------------------------------- one agent
 
+const agentView = {status: null, painted: new Map()};  // the status shown; part -> what it shows
+
 async function renderAgent(name) {
   document.title = name + " · Dynagent";
   await capabilities();
   view.innerHTML = `<div class="bar"><h1><a href="#/agents">Agents</a> / ${esc(name)}</h1></div><div id="agent">loading…</div>`;
+  agentView.painted = new Map();
   await refreshAgent(name);
 }
 
-let agentRefresh = null;
-async function refreshAgent(name) {
-  if (agentRefresh) return agentRefresh;
-  agentRefresh = (async () => {
+// One read at a time; an update that arrives meanwhile is read after it (never dropped).
+let agentRefresh = null, agentWanted = null, agentAgain = false;
+function refreshAgent(name) {
+  agentWanted = name;
+  agentAgain = true;
+  agentRefresh = agentRefresh || (async () => {
     try {
-      const [status, series] = await Promise.all([
-        api(`/v1/agents/${encodeURIComponent(name)}`),
-        api(`/v1/agents/${encodeURIComponent(name)}/series`).catch(() => null),
-      ]);
-      const box = document.getElementById("agent");
-      if (!box || params().parts[1] !== name) return;
-      const keep = captureSelection();
-      box.innerHTML = agentDetail(status, series);
-      restoreSelection(keep);
-      wireAgent(status);
-      loadParts(status);
-    } catch (e) {
-      const box = document.getElementById("agent");
-      if (box) box.innerHTML = `<p class="error">${esc(e.message)}</p>`;
-    } finally {
-      agentRefresh = null;
-    }
+      while (agentAgain) { agentAgain = false; await loadAgent(agentWanted); }
+    } finally { agentRefresh = null; }
   })();
   return agentRefresh;
+}
+
+async function loadAgent(name) {
+  const path = `/v1/agents/${encodeURIComponent(name)}`;
+  try {
+    const [status, series, history] = await Promise.all([
+      api(path), api(`${path}/series`).catch(() => null), api(`${path}/rollout/history`).catch(() => null),
+    ]);
+    const box = document.getElementById("agent");
+    if (!box || params().parts[0] !== "agent" || params().parts[1] !== name) return;
+    agentView.status = status;
+    paintAgent(box, agentParts(status, series));
+    fillPart("canary-budget", status.canary && status.canary.budget, budgetBody);
+    fillPart("analysis-panel", status.analysis, analysisBody);
+    fillPart("history-panel", history, historyBody);
+    loadParts(status);
+  } catch (e) {
+    const box = document.getElementById("agent");
+    if (box) box.innerHTML = `<p class="error">${esc(e.message)}</p>`;
+    agentView.painted = new Map();
+  }
+}
+
+function steady(html) {
+  // What a part shows, less the "… ago" of its times (the ticker keeps those true).
+  return html.replace(/(<time\b[^>]*>)[^<]*(<\/time>)/g, "$1$2");
+}
+
+function paintAgent(box, parts) {
+  // A part is drawn again only when what it shows changed: a live update never replaces a
+  // button under a click in flight, nor takes the focus or a choice away.
+  const keys = parts.map(([key]) => key);
+  const changed = new Set();
+  const keep = captureSelection();
+  if ([...box.children].map((c) => c.dataset.part).join() !== keys.join()) {
+    box.innerHTML = parts.map(([, html]) => html).join("");
+    agentView.painted = new Map(parts.map(([key, html]) => [key, steady(html)]));
+    keys.forEach((key) => changed.add(key));
+  } else {
+    parts.forEach(([key, html], i) => {
+      const shown = steady(html);
+      if (agentView.painted.get(key) === shown) return;
+      agentView.painted.set(key, shown);
+      box.children[i].outerHTML = html;
+      changed.add(key);
+    });
+  }
+  restoreSelection(keep, changed);
+  if (changed.has("actions")) wireActions();
+  if (changed.has("revisions")) wireRevisions();
 }
 
 function captureSelection() {
@@ -434,18 +484,24 @@ function captureSelection() {
   return {a: a && a.value, b: b && b.value, rb: rb && rb.value, diff: diff && diff.innerHTML, result: result && result.outerHTML};
 }
 
-function restoreSelection(keep) {
-  for (const [field, value] of [["diff-a", keep.a], ["diff-b", keep.b]]) {
-    const input = value && document.querySelector(`input[name="${field}"][value="${CSS.escape(value)}"]`);
-    if (input) input.checked = true;
+function restoreSelection(keep, changed) {
+  if (changed.has("revisions")) {
+    for (const [field, value] of [["diff-a", keep.a], ["diff-b", keep.b]]) {
+      const input = value && document.querySelector(`input[name="${field}"][value="${CSS.escape(value)}"]`);
+      if (input) input.checked = true;
+    }
+    if (keep.diff) document.getElementById("diff").innerHTML = keep.diff;
   }
-  const rb = document.getElementById("rollback-to");
-  if (rb && keep.rb && [...rb.options].some((o) => o.value === keep.rb)) rb.value = keep.rb;
-  if (keep.diff) document.getElementById("diff").innerHTML = keep.diff;
-  if (keep.result) document.getElementById("action-result").outerHTML = keep.result;
+  if (changed.has("actions")) {
+    const rb = document.getElementById("rollback-to");
+    if (rb && keep.rb && [...rb.options].some((o) => o.value === keep.rb)) rb.value = keep.rb;
+    if (keep.result) document.getElementById("action-result").outerHTML = keep.result;
+  }
 }
 
-function agentDetail(s, series) {
+function agentParts(s, series) {
+  // The agent view as parts, each [key, html]; the analysis, the budget and the history are
+  // filled in afterwards as DOM nodes (rollout.js).
   const admin = state.me && state.me.admin;
   const revs = s.revisions || [];
   const revKey = (r) => `${r.revision}|${r.variant}`;
@@ -453,25 +509,28 @@ function agentDetail(s, series) {
   // canary's own, typically) is not a rollback target; promoting is the canary's own button.
   const stableRevs = revs.filter((r, i) => r.variant === "stable" && r.revision !== s.revision
     && revs.findIndex((o) => o.variant === "stable" && o.revision === r.revision) === i);
-  return `
-<section class="card summary">
+  const loaded = (at) => at ? new Date(at * 1000).toLocaleString() : "";
+  return [
+    ["summary", `<section class="card summary" data-part="summary">
   <div>${stateBadge(s)} <span class="mono">${esc(s.revision || "–")}</span> · ${esc(s.factory || "")} · loaded ${when(s.loaded_at)}</div>
   <div class="dim">${esc(s.description || "")}</div>
   <div>${sourceCell(s.source)}</div>
   ${s.last_error ? `<div class="error-box"><b>Last error</b> ${when(s.last_error.at)} ${errorCell(s.last_error)}</div>` : ""}
   <div class="links"><a href="#/traces?agent=${encodeURIComponent(s.name)}">recent runs</a> · <a href="#/play?agent=${encodeURIComponent(s.name)}">try it</a> · <a href="#/evals/${encodeURIComponent(s.name)}" id="agent-evals">evaluations</a>${s.evals ? " " + suiteCell(s.evals) : ""}</div>
-</section>
-<section class="card"><h2>Traffic</h2>${trafficTable(s)}<h3>Requests per 30 s, last 15 minutes <span class="legend-stable">stable</span> <span class="legend-canary">canary</span> <span class="legend-err">errors</span></h3>${sparkline(series, 600, 60)}</section>
-${s.canary ? canaryPanel(s, series) : `<section class="card"><h2>Canary</h2><p class="dim">No canary. Publish <span class="mono">${esc(s.name)}.canary.yaml</span> to start one.</p></section>`}
-<section class="card" id="actions"><h2>Actions</h2>
+</section>`],
+    ["traffic", `<section class="card" data-part="traffic"><h2>Traffic</h2>${trafficTable(s)}<h3>Requests per 30 s, last 15 minutes <span class="legend-stable">stable</span> <span class="legend-canary">canary</span> <span class="legend-err">errors</span></h3>${sparkline(series, 600, 60)}</section>`],
+    ["canary", s.canary ? canaryPanel(s, series) : `<section class="card" data-part="canary"><h2>Canary</h2><p class="dim">No canary. Publish <span class="mono">${esc(s.name)}.canary.yaml</span> to start one.</p></section>`],
+    ["analysis", `<section class="card" id="analysis-panel" data-part="analysis"${s.analysis ? "" : " hidden"}></section>`],
+    ["history", `<section class="card" id="history-panel" data-part="history"></section>`],
+    ["actions", `<section class="card" id="actions" data-part="actions"><h2>Actions</h2>
   ${admin ? `<div class="actions">
     ${s.canary ? `<button id="promote" type="button">Promote canary ${esc(s.canary.revision)}</button>` : ""}
     ${pauseButton(s)}
-    ${stableRevs.length ? `<label>Roll back to <select id="rollback-to">${stableRevs.map((r) => `<option value="${esc(r.revision)}">${esc(r.revision)} (stable, ${esc(ago(r.loaded_at))})</option>`).join("")}</select></label> <button id="rollback" type="button">Roll back</button>` : ""}
+    ${stableRevs.length ? `<label>Roll back to <select id="rollback-to">${stableRevs.map((r) => `<option value="${esc(r.revision)}">${esc(r.revision)} (stable, ${esc(loaded(r.loaded_at))})</option>`).join("")}</select></label> <button id="rollback" type="button">Roll back</button>` : ""}
   </div>` : `<p class="dim">Promote, roll back and pause need an admin key.</p>`}
   <div id="action-result"></div>
-</section>
-<section class="card"><h2>Revisions</h2>
+</section>`],
+    ["revisions", `<section class="card" data-part="revisions"><h2>Revisions</h2>
   <table class="revs"><thead><tr><th>A</th><th>B</th><th>revision</th><th>variant</th><th>loaded</th><th>factory</th><th>source</th></tr></thead><tbody>
   ${revs.map((r, i) => `<tr><td><input type="radio" name="diff-a" value="${esc(revKey(r))}" ${i === 1 || (revs.length === 1 && i === 0) ? "checked" : ""} aria-label="compare from ${esc(r.revision)}"></td>
   <td><input type="radio" name="diff-b" value="${esc(revKey(r))}" ${i === 0 ? "checked" : ""} aria-label="compare to ${esc(r.revision)}"></td>
@@ -480,8 +539,9 @@ ${s.canary ? canaryPanel(s, series) : `<section class="card"><h2>Canary</h2><p c
   </tbody></table>
   <button id="compare" type="button" ${revs.length ? "" : "disabled"}>Compare A → B</button>
   <div id="diff"></div>
-</section>
-<section class="card"><h2>Tools, MCP servers and sub-agents</h2><div id="parts" class="dim">loading…</div></section>`;
+</section>`],
+    ["parts", `<section class="card" data-part="parts"><h2>Tools, MCP servers and sub-agents</h2><div id="parts" class="dim">loading…</div></section>`],
+  ];
 }
 
 function trafficTable(s) {
@@ -502,11 +562,14 @@ function canaryPanel(s, series) {
     ["p95 vs stable", ratio == null ? "–" : ratio.toFixed(2) + "×", "≤ " + (g.max_latency_ratio ?? "–") + "× (floor " + ms(floor) + ")", ratio != null && ratio > g.max_latency_ratio],
     ["requests seen", String(cs.requests ?? 0), "guard acts from " + (g.min_requests ?? "–"), false],
   ];
-  return `<section class="card canary" id="canary-panel"><h2>Canary ${esc(c.revision)}</h2>
+  return `<section class="card canary" id="canary-panel" data-part="canary"><h2>Canary ${esc(c.revision)}</h2>
   <div>${canaryCell(c)} · sticky key <span class="mono">${esc(c.sticky_key || "")}</span> · since ${when(c.loaded_at)}</div>
+  <div id="canary-budget"></div>
   ${Array.isArray(r.steps) ? `<div class="steps">${r.steps.map((w, i) => `<span class="step ${i === r.step ? "current" : (i < r.step ? "done" : "")}">${esc(w)}%</span>`).join("")}</div>` : ""}
   ${c.state === "pulled" && c.pulled ? `<div class="error-box"><b>Pulled${c.pulled.by ? " by " + esc(c.pulled.by) : " by the guard"}</b> ${when(c.pulled.at)}: ${esc(c.pulled.reason)}${c.pulled.recorded ? " (recorded in its definition: every replica keeps it)" : ""}</div>` : ""}
   ${r.progress ? `<div class="small">step since ${when(r.progress.since)} · ${esc(r.progress.healthy_requests ?? "–")} healthy requests${r.progress.after ? " · next step after " + esc(JSON.stringify(r.progress.after)) : ""}${r.progress.auto_promote ? " · promotes itself after the last step" : ""}</div>` : ""}
+  ${r.progress && r.progress.awaiting_approval ? `<div class="warn-box approval"><b>Awaiting approval</b>: the next step waits for <span class="mono">dynagent rollout approve ${esc(s.name)}</span> (an admin)</div>` : ""}
+  ${r.progress && r.progress.approved ? `<div class="small approval">approved by ${esc(r.progress.approved.by)} at ${esc(r.progress.approved.at)} for <span class="mono">${esc(r.progress.approved.revision)}</span></div>` : ""}
   ${gateBox(s.name, c.gate)}
   ${r.paused && c.state !== "pulled" ? `<div class="warn-box"><b>Paused</b> ${esc(r.paused.by || "")} ${when(r.paused.at)}: ${esc(r.paused.reason || "")}</div>` : ""}
   <table class="small-table guard"><thead><tr><th>guard check</th><th>measured</th><th>threshold</th></tr></thead><tbody>
@@ -538,23 +601,30 @@ function pauseButton(s) {
   return "";
 }
 
-function wireAgent(s) {
-  const name = encodeURIComponent(s.name);
-  const on = (id, fn) => { const el = document.getElementById(id); if (el) el.addEventListener("click", fn); };
-  on("promote", () => act(`Promote canary ${s.canary.revision} of ${s.name} to stable? It replaces ${s.revision} for every caller.`,
-    () => api(`/v1/agents/${name}/promote`, {method: "POST"}), s.name));
-  on("rollback", () => {
+function onClick(id, fn) {
+  const button = document.getElementById(id);
+  if (button) button.addEventListener("click", () => fn(agentView.status));  // the status shown now
+}
+
+function wireActions() {
+  const path = (s) => `/v1/agents/${encodeURIComponent(s.name)}`;
+  onClick("promote", (s) => act(`Promote canary ${s.canary.revision} of ${s.name} to stable? It replaces ${s.revision} for every caller.`,
+    () => api(`${path(s)}/promote`, {method: "POST"}), s.name));
+  onClick("rollback", (s) => {
     const to = document.getElementById("rollback-to").value;
     act(`Roll ${s.name} back to revision ${to}? It replaces ${s.revision} for every caller.`,
-      () => api(`/v1/agents/${name}/rollback`, {method: "POST", json: {to}}), s.name);
+      () => api(`${path(s)}/rollback`, {method: "POST", json: {to}}), s.name);
   });
-  on("pause", () => act(`Pause the rollout of ${s.name}? Canary ${s.canary.revision} leaves traffic on every replica; ${s.revision} answers every caller until it is resumed.`,
-    (answer) => api(state.caps.pause.replace("{name}", name), answer.reason ? {method: "POST", json: {reason: answer.reason}} : {method: "POST"}),
+  onClick("pause", (s) => act(`Pause the rollout of ${s.name}? Canary ${s.canary.revision} leaves traffic on every replica; ${s.revision} answers every caller until it is resumed.`,
+    (answer) => api(state.caps.pause.replace("{name}", encodeURIComponent(s.name)), answer.reason ? {method: "POST", json: {reason: answer.reason}} : {method: "POST"}),
     s.name, {askReason: true, done: (st) => `Done: canary ${st.canary ? st.canary.revision : s.canary.revision} of ${st.name} paused; ${st.revision} answers every caller.`}));
-  on("resume", () => act(`Resume the rollout of ${s.name}? Canary ${s.canary.revision} takes ${s.canary.weight}% of the traffic again.`,
-    () => api(state.caps.resume.replace("{name}", name), {method: "POST"}),
+  onClick("resume", (s) => act(`Resume the rollout of ${s.name}? Canary ${s.canary.revision} takes ${s.canary.weight}% of the traffic again.`,
+    () => api(state.caps.resume.replace("{name}", encodeURIComponent(s.name)), {method: "POST"}),
     s.name, {done: (st) => st.canary ? `Done: canary ${st.canary.revision} of ${st.name} is back in traffic at ${st.canary.weight}%.` : `Done: ${st.name} now serves ${st.revision}, no canary.`}));
-  on("compare", () => compare(s.name));
+}
+
+function wireRevisions() {
+  onClick("compare", (s) => compare(s.name));
 }
 
 function servesText(status) {
@@ -665,16 +735,19 @@ async function loadParts(s) {
       }
     } catch (e) { /* the parts from the definition still show */ }
   }
-  const el = document.getElementById("parts");
-  if (!el) return;
+  const out = document.getElementById("parts");
+  if (!out) return;
   // When the status itself lists the tools with their state, it is the better source.
   const reported = Array.isArray(s.tools) && s.tools.some((t) => t && typeof t === "object")
     ? s.tools.map((t) => Object.assign(toolPart(t), {state: String(t.state || t.status || "")})) : null;
   const rows = [...(reported || tools), ...extra];
-  el.className = "";
-  el.innerHTML = rows.length ? `<table class="small-table"><thead><tr><th>name</th><th>kind</th><th>state</th><th>details</th></tr></thead><tbody>${rows.map((r) =>
+  const html = rows.length ? `<table class="small-table"><thead><tr><th>name</th><th>kind</th><th>state</th><th>details</th></tr></thead><tbody>${rows.map((r) =>
     `<tr><td class="mono">${esc(r.name)}</td><td>${esc(r.kind)}</td><td>${r.state ? badge(r.state, /connected|serving|ok|ready|live/.test(r.state) && !/dis/.test(r.state) ? "ok" : "bad") : ""}</td><td class="small">${esc(r.details || "")}</td></tr>`).join("")}</tbody></table>`
     : `<p class="dim">No tools.</p>`;
+  if (out.dataset.shown === html) return;  // unchanged: left as it is (and as selected)
+  out.className = "";
+  out.innerHTML = html;
+  out.dataset.shown = html;
 }
 
 function toolPart(entry) {
@@ -741,9 +814,9 @@ async function loadTraces() {
     const data = await api("/v1/traces?" + f);
     const box = document.getElementById("traces");
     if (!box) return;
-    box.innerHTML = data.traces.length ? `<table class="traces"><thead><tr><th>when</th><th>agent</th><th>variant</th><th>revision</th><th>status</th><th>duration</th><th>model calls</th><th>tool calls</th><th>tokens</th><th>by</th><th>session</th><th>input</th></tr></thead><tbody>
+    box.innerHTML = data.traces.length ? `<table class="traces"><thead><tr><th>when</th><th>agent</th><th>variant</th><th>revision</th><th>status</th><th>duration</th><th>model calls</th><th>tool calls</th><th>tokens</th><th title="what the run cost, by models.prices">cost</th><th>by</th><th>session</th><th>input</th></tr></thead><tbody>
 ${data.traces.map((t) => `<tr class="${t.status !== "ok" ? "has-error" : ""}" data-trace="${esc(t.trace_id)}"><td><a href="#/trace/${encodeURIComponent(t.trace_id)}">${when(t.started_at)}</a></td><td>${esc(t.agent)}</td><td>${esc(t.variant)}</td><td class="mono">${esc(t.revision)}</td>
-<td>${badge(t.status, t.status === "ok" ? "ok" : "bad", t.error ? t.error.type + ": " + t.error.message : "")}</td><td class="num">${ms(t.duration_ms)}</td><td class="num">${esc(t.steps)}</td><td class="num">${esc(t.tool_calls)}</td><td class="num">${t.usage ? esc(t.usage.total_tokens) : "–"}</td>
+<td>${badge(t.status, t.status === "ok" ? "ok" : "bad", t.error ? t.error.type + ": " + t.error.message : "")}</td><td class="num">${ms(t.duration_ms)}</td><td class="num">${esc(t.steps)}</td><td class="num">${esc(t.tool_calls)}</td><td class="num">${t.usage ? esc(t.usage.total_tokens) : "–"}</td><td class="num cost">${esc(usd(t.cost_usd))}</td>
 <td class="mono small">${esc(t.owner || "")}</td><td class="mono small">${esc(t.session_id || "")}</td><td class="small">${esc(t.input)}</td></tr>`).join("")}</tbody></table>`
       : `<p class="dim">No recent runs match.</p>`;
   } catch (e) {
@@ -815,7 +888,7 @@ async function renderTrace(id) {
   const rows = timelineRows(events, total);
   document.getElementById("trace").innerHTML = `<section class="card">
   <div>${badge(finished ? finished.status : "unfinished", finished && finished.status === "ok" ? "ok" : "bad")} <a href="#/agent/${encodeURIComponent(trace.agent)}">${esc(trace.agent)}</a> · <span class="mono">${esc(trace.revision)}</span> · ${esc(trace.variant)} · ${when(started.at)} · ${ms(finished && finished.duration_ms)}
-  ${finished ? ` · tokens ${esc(finished.usage.total_tokens)} (in ${esc(finished.usage.input_tokens)}, out ${esc(finished.usage.output_tokens)})` : ""}${started.session_id ? ` · session <span class="mono">${esc(started.session_id)}</span>` : ""}${trace.owner ? ` · by <span class="mono">${esc(trace.owner)}</span>` : ""}</div>
+  ${finished ? ` · tokens ${esc(finished.usage.total_tokens)} (in ${esc(finished.usage.input_tokens)}, out ${esc(finished.usage.output_tokens)})` : ""}${finished && typeof finished.cost_usd === "number" ? ` · cost <span class="num run-cost">${esc(usd(finished.cost_usd))}</span>` : ""}${started.session_id ? ` · session <span class="mono">${esc(started.session_id)}</span>` : ""}${trace.owner ? ` · by <span class="mono">${esc(trace.owner)}</span>` : ""}</div>
   <div class="small">input: <span class="mono">${esc(typeof started.input === "string" ? started.input : JSON.stringify(started.input))}</span></div>
 </section>
 <section class="card"><h2>Timeline</h2><div class="timeline">${rows.join("") || `<p class="dim">No model or tool calls recorded.</p>`}</div></section>
@@ -862,7 +935,7 @@ function eventLine(e) {
     case "tool_result": return `<span class="mono">${esc(e.name)}</span> → ${esc(e.output)} (${ms(e.duration_ms)})`;
     case "final_output": return esc(typeof e.output === "string" ? e.output : JSON.stringify(e.output));
     case "error": return `${esc(e.error_type)}: ${esc(e.message)}`;
-    case "run_finished": return `${esc(e.status)} in ${ms(e.duration_ms)}, ${esc(e.usage.total_tokens)} tokens`;
+    case "run_finished": return `${esc(e.status)} in ${ms(e.duration_ms)}, ${esc(e.usage.total_tokens)} tokens${typeof e.cost_usd === "number" ? ", " + esc(usd(e.cost_usd)) : ""}`;
     default: return "";
   }
 }
