@@ -92,7 +92,7 @@ function checksTable(checks) {
 function budgetBody(b) {
   // The canary's ``budget``: {usd?, tokens?, per, spent_usd, spent_tokens, source, exceeded}.
   if (!b) return [];
-  const limit = typeof b.usd === "number" ? usd(b.usd) : `${figure(b.tokens)} tokens`;
+  const limit = typeof b.usd === "number" ? usd(b.usd) : `${figure(b.tokens)} token${b.tokens === 1 ? "" : "s"}`;
   const spentShare = typeof b.usd === "number" ? b.spent_usd / b.usd : b.spent_tokens / b.tokens;
   const per = b.per === "day" ? "per day (UTC)" : "per rollout";
   const source = b.source === "prometheus" ? "the fleet's spend (Prometheus)" : "this replica's spend";
@@ -102,7 +102,8 @@ function budgetBody(b) {
       " ", el("span", {class: "budget-limit"}, `${limit} ${per}`),
       " · spent ", el("span", {class: "num budget-spent"}, `${usd(b.spent_usd)} · ${figure(b.spent_tokens ?? 0)} tokens`),
       Number.isFinite(spentShare) ? ` (${Math.round(spentShare * 100)}% of the limit)` : "",
-      " · ", el("span", {class: "budget-source"}, source)),
+      " · ", el("span", {class: "budget-source"}, source),
+      b.note ? el("div", {class: "small budget-note"}, String(b.note)) : null),
   ];
 }
 
