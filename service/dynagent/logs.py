@@ -171,6 +171,8 @@ class _TextSink:
         self.sink_id = sink_id
         self.levels = {name: logger.level(name).no for name in ("INFO", "WARNING")}
         self.least = logger.level(level.upper()).no
+        self.second = -1
+        self.stamp = ""
 
     def alone(self) -> bool:
         """Whether it is still the logger's only sink (no other sink misses the line)."""
@@ -181,9 +183,12 @@ class _TextSink:
         if self.levels[level] < self.least:
             return
         now = time.time()
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-        millis = int(now % 1 * 1000)
-        self.stream.write(f"{stamp}.{millis:03d} | {level: <7} | {trace_id} | {message}\n")
+        second = int(now)
+        if second != self.second:  # the date and time to the second, made once a second
+            self.second = second
+            self.stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        millis = int((now - second) * 1000)
+        self.stream.write(f"{self.stamp}.{millis:03d} | {level: <7} | {trace_id} | {message}\n")
         self.stream.flush()
 
 
