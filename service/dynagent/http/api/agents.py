@@ -85,7 +85,7 @@ async def invoke(request: web.Request) -> web.StreamResponse:
         usage=result.usage.as_dict(),
         steps=result.steps,
     )
-    return json(answer, headers=agent_headers(agent, result.variant, result.trace_id), compact=True)
+    return json(answer, headers=agent_headers(agent, result.variant, result.trace_id))
 
 
 async def write_sse(
