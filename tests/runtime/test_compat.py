@@ -81,6 +81,7 @@ def test_the_private_parts_are_named_in_full() -> None:
     assert {module.TESTED.distribution for module in MODULES} == {
         "aiohttp",
         "httpx2",
+        "loguru",
         "mcp",
         "nacos-sdk-python",
         "openai",

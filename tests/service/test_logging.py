@@ -141,3 +141,47 @@ def test_text_lines_show_a_dash_outside_runs(capsys: pytest.CaptureFixture[str])
         restore_default_logging()
     (line,) = capsys.readouterr().err.splitlines()
     assert line.endswith("| INFO    | - | started")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_runs_line_is_loguru_s_line_without_a_loguru_record(
+    stream: bool,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    model_server: ScriptedModelServer,
+    agents_dir: Path,
+    state_dir: Path,
+) -> None:
+    """The one line every request logs, when the service's text sink is the only sink:
+    written as loguru writes it (masked, with the run's trace id), but without building
+    a loguru record for it, which cost about a tenth of serving a request."""
+    records: list[str] = []
+    counted = SecretMask.__call__
+
+    def counting(mask: SecretMask, record: Any) -> None:
+        records.append(record["message"])
+        counted(mask, record)
+
+    monkeypatch.setattr(SecretMask, "__call__", counting)
+    document = agent_document("bot", model_server, model={"api_key": "${OPENAI_API_KEY}"})
+    (agents_dir / "bot.yaml").write_text(json.dumps(document), encoding="utf-8")
+    model_server.script(DEFAULT_MODEL, [Reply(f"ok {MODEL_KEY}")])
+    try:
+        configure_logging("INFO").add([MODEL_KEY])
+        async with running_service(
+            service_config(agents_dir, state_dir), environ=ENVIRON
+        ) as service:
+            auth = {"Authorization": f"Bearer {API_KEY}"}
+            ok = await service.client.post(
+                "/v1/agents/bot/invoke", json={"input": "hi", "stream": stream}, headers=auth
+            )
+            await ok.read()
+            revision = service.serving("bot")
+    finally:
+        restore_default_logging()
+    trace_id = ok.headers["X-Trace-Id"]
+    lines = [line for line in capsys.readouterr().err.splitlines() if "invoke bot@" in line]
+    assert [line.split(" | ", 1)[1].rsplit(" ok in ", 1)[0] for line in lines] == [
+        f"INFO    | {trace_id} | invoke bot@{revision} (stable)"
+    ]
+    assert [message for message in records if "invoke bot@" in message] == []

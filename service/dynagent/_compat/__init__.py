@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from dynagent._compat import aiohttp, httpx2, mcp, nacos, openai, opentelemetry, re2
+from dynagent._compat import aiohttp, httpx2, loguru, mcp, nacos, openai, opentelemetry, re2
 from dynagent._compat.versions import Tested, UntestedDependency
 
 __all__ = ["MODULES", "CompatModule", "Tested", "UntestedDependency", "check_all"]
@@ -34,7 +34,16 @@ class CompatModule(Protocol):
     def check(self) -> None: ...
 
 
-MODULES: tuple[CompatModule, ...] = (aiohttp, httpx2, mcp, nacos, openai, opentelemetry, re2)
+MODULES: tuple[CompatModule, ...] = (
+    aiohttp,
+    httpx2,
+    loguru,
+    mcp,
+    nacos,
+    openai,
+    opentelemetry,
+    re2,
+)
 _checked = False
 
 

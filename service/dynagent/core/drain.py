@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from types import TracebackType
 
 from dynagent.events import ErrorEvent, Event, ModelResponseEvent, RunFinished, Usage
 from dynagent.exceptions import ServiceStopping
@@ -40,23 +40,43 @@ class Drain:
         for timeout in self._running:
             timeout.reschedule(self._deadline)
 
-    @asynccontextmanager
-    async def guard(self, trace_id: str) -> AsyncIterator[None]:
+    def guard(self, trace_id: str) -> _Guard:
         """Run the block; past the drain deadline it is cancelled and ``ServiceStopping``
         raised for ``trace_id``."""
+        return _Guard(self, trace_id)
+
+
+class _Guard:
+    """``Drain.guard``: a class rather than a generator-based context manager, as it is
+    entered for a whole run and around each event a stream reads."""
+
+    __slots__ = ("_drain", "_timeout", "_trace_id")
+
+    def __init__(self, drain: Drain, trace_id: str) -> None:
+        self._drain = drain
+        self._trace_id = trace_id
+        self._timeout = asyncio.timeout(drain._deadline)
+
+    async def __aenter__(self) -> None:
+        await self._timeout.__aenter__()
+        self._drain._running.add(self._timeout)
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        timeout, drain = self._timeout, self._drain
+        drain._running.discard(timeout)
         try:
-            async with asyncio.timeout(self._deadline) as timeout:
-                self._running.add(timeout)
-                try:
-                    yield
-                finally:
-                    self._running.discard(timeout)
+            await timeout.__aexit__(kind, error, traceback)
         except TimeoutError:
             if timeout.expired():
                 raise ServiceStopping(
                     "the service is shutting down and this run did not finish within "
-                    f"listen.drain_seconds = {self._seconds:g} s; retry the request",
-                    trace_id=trace_id,
+                    f"listen.drain_seconds = {drain._seconds:g} s; retry the request",
+                    trace_id=self._trace_id,
                 ) from None
             raise
 

@@ -59,6 +59,8 @@ class Metrics:
         self._runs: dict[tuple[str, str, str, str], _RunSeries] = {}
         """The series one kind of run adds to, found once: looking a child up by its
         labels costs a lock and a tuple of strings per call, four calls per run."""
+        self._evidence: dict[tuple[str, str, str, str, bool], tuple[Counter, Histogram]] = {}
+        """Likewise the evidence series of each (agent, revision, variant, source, ok)."""
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
@@ -148,8 +150,16 @@ class Metrics:
     def observe_evidence(  # noqa: PLR0917
         self, agent: str, revision: str, variant: str, source: str, ok: bool, seconds: float
     ) -> None:
-        self.evidence.labels(agent, revision, variant, source, "ok" if ok else "error").inc()
-        self.evidence_latency.labels(agent, revision, variant).observe(seconds)
+        key = (agent, revision, variant, source, ok)
+        children = self._evidence.get(key)
+        if children is None:
+            outcome = "ok" if ok else "error"
+            children = self._evidence[key] = (
+                self.evidence.labels(agent, revision, variant, source, outcome),
+                self.evidence_latency.labels(agent, revision, variant),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def _online_metrics(self) -> None:
         """What became of the live runs sampled for an online score (``rollout.judge``)."""
@@ -165,6 +175,7 @@ class Metrics:
         """Drop every series of ``agent``, which the service no longer serves: series of
         agents long gone would otherwise pile up for as long as the process lives."""
         self._runs = {key: series for key, series in self._runs.items() if key[0] != agent}
+        self._evidence = {key: pair for key, pair in self._evidence.items() if key[0] != agent}
         for metric, names in self._per_agent:
             for family in metric.collect():
                 for sample in family.samples:

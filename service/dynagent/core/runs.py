@@ -16,6 +16,7 @@ from dynagent.core.drain import Drain, stopped_events
 from dynagent.core.shadows import ShadowCopy
 from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
 from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
+from dynagent.logs import run_line
 from dynagent.registry.canary import routing_key
 from dynagent.registry.guard import guard_evidence
 from dynagent.rollout.pins import pinned
@@ -163,12 +164,11 @@ class _Served:
             )
         if error is None and self.run.pin is None:  # scored once answered: the caller never waits
             service.judging.offer(agent, self.variant, events)
-        log = logger.bind(trace_id=trace_id)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:
-            log.warning("{} failed: {}", where, error)
+            run_line("WARNING", trace_id, f"{where} failed: {error}")
         else:
-            log.info("{} ok in {:.0f} ms", where, seconds * 1000)
+            run_line("INFO", trace_id, f"{where} ok in {seconds * 1000:.0f} ms")
 
 
 async def _serve(service: Service, who: Caller, run: RunRequest) -> _Served:

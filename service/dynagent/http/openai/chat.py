@@ -116,7 +116,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return json(
             _completion(body.model, result, answer_of(agent, run)),
             headers=headers_of(agent, result.variant, result.trace_id, body, run),
-            dumps=dumps,
+            compact=True,
         )
     agent, variant, trace_id, events = await stream_agent(request, run, hold=True)
     headers = {**SSE_HEADERS, **headers_of(agent, variant, trace_id, body, run)}

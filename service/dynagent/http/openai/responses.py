@@ -32,7 +32,7 @@ from dynagent.http.openai.responses_items import (
 )
 from dynagent.http.openai.schemas import OpenAIError, ResponseObject, ResponsesRequest
 from dynagent.http.runs import pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, dumps, event, json, open_stream
+from dynagent.http.sse import SSE_HEADERS, event, json, open_stream
 from dynagent.http.state import caller, service
 from dynagent.models.base import Message
 
@@ -97,7 +97,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     )
     await _keep(request, body, run, lead, (text, calls, response))
     headers = headers_of(agent, result.variant, result.trace_id, body, run)
-    return json(ResponseObject.model_validate(response), headers=headers, dumps=dumps)
+    return json(ResponseObject.model_validate(response), headers=headers, compact=True)
 
 
 @routes.add(
@@ -112,7 +112,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 async def get_response(request: web.Request) -> web.Response:
     responses, response_id = service(request).responses, request.match_info["response_id"]
     stored = await responses.find(response_id, caller(request))
-    return json(ResponseObject.model_validate(stored.body), dumps=dumps)
+    return json(ResponseObject.model_validate(stored.body), compact=True)
 
 
 async def _streamed(

@@ -1,0 +1,30 @@
+"""loguru's internals: which sinks the logger writes to now.
+
+loguru has no public way to list its sinks. The line each run ends with is written
+straight to the service's one text sink (``dynagent.logs.run_line``) only while that
+sink is the logger's only one: a sink added since (a test's, an embedding program's)
+must see the line as a loguru record, so the line goes through loguru then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from dynagent._compat.versions import Tested
+
+TESTED = Tested("loguru", "0.7.3", "0.8")
+PRIVATE_PARTS = ("loguru:_logger.Core",)
+"""What this module reaches, as ``module:attribute``: the logger's ``_core`` (a ``Core``),
+whose ``handlers`` maps each sink's id to its handler."""
+
+
+def check() -> None:
+    TESTED.check()
+
+
+def sink_ids() -> Collection[int]:
+    """The ids (as ``logger.add`` returned them) of the sinks the logger writes to now."""
+    from loguru import logger
+
+    handlers: dict[int, object] = logger._core.handlers  # type: ignore[attr-defined]
+    return handlers.keys()
