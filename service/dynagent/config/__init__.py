@@ -13,6 +13,7 @@ from pydantic import AliasChoices, ConfigDict, Field, ValidationError, field_val
 
 from dynagent import _regex
 from dynagent.config._sections import Section as _Section
+from dynagent.config.models import ModelsConfig, Price
 from dynagent.config.notifications import (
     NOTICE_EVENTS,
     McpServerConfig,
@@ -30,8 +31,10 @@ from dynagent.spec.tools import OutboundFields
 __all__ = [
     "NOTICE_EVENTS",
     "McpServerConfig",
+    "ModelsConfig",
     "NoticeEvent",
     "NotificationsConfig",
+    "Price",
     "ServiceConfig",
     "WebhookConfig",
     "load_config",
@@ -262,6 +265,8 @@ class ServiceConfig(_Section):
     mcp_servers: dict[str, McpServerConfig] = {}
     """stdio MCP servers by name: only here, never in a definition."""
     notifications: NotificationsConfig = NotificationsConfig()
+    models: ModelsConfig = ModelsConfig()
+    """What the models agents use cost (``models.prices``)."""
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {

@@ -328,6 +328,7 @@ class Service:
             mcp=self.mcp,
             agents=self.registry,
             a2a=directory.url_of,
+            prices=self.config.models.price_list(),
         )
 
     async def begin_stopping(self) -> None:
