@@ -244,3 +244,37 @@ def test_cached_input_tokens_are_priced_apart_when_a_price_is_given(tmp_path: Pa
     assert prices.cost("a", usage) == pytest.approx((200 * 2 + 800 * 0.5 + 10 * 10) / 1e6)
     assert prices.cost("b", usage) == pytest.approx((1000 * 2 + 10 * 10) / 1e6)
     assert prices.cost("c", usage) is None
+
+
+def test_a_run_that_has_spent_its_ceiling_makes_no_further_model_call() -> None:
+    """The check before each call: a run at exactly its ceiling would pass it with any
+    call, so none starts (the check after a call ends runs that went past it)."""
+    from types import MappingProxyType
+
+    from dynagent.events import Usage
+    from dynagent.exceptions import CostLimitExceeded
+    from dynagent.interceptors.base import RunContext
+    from dynagent.models.base import ModelResponse
+    from dynagent.models.prices import Price, Prices
+    from dynagent.runtime._costs import CostMeter
+
+    prices = Prices(MappingProxyType({"m": Price(1.0, 1.0)}))
+    meter = CostMeter(prices, "m", limit=0.5)
+    ctx = RunContext("t", "bot", "r", {})
+    meter.after_call(ctx, ModelResponse("a", usage=Usage(250_000, 250_000)))  # exactly $0.50
+    assert ctx.cost_usd == 0.5
+    ctx.model_calls = 1
+    try:
+        meter.before_call(ctx)
+    except CostLimitExceeded as exc:
+        assert (exc.spent, exc.limit, exc.kind) == (0.5, 0.5, "cost_limit")
+        assert exc.message == (
+            "the run spent $0.500000 of limits.max_cost_usd = $0.5 before another model "
+            "call; raise the limit or shorten the run"
+        )
+    else:
+        raise AssertionError("a run at its ceiling made another call")
+    # A fallback's answer is priced as the fallback; an unpriced one makes the cost unknown.
+    meter.after_call(ctx, ModelResponse("b", usage=Usage(1, 1), priced_as="other"))
+    assert ctx.cost_usd is None
+    meter.before_call(ctx)  # an unknown cost cannot be held to a ceiling; the build refuses it
