@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.registry.canary import load_canary
 from dynagent.registry.facade import AgentRegistry
+from tests.notifications.test_webhooks import Receiver
 from tests.support import Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.prometheus import prometheus
@@ -240,3 +243,37 @@ def test_a_bad_budget_names_its_field(budget: str, issues: list[tuple[str, str]]
         load_canary(text, source="bot.canary.yaml")
     assert caught.value.reason == "invalid rollout"
     assert list(caught.value.issues) == [FieldIssue(path, message) for path, message in issues]
+
+
+async def test_a_budget_pause_reaches_the_pause_webhook_with_its_figures(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    hooks = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", hooks.handle)
+    receiver = TestServer(app)
+    await receiver.start_server()
+    model_server.script("m-canary", [Reply("from the canary")])
+    hook = {"url": str(receiver.make_url("/hook")), "events": ["pause"]}
+    config = service_config(
+        agents_dir, state_dir, models={"prices": PRICES}, notifications={"webhooks": [hook]}
+    )
+    try:
+        async with running_service(config, environ={}) as service:
+            await start_canary(service, model_server, budget={"tokens": 1, "interval": 0.1})
+            await on_canary(service)
+            await hooks.wait(1)
+            canary = service.registry.entry("bot").canary
+    finally:
+        await receiver.close()
+
+    assert canary is not None and canary.policy.paused is not None
+    (notice,) = hooks.notices()
+    assert (notice["event"], notice["agent"], notice["revision"], notice["by"]) == (
+        "pause",
+        "bot",
+        canary.agent.revision,
+        "budget",
+    )
+    assert notice["reason"] == canary.policy.paused.reason
+    assert " token budget per rollout (since " in notice["reason"]
