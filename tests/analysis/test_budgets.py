@@ -277,3 +277,25 @@ async def test_a_budget_pause_reaches_the_pause_webhook_with_its_figures(
     )
     assert notice["reason"] == canary.policy.paused.reason
     assert " token budget per rollout (since " in notice["reason"]
+
+
+async def test_an_unreachable_prometheus_leaves_the_budget_on_this_replicas_spend(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    model_server.script("m-canary", [Reply("from the canary")])
+    config = service_config(agents_dir, state_dir, models={"prices": PRICES})
+    analysis = {**QUIET_ANALYSIS, "prometheus": {"url": "http://127.0.0.1:9", "timeout": 1}}
+    async with running_service(config, environ={}) as service:
+        await start_canary(
+            service, model_server, analysis=analysis, budget={"tokens": 1, "interval": 0.1}
+        )
+        await on_canary(service)
+        await service.registry.wait_for(paused_by_budget, within=60)
+        canary = service.registry.entry("bot").canary
+        budget = service.registry.status("bot")["canary"]["budget"]
+
+    assert canary is not None and canary.policy.paused is not None
+    assert canary.policy.paused.reason.endswith("replica figures)")
+    assert budget["source"] == "replica"
+    assert budget["note"].startswith("Prometheus at http://127.0.0.1:9: ")
+    assert budget["note"].endswith("; this replica's spend meanwhile")
