@@ -76,7 +76,7 @@ BLOCKING_SCANNED = ["dynagent"]
 """Where a blocking call fails the test: with a frame of the service's code on the stack. The
 tests' own scaffolding (writing an agent file before a reload, say) blocks on purpose."""
 BEFORE_THE_LOOP = {
-    "dynagent/config.py": {"load_config"},
+    "dynagent/config/__init__.py": {"load_config"},
     "dynagent/logs.py": {"configure_logging"},
     "dynagent/http/app.py": {"create_app"},
     "dynagent/core/service.py": {"create"},

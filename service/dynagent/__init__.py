@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from dynagent.exceptions import (
         AgentNotFound,
         ConfigError,
+        CostLimitExceeded,
         DynagentError,
         LimitExceeded,
         MaxStepsExceeded,
@@ -36,6 +37,7 @@ _WHERE = {
     "Usage": "dynagent.events",
     "AgentNotFound": "dynagent.exceptions",
     "ConfigError": "dynagent.exceptions",
+    "CostLimitExceeded": "dynagent.exceptions",
     "DynagentError": "dynagent.exceptions",
     "LimitExceeded": "dynagent.exceptions",
     "MaxStepsExceeded": "dynagent.exceptions",
@@ -64,6 +66,7 @@ __all__ = [
     "AgentNotFound",
     "AgentSpec",
     "ConfigError",
+    "CostLimitExceeded",
     "DynagentError",
     "Event",
     "LimitExceeded",

@@ -20,6 +20,8 @@ JsonValue = Any
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those the endpoint read from its prompt cache (priced apart)."""
 
     @property
     def total_tokens(self) -> int:
@@ -27,15 +29,20 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
         )
 
     def as_dict(self) -> dict[str, int]:
-        return {
+        counts = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
+        if self.cached_input_tokens:  # only endpoints with a prompt cache report them
+            counts["cached_input_tokens"] = self.cached_input_tokens
+        return counts
 
 
 @functools.cache
@@ -139,6 +146,9 @@ class RunFinished(_Event):
     status: Literal["ok", "error"]
     usage: Usage
     duration_ms: float
+    cost_usd: float | None = None
+    """What the run's model calls cost (``models.prices``); None when a model it used has
+    no price."""
 
 
 Event = (

@@ -24,6 +24,7 @@ ErrorKind = Literal[
     "config_error",
     "output_invalid",
     "limit_exceeded",
+    "cost_limit",
     "model_error",
     "circuit_open",
     "timeout",
@@ -162,6 +163,18 @@ class LimitExceeded(RunError):
     """A model or tool call limit set by an interceptor was reached."""
 
     kind: ErrorKind = "limit_exceeded"
+
+
+class CostLimitExceeded(RunError):
+    """A run spent ``limits.max_cost_usd``: ended before a model call that would go past
+    it, or after the call that went past it."""
+
+    kind: ErrorKind = "cost_limit"
+
+    def __init__(self, message: str, *, spent: float, limit: float) -> None:
+        super().__init__(message)
+        self.spent = spent
+        self.limit = limit
 
 
 class RunTimeout(RunError):

@@ -295,6 +295,12 @@ async def test_metrics_and_status_show_both_variants_side_by_side(
             ("dynagent_tokens_total", (("kind", kind), ("variant", v))): n
             for (v, kind), n in tokens.items()
         },
+        **{  # by revision too, for rollout.budget
+            ("dynagent_revision_tokens_total", (("revision", r), ("variant", v))): sum(
+                n for (variant, _), n in tokens.items() if variant == v
+            )
+            for r, v in zip(revisions, ("stable", "canary"), strict=True)
+        },
     }
     assert samples == expected
     assert all(n > 0 for n in tokens.values())

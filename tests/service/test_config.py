@@ -91,6 +91,7 @@ traces: {max_traces: 5}
         "environment": {"allow": ["OPENAI_*", "DASHSCOPE_*", "DYNAGENT_MODEL_*"]},
         "mcp_servers": {},
         "notifications": {"webhooks": [], "queue": 1000},
+        "models": {"prices": {}},
     }
 
 

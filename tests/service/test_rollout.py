@@ -176,6 +176,7 @@ def test_a_canary_document_is_a_spec_plus_its_rollout() -> None:
         "gate_record": None,
         "approval": None,
         "approved": None,
+        "budget": None,
         "history": (),
     }
 

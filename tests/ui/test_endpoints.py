@@ -129,6 +129,7 @@ async def test_recent_traces_are_filtered_and_scoped(service: RunningService) ->
         "steps": 1,
         "tool_calls": 0,
         "usage": first["usage"],
+        "cost_usd": None,  # the service config prices no model
         "error": None,
         "input": "one",
     }

@@ -11,17 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dynagent.core.metrics import Metrics
 from dynagent.evals.runner import CaseResult, SuiteRun
 from dynagent.evals.spec import JUDGED_TYPES, EvalSuite
-from dynagent.runtime.agent import Agent
 
 Trigger = Literal["api", "cli", "gate"]
-Pricing = Callable[[Agent, int, int], float | None]
 
 PER_AGENT = 50
 """Runs kept per agent."""
@@ -135,8 +133,6 @@ class EvalRuns:
     def __init__(self, per_agent: int = PER_AGENT, total: int = TOTAL) -> None:
         self.per_agent = per_agent
         self.total = total
-        self.pricing: Pricing | None = None
-        """What a run of an agent costs; None today: costs show as unknown."""
         self._runs: OrderedDict[str, tuple[str, EvalHandle]] = OrderedDict()
         """Run id → (agent, handle), oldest first."""
 

@@ -106,7 +106,6 @@ async def start_eval(
 
 async def _run(service: Service, handle: EvalHandle, plan: _Plan, concurrency: int) -> SuiteRun:
     run, trigger = handle.run, handle.trigger
-    pricing = service.evals.pricing
 
     def told(done: SuiteRun, case: CaseResult) -> None:
         count_case(service.metrics, done, case, trigger, plan.suite)
@@ -123,7 +122,6 @@ async def _run(service: Service, handle: EvalHandle, plan: _Plan, concurrency: i
                 rule=plan.rule,
                 concurrency=concurrency,
                 on_case=told,
-                pricing=pricing,
                 run=handle.stable,
                 reference_run=True,
             )
@@ -142,7 +140,6 @@ async def _run(service: Service, handle: EvalHandle, plan: _Plan, concurrency: i
             rule=plan.rule,
             concurrency=concurrency,
             on_case=told,
-            pricing=pricing,
             run=run,
             references=references,
             reference_run=plan.stable is None and _is_stable(service, plan.candidate),
@@ -278,7 +275,6 @@ def _judge(service: Service, suite: EvalSuite) -> Judge | None:
         agent,
         concurrency=settings.concurrency,
         timeout=settings.timeout,
-        pricing=service.evals.pricing,
     )
 
 

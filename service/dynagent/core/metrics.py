@@ -56,6 +56,7 @@ class Metrics:
         self._eval_metrics()
         self._online_metrics()
         self._evidence_metrics()
+        self._spend_metrics()
         self._runs: dict[tuple[str, str, str, str], _RunSeries] = {}
         """The series one kind of run adds to, found once: looking a child up by its
         labels costs a lock and a tuple of strings per call, four calls per run."""
@@ -75,6 +76,8 @@ class Metrics:
             (self.online_judged, (*labels, "outcome")),
             (self.evidence, EVIDENCE_LABELS),
             (self.evidence_latency, EVIDENCE_LABELS[:3]),
+            (self.cost, EVIDENCE_LABELS[:3]),
+            (self.revision_tokens, EVIDENCE_LABELS[:3]),
         )
 
     def _eval_metrics(self) -> None:
@@ -146,6 +149,31 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+
+    def _spend_metrics(self) -> None:
+        """What each revision's runs spent, fleet-wide in Prometheus for ``rollout.budget``:
+        by agent, revision and variant, like the rollout's other figures (a removed agent's
+        series go with it)."""
+        self.cost = Counter(
+            "dynagent_cost_usd",
+            "US dollars runs spent on model calls (models.prices; runs of a model without "
+            "a price add nothing).",
+            EVIDENCE_LABELS[:3],
+            registry=self.registry,
+        )
+        self.revision_tokens = Counter(
+            "dynagent_revision_tokens",
+            "Model tokens runs used, by revision (dynagent_tokens_total has them by kind).",
+            EVIDENCE_LABELS[:3],
+            registry=self.registry,
+        )
+
+    def observe_spend(
+        self, agent: str, revision: str, variant: str, usd: float | None, tokens: int
+    ) -> None:
+        if usd is not None:
+            self.cost.labels(agent, revision, variant).inc(usd)
+        self.revision_tokens.labels(agent, revision, variant).inc(tokens)
 
     def observe_evidence(  # noqa: PLR0917
         self, agent: str, revision: str, variant: str, source: str, ok: bool, seconds: float

@@ -14,6 +14,7 @@ from loguru import logger
 from dynagent.core.auth import Caller
 from dynagent.core.drain import Drain, stopped_events
 from dynagent.core.shadows import ShadowCopy
+from dynagent.core.spend import count_spend
 from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
 from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
 from dynagent.logs import run_line
@@ -144,6 +145,9 @@ class _Served:
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
             service.series.record(agent.name, self.variant, seconds, failed=error is not None)
+            count_spend(
+                service.metrics, service.registry.rollouts.spend, agent, self.variant, events
+            )
         if trace_id:
             service.traces.record(
                 agent,

@@ -56,6 +56,7 @@ from dynagent.registry.events import (
 )
 from dynagent.registry.facade import AgentRegistry
 from dynagent.rollout.analyses import CanaryAnalyses
+from dynagent.rollout.budgets import CanaryBudgets
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.rollout.gate import CanaryGate
 from dynagent.runtime.builder import AgentBuilder
@@ -118,6 +119,8 @@ class Service:
     connections and long-lived watch streams end."""
     analyses: CanaryAnalyses = field(init=False)
     """``rollout.analysis``: each canary checked against its stable version."""
+    budgets: CanaryBudgets = field(init=False)
+    """``rollout.budget``: each canary's spend against its budget."""
     webhooks: Webhooks | None = None
     """Rollout notices to ``notifications.webhooks``; None when none is configured."""
     _tools: ToolRegistry | None = None
@@ -134,6 +137,7 @@ class Service:
         self.gate.observers.append(runs)
         self.gate.attach()
         self.analyses = CanaryAnalyses(self.registry, self.decisions)
+        self.budgets = CanaryBudgets(self.registry, self.decisions)
 
     @classmethod
     def create(
@@ -253,6 +257,8 @@ class Service:
             stack.push_async_callback(self.decisions.aclose)
             self.analyses.start()
             stack.push_async_callback(self.analyses.aclose)
+            self.budgets.start()
+            stack.push_async_callback(self.budgets.aclose)
             self.gate.start()
             stack.push_async_callback(self.gate.aclose)
             stack.push_async_callback(self.shadows.aclose)
@@ -328,6 +334,7 @@ class Service:
             mcp=self.mcp,
             agents=self.registry,
             a2a=directory.url_of,
+            prices=self.config.models.price_list(),
         )
 
     async def begin_stopping(self) -> None:

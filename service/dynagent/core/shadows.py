@@ -16,6 +16,7 @@ from typing import Any
 from loguru import logger
 
 from dynagent.core.metrics import Metrics
+from dynagent.core.spend import count_spend
 from dynagent.core.traces import TraceStore
 from dynagent.core.tracing import RunTracer
 from dynagent.events import Event, RunFinished, Usage
@@ -121,6 +122,7 @@ class ShadowRunner:
         usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
         if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
+            count_spend(self.metrics, self.rollouts.spend, canary, "canary", events)
             ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
             if ok is not None:
                 self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds)

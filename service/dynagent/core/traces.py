@@ -314,6 +314,7 @@ def _summary(trace_id: str, recorded: _Recorded) -> dict[str, Any]:
         "steps": sum(1 for e in events if isinstance(e, ModelResponseEvent)),
         "tool_calls": sum(1 for e in events if isinstance(e, ToolCallEvent)),
         "usage": finished.usage.as_dict() if finished else None,
+        "cost_usd": finished.cost_usd if finished else None,
         "error": error and {"type": error.error_type, "message": error.message},
         "input": _preview(started.input if started else None),
     }

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 from dynagent.evals.engine import Verdict
@@ -60,12 +59,10 @@ class Judge:
         *,
         concurrency: int = 4,
         timeout: float = 60.0,
-        pricing: Callable[[Agent, int, int], float | None] | None = None,
     ) -> None:
         self.agent = agent
         self.timeout = timeout
         self._limit = asyncio.Semaphore(max(1, concurrency))
-        self._pricing = pricing
         self.tokens = 0
         self.cost: float | None = 0.0
         """The judge's own spend; None once one of its calls had no known price."""
@@ -99,11 +96,7 @@ class Judge:
                 return _error(f"the judge {self.label} failed: {exc}")
         usage = result.usage
         self.tokens += usage.input_tokens + usage.output_tokens
-        price = (
-            self._pricing(self.agent, usage.input_tokens, usage.output_tokens)
-            if (self._pricing)
-            else None
-        )
+        price = result.cost_usd  # the judge's model priced by the service's models.prices
         self.cost = None if self.cost is None or price is None else self.cost + price
         return parse_score(result.output, self.label)
 

@@ -46,9 +46,6 @@ PLACEHOLDER = (
 SHOWN_ANSWER = 2000
 """Characters of an answer kept in a case's result."""
 
-Pricing = Callable[[Agent, int, int], float | None]
-"""The cost of a run of ``agent`` with these input and output tokens; None: unknown."""
-
 
 @dataclass(frozen=True, slots=True)
 class TrialResult:
@@ -177,7 +174,6 @@ async def run_suite(
     rule: PassRule | None = None,
     concurrency: int = 8,
     on_case: Callable[[SuiteRun, CaseResult], None] | None = None,
-    pricing: Pricing | None = None,
     run: SuiteRun | None = None,
     references: Mapping[str, str] | None = None,
     reference_run: bool = False,
@@ -202,13 +198,10 @@ async def run_suite(
 
     async def one(case: Case) -> None:
         if case.trials == 1:  # the common case: no task of its own per trial
-            trials = [await _trial(agent, case, limit, judging, pricing, shared=shared)]
+            trials = [await _trial(agent, case, limit, judging, shared=shared)]
         else:
             trials = await asyncio.gather(
-                *(
-                    _trial(agent, case, limit, judging, pricing, shared=shared)
-                    for _ in range(case.trials)
-                )
+                *(_trial(agent, case, limit, judging, shared=shared) for _ in range(case.trials))
             )
         result = CaseResult(case.id, case_verdict(case, [t.verdict for t in trials]), tuple(trials))
         results[case.id] = result
@@ -248,12 +241,11 @@ async def _trial(
     case: Case,
     limit: asyncio.Semaphore,
     judging: _Judging,
-    pricing: Pricing | None,
     *,
     shared: Agent,
 ) -> TrialResult:
     async with limit:
-        outcome, error = await run_case(agent, case, pricing, shared=shared)
+        outcome, error = await run_case(agent, case, shared=shared)
     if error is not None:
         failed = Verdict(False, 0.0, f"the run failed: {error}")
         checks = tuple(failed for _ in case.assert_)
@@ -314,7 +306,7 @@ def isolated(
 
 
 async def run_case(
-    agent: Agent, case: Case, pricing: Pricing | None = None, *, shared: Agent | None = None
+    agent: Agent, case: Case, *, shared: Agent | None = None
 ) -> tuple[Outcome, str | None]:
     """One run of ``case`` on ``agent`` with its tools replaced (``eval_tools``): what it
     produced, and why it failed if it did. ``shared``: ``isolated(agent, {})`` made once,
@@ -340,9 +332,8 @@ async def run_case(
     output = result.output
     answer = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
     structured = None if isinstance(output, str) else output
-    cost = pricing(agent, usage.input_tokens, usage.output_tokens) if pricing else None
     outcome = Outcome(
-        answer, structured, _calls(result.events), result.steps, latency, tokens, cost
+        answer, structured, _calls(result.events), result.steps, latency, tokens, result.cost_usd
     )
     return outcome, None
 

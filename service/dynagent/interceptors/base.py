@@ -38,6 +38,8 @@ class RunContext:
     tool_calls: int = 0
     usage: Usage = dataclasses.field(default_factory=Usage)
     """Tokens the run's model calls have used so far (what a failed run reports, too)."""
+    cost_usd: float | None = 0.0
+    """What they cost so far (``models.prices``); None once a model without a price ran."""
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Per-run scratch space for interceptors, keyed by their own choice of name."""
     redactors: list[Callable[[str], str]] = dataclasses.field(default_factory=list)

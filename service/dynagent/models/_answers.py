@@ -29,7 +29,11 @@ def usage_of(usage: Any) -> Usage:
     completion = usage.get("completion_tokens") or 0
     if not (isinstance(prompt, int) and isinstance(completion, int)):
         raise malformed("usage token counts are not integers")
-    return Usage(prompt, completion)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if not isinstance(cached, int) or isinstance(cached, bool):
+        cached = 0  # an endpoint without a prompt cache may send null or nothing
+    return Usage(prompt, completion, min(max(cached, 0), prompt))
 
 
 def _text(value: Any, where: str) -> str | None:

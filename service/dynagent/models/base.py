@@ -67,6 +67,9 @@ class ModelResponse:
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    priced_as: str = ""
+    """The ``model.name`` of the configured model that answered, when it is not the
+    agent's own (a fallback): what its price is looked up by."""
 
     def to_message(self) -> Message:
         message: Message = {"role": "assistant", "content": self.content}

@@ -3,7 +3,9 @@ statistics, from the fleet's figures in Prometheus or, without one, this replica
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from dynagent.registry.spend import BudgetPeriod
 
 
 class _Strict(BaseModel):
@@ -22,6 +24,11 @@ class PrometheusSource(_Strict):
     """PromQL for the routed latency histogram's buckets by ``variant`` and ``le``."""
     scores: str | None = Field(default=None, max_length=4000)
     """PromQL for the online scores' sum and count by ``variant`` and ``kind``."""
+    cost: str | None = Field(default=None, max_length=4000)
+    """PromQL for the US dollars the canary revision spent since ``$at`` (``rollout.budget``);
+    ``$agent``, ``$revision`` and ``$at`` (Unix seconds) are filled in."""
+    tokens: str | None = Field(default=None, max_length=4000)
+    """PromQL for the tokens the canary revision used since ``$at`` (``rollout.budget``)."""
 
 
 class LatencyCheck(_Strict):
@@ -80,6 +87,25 @@ class AnalysisPolicy(_Strict):
     sample_ratio: bool = True
     """Pause when the split the canary gets departs from its weight (routing is broken)."""
     max_inconclusive: int = Field(default=60, ge=1, le=100_000)
+
+
+class BudgetPolicy(_Strict):
+    """``rollout.budget``: what the canary revision may spend — US dollars of its model
+    calls (``models.prices``) or tokens — over the whole rollout or per UTC day; past it
+    the canary is paused (``by: budget``)."""
+
+    usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    tokens: int | None = Field(default=None, gt=0)
+    per: BudgetPeriod = "rollout"
+    """``rollout``: since the canary started; ``day``: since 00:00 UTC."""
+    interval: float = Field(default=10.0, ge=0.1, le=3600)
+    """Seconds between two looks at the spend."""
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> BudgetPolicy:
+        if (self.usd is None) == (self.tokens is None):
+            raise ValueError("give exactly one of usd and tokens")
+        return self
 
 
 class HistoryEntry(BaseModel):

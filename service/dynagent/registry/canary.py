@@ -19,6 +19,7 @@ from dynagent.registry.analysis_policy import (
     AnalysisPolicy,
     ApprovalPolicy,
     Approved,
+    BudgetPolicy,
     HistoryEntry,
 )
 from dynagent.registry.gate import GatePolicy, GateRecord
@@ -98,6 +99,8 @@ class RolloutPolicy(BaseModel):
     """Sound statistics against the stable version (``registry/analysis_policy.py``)."""
     approval: ApprovalPolicy | None = None
     approved: Approved | None = None
+    budget: BudgetPolicy | None = None
+    """Pause the canary once its revision has spent this much (``rollout/budgets.py``)."""
     history: tuple[HistoryEntry, ...] = Field(default=(), max_length=200)
     """The rollout's decisions, oldest first, as the service writes them back
     (``rollout/history.py``): ``{at, by, action, from?, to?, reason?}``."""

@@ -79,7 +79,11 @@ class AgentRegistry:
         attached to it (``evals``: its suite)."""
         status = self.table.entry(name).status(self.rollouts.stats_of(name))
         status["revisions"] = [r.as_dict() for r in reversed(self.table.history(name))]
-        status.update(self.attachments.status_of(name))
+        attached = self.attachments.status_of(name)
+        budget = attached.pop("budget", None)  # a canary's (``rollout.budget``): shown in it
+        if budget is not None and status["canary"] is not None:
+            status["canary"]["budget"] = budget
+        status.update(attached)
         return status
 
     def __contains__(self, name: str) -> bool:

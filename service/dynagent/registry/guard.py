@@ -13,12 +13,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from dynagent.registry.judged import JudgedScores, judge_verdict
 
 GUARDED_ERRORS = frozenset(
-    {"model_error", "circuit_open", "timeout", "tool_error", "output_invalid", "limit_exceeded"}
+    {
+        "model_error",
+        "circuit_open",
+        "timeout",
+        "tool_error",
+        "output_invalid",
+        "limit_exceeded",
+        "cost_limit",
+    }
 )
 """Run errors that count against a version (the canary guard); caller mistakes and outages
 (``unavailable``: a session store or config center out) do not."""
 
-SHAPED_ERRORS = frozenset({"model_error", "output_invalid", "limit_exceeded"})
+SHAPED_ERRORS = frozenset({"model_error", "output_invalid", "limit_exceeded", "cost_limit"})
 """Failures that what a caller adds to a run can cause on its own: its JSON Schema nothing
 satisfies (``output_invalid``, or ``limit_exceeded`` once the retries used the steps), its
 tools or settings that the model endpoint refuses (``model_error``)."""

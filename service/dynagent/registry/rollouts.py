@@ -32,6 +32,7 @@ from dynagent.registry.events import (
 )
 from dynagent.registry.gate import GateState, held
 from dynagent.registry.guard import VariantStats, guard_verdict
+from dynagent.registry.spend import SpendBook
 from dynagent.registry.table import AgentTable
 from dynagent.runtime.agent import Agent, Variant
 
@@ -60,6 +61,8 @@ class Rollouts:
         self.table = table
         self.changes = table.changes
         self._stats: dict[tuple[str, Variant], VariantStats] = {}
+        self.spend = SpendBook()
+        """What canary revisions spent on this replica (``rollout.budget``)."""
         self.ended: dict[str, dict[str, Any]] = {}
         """The last ended canary of each agent: its revision, how it ended, its decisions."""
         self.changes.listeners.append(self._forget)

@@ -36,6 +36,14 @@ SCORES = (
     'label_replace(sum by (variant) (dynagent_judge_score_count{agent="$agent",'
     'revision=~"$revisions",source="online"}), "kind", "count", "", "")'
 )
+_SPENT = '$metric{agent="$agent",revision="$revision",variant="canary"}'
+_SINCE = f"sum((({_SPENT} - ({_SPENT} @ $at)) >= 0) or {_SPENT})"
+"""What the canary revision's counters gained since ``$at``, over the fleet: each
+replica's counter minus its value then, or all of it when it began after ``$at`` or
+restarted (its difference went below zero). ``increase()`` would miss what a counter held
+at its first scrape, and a canary's first runs are exactly that."""
+COST = Template(_SINCE).safe_substitute(metric="dynagent_cost_usd_total")
+TOKENS = Template(_SINCE).safe_substitute(metric="dynagent_revision_tokens_total")
 MAX_SERIES = 1000
 """Series one answer may hold: a query that matches more is not what the checks need."""
 
@@ -144,6 +152,16 @@ async def prometheus_figures(
     }
     latency = {v: Buckets(b) for v, b in ordered.items()}
     return Figures(requests, errors, routed, latency, ordered, scores)
+
+
+async def prometheus_spend(
+    session: aiohttp.ClientSession, source: PrometheusSource, agent: str, revision: str, at: float
+) -> tuple[float, int]:
+    """US dollars and tokens the fleet's runs of the canary ``revision`` spent since ``at``."""
+    values = {"agent": agent, "revision": revision, "at": f"{at:.3f}"}
+    usd = await _query(session, source, Template(source.cost or COST), values)
+    tokens = await _query(session, source, Template(source.tokens or TOKENS), values)
+    return sum(v for _, v in usd), round(sum(v for _, v in tokens))
 
 
 def _bound(le: str) -> float:

@@ -42,6 +42,8 @@ from dynagent.models.base import (
     TextDelta,
     ToolCallRequest,
 )
+from dynagent.models.prices import Prices, priced_name
+from dynagent.runtime._costs import CostMeter
 from dynagent.runtime._redaction import INLINE_CHARS
 from dynagent.runtime._schema_pair import joined
 from dynagent.runtime._tracing import within
@@ -75,6 +77,8 @@ class Agent(Protocol):
     def sessions(self) -> SessionStore | None: ...
     @property
     def name(self) -> str: ...
+    @property
+    def prices(self) -> Prices: ...
 
 
 def unfenced(text: str) -> str:
@@ -148,6 +152,9 @@ class _Loop:
         own = tuple(tool.definition for tool in agent.tools.values())
         self.definitions = (*own, *options.client_tools)
         self.client_names = options.client_names
+        self.meter = CostMeter(
+            agent.prices, priced_name(agent.model), agent.spec.limits.max_cost_usd
+        )
 
     async def run(
         self, system: list[Message], history: list[Message], new: list[Message]
@@ -188,6 +195,7 @@ class _Loop:
 
     async def _model_step(self, step: int, messages: list[Message]) -> ModelResponse:
         ctx = self.ctx
+        self.meter.before_call(ctx)
         ctx.model_calls = step
         request = ModelRequest(
             tuple(messages),
@@ -224,6 +232,7 @@ class _Loop:
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
             )
         )
+        self.meter.after_call(ctx, response)
         return response
 
     async def _streamed(self, request: ModelRequest) -> ModelResponse:

@@ -17,6 +17,7 @@ from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
 from dynagent.models.base import Model
+from dynagent.models.prices import Prices
 from dynagent.runtime._event_text import input_summary, masked, masked_value, redacted
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime._loop import AgentInput, execute_run, render_system
@@ -72,6 +73,8 @@ class RunResult:
     steps: int
     """Model calls made."""
     events: tuple[Event, ...]
+    cost_usd: float | None = None
+    """What its model calls cost (``models.prices``); None when one had no price."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -93,6 +96,8 @@ class Agent:
     own_secrets: frozenset[str] = frozenset()
     """The values its definition contributed to ``secrets`` (its credentials): the service
     masks them while this agent is in the registry, and this agent's runs always."""
+    prices: Prices = field(default_factory=Prices)
+    """The service's ``models.prices``: what its runs' model calls cost."""
 
     @property
     def name(self) -> str:
@@ -143,6 +148,7 @@ class Agent:
             usage,
             steps,
             tuple(events),
+            _rounded(ctx.cost_usd),
         )
 
     async def stream(
@@ -276,6 +282,7 @@ class Agent:
                 status="ok",
                 usage=usage,
                 duration_ms=_ms_since(started),
+                cost_usd=_rounded(ctx.cost_usd),
             )
         )
         return output, usage, steps
@@ -294,6 +301,7 @@ class Agent:
                 status="error",
                 usage=ctx.usage,
                 duration_ms=_ms_since(started),
+                cost_usd=_rounded(ctx.cost_usd),
             )
         )
         error.trace_id = ctx.trace_id
@@ -302,3 +310,8 @@ class Agent:
 
 def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _rounded(cost: float | None) -> float | None:
+    """To a millionth of a cent: float sums of many calls show no long tails."""
+    return None if cost is None else round(cost, 8)

@@ -23,8 +23,9 @@ from dynagent.interceptors.registry import InterceptorRegistry
 from dynagent.masking import SecretValues
 from dynagent.models.base import Model
 from dynagent.models.breaker import BreakerPolicy
-from dynagent.models.fallback import FallbackModel
+from dynagent.models.fallback import FallbackModel, priced_names
 from dynagent.models.openai import OpenAIModel
+from dynagent.models.prices import Prices
 from dynagent.models.test import TestModel
 from dynagent.runtime.agent import Agent, SourceInfo
 from dynagent.runtime.environment import EnvironmentPolicy, expand
@@ -103,6 +104,8 @@ class AgentBuilder:
     """What builds each ``tools`` entry, by its ``type`` (``tools/kinds.py``)."""
     features: tuple[object, ...] = ()
     """Service objects third-party kinds find with ``KindContext.feature``."""
+    prices: Prices = field(default_factory=Prices)
+    """The service config's ``models.prices``, handed to every agent it builds."""
 
     @property
     def rebuilds(self) -> list[Callable[[frozenset[str]], None]] | None:
@@ -159,6 +162,7 @@ class AgentBuilder:
                 )
                 tools, remote = self._tools(spec, interceptors)
                 model = self._model(spec)
+                self._check_priced(spec, model)
         except ConfigError as exc:
             raise ConfigError(
                 exc.reason, source=source.location, agent=spec.name, issues=exc.issues
@@ -183,6 +187,7 @@ class AgentBuilder:
             factory=self.factory,
             secrets=self.secrets.scoped(own),
             own_secrets=own,
+            prices=self.prices,
         )
 
     def expand_env(self, text: str, path: str, *, secret: bool = False) -> str:
@@ -217,6 +222,26 @@ class AgentBuilder:
         if spec.model.fallback is None:
             return primary
         return FallbackModel(primary, self._endpoint(spec.model.fallback, "model.fallback"))
+
+    def _check_priced(self, spec: AgentSpec, model: Model) -> None:
+        """A cost ceiling on a model without a price could never act: refused. Offline
+        checks (``dynagent validate``) know no service's prices and leave it to the build."""
+        if spec.limits.max_cost_usd is None or self.offline:
+            return
+        unpriced = [name for name in priced_names(model) if name not in self.prices]
+        if unpriced:
+            listed = ", ".join(sorted(self.prices.by_model)) or "none"
+            raise ConfigError(
+                "limits.max_cost_usd needs a price for every model the agent uses",
+                issues=[
+                    FieldIssue(
+                        "limits.max_cost_usd",
+                        f"model {', '.join(map(repr, unpriced))} has no price in the service "
+                        f"config's models.prices (priced: {listed}); add one, or remove the "
+                        "limit",
+                    )
+                ],
+            )
 
     def _endpoint(self, model: FallbackModelSpec, path: str) -> Model:
         provider = model.provider

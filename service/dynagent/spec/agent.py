@@ -182,6 +182,10 @@ class Limits(_Strict):
     """Seconds per run."""
     max_depth: int = Field(default=3, ge=1, le=10)
     """How many agents deep a chain of agent tools may reach, this agent included."""
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """US dollars one run may spend on model calls (``models.prices`` of the service
+    config): no model call starts once the run has spent it, and a call that takes the
+    run past it ends the run (``cost_limit``). The model, and its fallback, need a price."""
 
 
 class AgentSpec(_Strict):

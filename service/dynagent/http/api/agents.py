@@ -16,6 +16,7 @@ from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_
 from dynagent.http.sse import SSE_HEADERS, json, open_stream
 from dynagent.http.sse import event as sse_event
 from dynagent.http.state import caller, service
+from dynagent.runtime.agent import RunResult
 
 routes = Routes("agents")
 
@@ -82,10 +83,18 @@ async def invoke(request: web.Request) -> web.StreamResponse:
         variant=result.variant,
         trace_id=result.trace_id,
         session_id=result.session_id,
-        usage=result.usage.as_dict(),
+        usage=_usage(result),
         steps=result.steps,
     )
     return json(answer, headers=agent_headers(agent, result.variant, result.trace_id))
+
+
+def _usage(result: RunResult) -> dict[str, int | float]:
+    """The run's tokens, and its cost in US dollars when every model it used has a price."""
+    usage: dict[str, int | float] = dict(result.usage.as_dict())
+    if result.cost_usd is not None:
+        usage["cost_usd"] = result.cost_usd
+    return usage
 
 
 async def write_sse(

@@ -77,7 +77,9 @@ class InvokeResponse(Answer):
     variant: Literal["stable", "canary"]
     trace_id: str
     session_id: str | None
-    usage: dict[str, int]
+    usage: dict[str, int | float]
+    """``input_tokens``, ``output_tokens``, ``total_tokens`` and, when every model the run
+    used has a price (``models.prices``), ``cost_usd``."""
     steps: int
 
 

@@ -28,6 +28,7 @@ STATUS: dict[ErrorKind, int] = {
     "config_error": 400,
     "output_invalid": 422,
     "limit_exceeded": 429,
+    "cost_limit": 429,
     "model_error": 502,
     "circuit_open": 502,
     "tool_error": 502,

@@ -28,6 +28,9 @@ class TraceSummary(Answer):
     steps: int
     tool_calls: int
     usage: dict[str, int] | None
+    cost_usd: float | None = None
+    """What the run's model calls cost in US dollars (``models.prices``); null when a model
+    it used has no price."""
     error: dict[str, str] | None
     input: str
 

@@ -6,12 +6,21 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, ConfigDict, Field, ValidationError, field_validator
 
 from dynagent import _regex
+from dynagent.config._sections import Section as _Section
+from dynagent.config.models import ModelsConfig, Price
+from dynagent.config.notifications import (
+    NOTICE_EVENTS,
+    McpServerConfig,
+    NoticeEvent,
+    NotificationsConfig,
+    WebhookConfig,
+)
 from dynagent.exceptions import ConfigError, FieldIssue
 from dynagent.sessions.base import DEFAULT_HISTORY_BYTES, DEFAULT_SESSION_TTL
 from dynagent.sessions.redis_url import check_url
@@ -19,9 +28,17 @@ from dynagent.spec._templates import MissingVariable, expand_env
 from dynagent.spec.agent import issues_from
 from dynagent.spec.tools import OutboundFields
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+__all__ = [
+    "NOTICE_EVENTS",
+    "McpServerConfig",
+    "ModelsConfig",
+    "NoticeEvent",
+    "NotificationsConfig",
+    "Price",
+    "ServiceConfig",
+    "WebhookConfig",
+    "load_config",
+]
 
 
 class ListenConfig(_Section):
@@ -231,42 +248,6 @@ class CorsConfig(_Section):
     """Origins (``https://app.example.com``, or ``*``) whose browser apps may call the API."""
 
 
-class McpServerConfig(_Section):
-    """A stdio MCP server the service may start; specs name it (``server: NAME``)."""
-
-    command: str = Field(min_length=1)
-    """The program; ``python`` is the interpreter running Dynagent (it has the mcp SDK)."""
-    args: list[str] = []
-    env: dict[str, str] = {}
-    """Extra environment of the server process (``${VAR}`` allowed)."""
-    cwd: Path | None = None
-    """Working directory; relative to this file; default: this file's folder."""
-
-
-NoticeEvent = Literal["published", "gate", "step", "pause", "resume", "promote", "rollback"]
-NOTICE_EVENTS: tuple[NoticeEvent, ...] = get_args(NoticeEvent)
-"""What a webhook can be told (docs/canary.md, Webhooks)."""
-
-
-class WebhookConfig(_Section):
-    """One receiver of rollout notices: a signed JSON POST per notice."""
-
-    url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://")
-    events: list[NoticeEvent] = Field(default_factory=lambda: list(NOTICE_EVENTS), min_length=1)
-    secret_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-    """The variable holding the key bodies are signed with (HMAC-SHA256); none: unsigned."""
-    format: Literal["json", "slack"] = "json"
-    """``slack``: ``{"text": ...}``, as Slack's incoming webhooks take it."""
-    timeout: float = Field(default=5.0, gt=0, le=60)
-    max_attempts: int = Field(default=6, ge=1, le=20)
-    retry_seconds: float = Field(default=1.0, gt=0, le=300)  # doubles per retry, to 5 min
-
-
-class NotificationsConfig(_Section):
-    webhooks: list[WebhookConfig] = Field(default=[], max_length=20)
-    queue: int = Field(default=1000, ge=1, le=100_000)  # per webhook; more are dropped
-
-
 class ServiceConfig(_Section):
     listen: ListenConfig = ListenConfig()
     insecure: bool = False
@@ -284,6 +265,8 @@ class ServiceConfig(_Section):
     mcp_servers: dict[str, McpServerConfig] = {}
     """stdio MCP servers by name: only here, never in a definition."""
     notifications: NotificationsConfig = NotificationsConfig()
+    models: ModelsConfig = ModelsConfig()
+    """What the models agents use cost (``models.prices``)."""
 
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
