@@ -114,6 +114,44 @@ async def test_a_broken_split_pauses_the_canary_on_this_replicas_figures(
     assert "no Prometheus configured" in status["note"]
 
 
+async def test_requests_rollout_match_keeps_from_the_canary_are_no_sample_of_the_split(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    config = service_config(agents_dir, state_dir, metrics={"public": True})
+    async with running_service(config, environ={}) as service:
+        candidate = agent_document("bot", system="Canary.")
+        # The split alone decides: the error rate stays inconclusive, and never pauses.
+        analysis = {"interval": 0.1, "latency": None, "min_requests": 10**6}
+        analysis["max_inconclusive"] = 10**5
+        match = 'headers["x-team"] == "staff"'
+        await _start_canary(service, candidate, 50, match=match, analysis=analysis)
+
+        def split_checked() -> dict[str, Any] | None:
+            checks = (service.registry.status("bot").get("analysis") or {}).get("checks", [])
+            found = [c for c in checks if c["name"] == "sample_ratio"]
+            return found[0] if found and found[0]["figures"]["routed"] >= 100 else None
+
+        sent = 0
+        # Three callers in four are not staff: the stable serves them whatever the weight.
+        while (check := split_checked()) is None and sent < 5000:
+            team = "staff" if sent % 4 == 0 else "sales"
+            body = {"input": "hi", "session_id": f"s-{sent}"}
+            headers = {"X-Team": team}
+            response = await service.client.post(
+                "/v1/agents/bot/invoke", json=body, headers=headers
+            )
+            assert response.status == 200
+            sent += 1
+        canary = service.registry.entry("bot").canary
+        metrics = await (await service.client.get("/metrics")).text()
+
+    assert check is not None, f"no sample-ratio check after {sent} requests"
+    assert check["verdict"] == "pass", check
+    assert canary is not None and canary.policy.paused is None
+    assert 0.3 < check["figures"]["canary_share"] < 0.7, check  # of staff's requests only
+    assert 'source="unmatched"' in metrics  # the others count for the stable's error rate
+
+
 async def test_too_little_traffic_holds_the_step_then_pauses_for_a_person(
     agents_dir: Path, state_dir: Path
 ) -> None:

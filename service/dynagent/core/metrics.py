@@ -132,8 +132,9 @@ class Metrics:
         evidence about a version (``registry.canary.guard_evidence``), by revision."""
         self.evidence = Counter(
             "dynagent_rollout_requests",
-            "Runs that count for or against a version: routed (the router chose the "
-            "variant) or shadow copies, by outcome (ok or error).",
+            "Runs that count for or against a version: routed (the weight chose the "
+            "variant), unmatched (rollout.match kept it from the canary) or shadow copies, "
+            "by outcome (ok or error).",
             EVIDENCE_LABELS,
             registry=self.registry,
         )

@@ -123,7 +123,7 @@ class ShadowRunner:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
             ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
             if ok is not None:
-                self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds)
+                self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds, routed=False)
                 self.metrics.observe_evidence(
                     canary.name, canary.revision, "canary", "shadow", ok, seconds
                 )

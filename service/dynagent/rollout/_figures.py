@@ -100,11 +100,10 @@ def replica_figures(stats: Mapping[Any, VariantStats], shadow: bool) -> Figures:
     the split is left out (``routed`` empty)."""
     empty = VariantStats()
     got = {v: stats.get(v, empty) for v in VARIANTS}
-    requests = {v: s.requests for v, s in got.items()}
     return Figures(
-        requests,
+        {v: s.requests for v, s in got.items()},
         {v: s.errors for v, s in got.items()},
-        {} if shadow else dict(requests),
+        {} if shadow else {v: s.routed for v, s in got.items()},
         {v: Samples(o.seconds for o in s.recent if o.ok) for v, s in got.items()},
         scores={v: replace(Moments.of(s.judged.scores), source="window") for v, s in got.items()},
     )
