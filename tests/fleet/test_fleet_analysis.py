@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -263,6 +266,73 @@ async def test_an_equal_canary_is_never_paused_and_takes_its_steps(
     assert trail == [("step", "rollout", 50, 80)]
     assert {s["analysis"]["source"] for s in statuses} == {"prometheus"}
     print(f"\nequal canary: stepped after {stepped[0]} answers, {len(load.answers)} in all")
+
+
+async def _up(http: aiohttp.ClientSession, fleet: AnalysedFleet, instance: str) -> float | None:
+    """Prometheus's latest ``up`` of ``instance``: 1 scraped, 0 its last scrape failed."""
+    async with http.get(
+        f"{fleet.prometheus_url}/api/v1/query", params={"query": f'up{{instance="{instance}"}}'}
+    ) as response:
+        result = (await response.json())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+async def test_a_replica_missing_from_a_scrape_keeps_its_requests_in_the_fleet_figures(
+    fleet: AnalysedFleet,
+    nacos: NacosAdmin,
+    http: aiohttp.ClientSession,
+    model_server: ScriptedModelServer,
+) -> None:
+    name = unique("stalled")
+    # No verdict, ever: the test watches the figures the checks read.
+    analysis = fleet.analysis(
+        interval=INTERVAL, latency=None, sample_ratio=False, min_requests=10**6
+    )
+    analysis["max_inconclusive"] = 10**5
+    await _publish(fleet, nacos, http, model_server, name, weight=50, analysis=analysis)
+    model_server.script(f"{name}-canary", [Reply("canary")] * 6)
+    keys = [k for k in (str(i) for i in range(1000)) if picks_canary(name, k, 50)]
+    for n, key in enumerate(keys[:6]):  # three canary runs on each replica
+        headers = {**fleet.caller, "X-Canary-Key": key}
+        url = fleet.replica_urls[n % 2]
+        async with http.post(
+            f"{url}/v1/agents/{name}/invoke", json={"input": "hi"}, headers=headers
+        ) as response:
+            assert (response.status, response.headers["X-Agent-Variant"]) == (200, "canary")
+    seen: list[int] = []
+
+    async def checked_after(moment: float) -> bool:
+        """Replica 1 has checked since ``moment``; what its check counted is in ``seen``."""
+        status = await fleet.get(http, f"{fleet.replica_urls[0]}/v1/agents/{name}")
+        analysis_status = status.get("analysis") or {}
+        if (analysis_status.get("checked_at") or 0) <= moment:
+            return False
+        (check,) = [c for c in analysis_status["checks"] if c["name"] == "error_rate"]
+        seen.append(check["figures"]["canary_requests"])
+        return True
+
+    async def counted_all() -> bool:
+        return await checked_after(0) and seen[-1] == 6
+
+    await until(counted_all, 30, "both replicas' canary runs in a check")
+    seen.clear()
+    stalled = fleet.replica_urls[1].removeprefix("http://")
+    pid = fleet.fleet.replica_pid(2)
+    os.kill(pid, signal.SIGSTOP)  # a replica stalls: its scrapes time out
+    try:
+        await until(lambda: _is(_up(http, fleet, stalled), 0.0), 30, "a failed scrape")
+        missed = time.time()
+        await until(lambda: checked_after(missed), 30, "a check while it is missing")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    await until(lambda: _is(_up(http, fleet, stalled), 1.0), 30, "a scrape again")
+    back = time.time()
+    await until(lambda: checked_after(back), 30, "a check once it is back")
+    assert seen[0] == seen[-1] == 6, seen  # neither forgotten nor counted from afresh
+
+
+async def _is(value: Any, expected: float) -> bool:
+    return bool(await value == expected)
 
 
 async def test_a_canary_with_too_little_traffic_holds_its_step_then_pauses_for_a_person(

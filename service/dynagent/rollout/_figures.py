@@ -5,6 +5,12 @@ Prometheus holds each replica's counters of the runs that are evidence about a v
 revision and variant); summed over the fleet, minus their values when the analysis
 began, they are the figures since then. A replica that restarts takes its counts with
 it: the sum drops, and the analysis starts its count again.
+
+Each replica's series is read as its last value within ``LOOKBACK`` (``last_over_time``),
+not as an instant vector: a scrape that fails (a replica stalled past the scrape timeout)
+marks its series stale, and the plain sum would drop by that replica's counts, start the
+count again without them and, once the replica is scraped again, add back everything it
+ever counted. A restarted replica's counter is still read at its new, lower value.
 """
 
 from __future__ import annotations
@@ -22,19 +28,23 @@ from dynagent.registry.analysis_policy import PrometheusSource
 from dynagent.registry.guard import VariantStats
 
 VARIANTS = ("stable", "canary")
+LOOKBACK = "1m"
+"""How long a replica that is not scraped still counts with its last value."""
 REQUESTS = (
-    'sum by (variant, source, outcome) (dynagent_rollout_requests_total{agent="$agent",'
-    'revision=~"$revisions"})'
+    "sum by (variant, source, outcome) (last_over_time(dynagent_rollout_requests_total"
+    '{agent="$agent",revision=~"$revisions"}[' + LOOKBACK + "]))"
 )
 LATENCY = (
-    'sum by (variant, le) (dynagent_rollout_latency_seconds_bucket{agent="$agent",'
-    'revision=~"$revisions"})'
+    "sum by (variant, le) (last_over_time(dynagent_rollout_latency_seconds_bucket"
+    '{agent="$agent",revision=~"$revisions"}[' + LOOKBACK + "]))"
 )
 SCORES = (
-    'label_replace(sum by (variant) (dynagent_judge_score_sum{agent="$agent",'
-    'revision=~"$revisions",source="online"}), "kind", "sum", "", "") or '
-    'label_replace(sum by (variant) (dynagent_judge_score_count{agent="$agent",'
-    'revision=~"$revisions",source="online"}), "kind", "count", "", "")'
+    "label_replace(sum by (variant) (last_over_time(dynagent_judge_score_sum"
+    '{agent="$agent",revision=~"$revisions",source="online"}[' + LOOKBACK + "])), "
+    '"kind", "sum", "", "") or '
+    "label_replace(sum by (variant) (last_over_time(dynagent_judge_score_count"
+    '{agent="$agent",revision=~"$revisions",source="online"}[' + LOOKBACK + "])), "
+    '"kind", "count", "", "")'
 )
 MAX_SERIES = 1000
 """Series one answer may hold: a query that matches more is not what the checks need."""
