@@ -4,8 +4,8 @@ publishes an agent and its canary into the fleet's Nacos group, drives traffic t
 nginx, and watches every replica, the canary's trail of decisions and the webhooks.
 
 A budget's pause (``rollout.budget``) is one more scenario of the same shape:
-``_publish(..., budget={...})`` with ``models.prices`` in ``service_extra``
-(``tests/support/analysed_fleet.py``), a load, then ``_until_paused(..., by="budget")``.
+``publish_canary(..., budget={...})`` with ``models.prices`` in ``service_extra``
+(``tests/support/analysed_fleet.py``), a load, then ``until_paused(..., by="budget")``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
@@ -30,19 +30,24 @@ from tests.support.analysed_fleet import (
     WEBHOOK_SECRET,
     AnalysedFleet,
     analysed_fleet,
+    canary_state,
+    checked,
+    driven,
+    equals,
+    fleet_load,
+    per_instance,
+    publish_canary,
     until,
+    until_paused,
+    up_of,
 )
-from tests.support.canary import Load, canary_document, canary_revision
-from tests.support.nacos import NacosAdmin, yaml_text
+from tests.support.nacos import NacosAdmin
 from tests.support.process import DYNAGENT
-from tests.support.service import agent_document, revision_of
 
 from .test_fleet import unique
 
 pytestmark = [pytest.mark.slow]
 
-NO_GUARD = {"max_error_rate": 1.0, "max_latency_ratio": 1000}
-"""The fixed-threshold guard out of the way: these tests are about the analysis."""
 INTERVAL = 0.5
 """Seconds between two checks of a canary on each replica."""
 
@@ -57,98 +62,6 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnalysedFleet]:
 async def nacos(fleet: AnalysedFleet) -> AsyncIterator[NacosAdmin]:
     async with NacosAdmin(fleet.fleet.nacos_url) as admin:
         yield admin
-
-
-async def _publish(
-    fleet: AnalysedFleet,
-    nacos: NacosAdmin,
-    http: aiohttp.ClientSession,
-    model_server: ScriptedModelServer,
-    name: str,
-    **rollout: Any,
-) -> str:
-    """``name`` on the default model, and its canary on model ``{name}-canary`` with
-    ``rollout``; returns once every replica serves both. The canary's revision."""
-    stable = agent_document(name, model_server, system="Stable.", model={"retries": 0})
-    candidate = agent_document(
-        name, model_server, system="Canary.", model={"name": f"{name}-canary", "retries": 0}
-    )
-    group = fleet.fleet.group
-    await nacos.publish(f"{name}.agent.yaml", group, yaml_text(stable))
-    await fleet.everywhere(http, name, lambda s: s.get("revision") == revision_of(stable), "stable")
-    weight = rollout.pop("weight", None) or rollout["steps"][0]
-    document = canary_document(candidate, weight, guard=NO_GUARD, **rollout)
-    await nacos.publish(f"{name}.canary.yaml", group, yaml_text(document))
-    revision = canary_revision(candidate)
-    await fleet.everywhere(
-        http, name, lambda s: (s.get("canary") or {}).get("revision") == revision, "the canary"
-    )
-    return revision
-
-
-def _paused_by(by: str) -> Any:
-    def holds(status: dict[str, Any]) -> bool:
-        pulled = (status.get("canary") or {}).get("pulled") or {}
-        return bool(pulled.get("recorded")) and pulled.get("by") == by
-
-    return holds
-
-
-async def _until_paused(
-    fleet: AnalysedFleet, http: aiohttp.ClientSession, name: str, by: str, within: float = 120
-) -> list[dict[str, Any]]:
-    """Every replica's status of ``name`` once its canary's pause by ``by`` is recorded
-    and served there."""
-    return await fleet.everywhere(http, name, _paused_by(by), f"the pause by {by}", within)
-
-
-def _canary_state(state: str) -> Any:
-    def holds(status: dict[str, Any]) -> bool:
-        return bool((status.get("canary") or {}).get("state") == state)
-
-    return holds
-
-
-def _checked(status: dict[str, Any]) -> bool:
-    """The replica has made a first check of the canary (its figures' starting point)."""
-    return (status.get("analysis") or {}).get("checked_at") is not None
-
-
-def _load(
-    fleet: AnalysedFleet, name: str, *, paced: bool = False, headers: dict[str, str] | None = None
-) -> Load:
-    """Callers of ``name`` through nginx; ``paced``: two, each resting 50 ms between
-    requests (at most 40 a second, whatever the machine)."""
-    return Load(
-        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)),
-        f"{fleet.url}/v1/agents/{name}/invoke",
-        workers=2 if paced else 4,
-        limit=5000,
-        headers={**fleet.caller, **(headers or {})},
-        pause=0.05 if paced else 0.0,
-    )
-
-
-async def _driven(load: Load, until_done: Callable[[], Awaitable[None]]) -> None:
-    """Keep ``load`` going until ``until_done()`` returns."""
-    try:
-        async with load:
-            await until_done()
-    finally:
-        await load.session.close()
-
-
-async def _per_instance(
-    http: aiohttp.ClientSession, fleet: AnalysedFleet, name: str, at: float
-) -> dict[str, int]:
-    """Each replica's count of canary runs in Prometheus at time ``at``."""
-    series = f'dynagent_rollout_requests_total{{agent="{name}",variant="canary"}}'
-    query = f"sum by (instance) (last_over_time({series}[1m]))"
-    async with http.get(
-        f"{fleet.prometheus_url}/api/v1/query", params={"query": query, "time": str(at)}
-    ) as response:
-        body = await response.json()
-    return {r["metric"]["instance"]: round(float(r["value"][1])) for r in body["data"]["result"]}
 
 
 ERRORS_SHARE = 4
@@ -173,15 +86,17 @@ async def test_a_canary_with_a_higher_error_rate_is_paused_fleet_wide_by_the_seq
     canary_steps = [Fail(500)] + [Reply("canary")] * (ERRORS_SHARE - 1)
     model_server.script(f"{name}-canary", canary_steps, cycle=True)
     analysis = fleet.analysis(interval=INTERVAL, latency=None, max_inconclusive=10_000)
-    revision = await _publish(fleet, nacos, http, model_server, name, weight=50, analysis=analysis)
-    await fleet.everywhere(http, name, _checked, "a first check")
+    revision = await publish_canary(
+        fleet, nacos, http, model_server, name, weight=50, analysis=analysis
+    )
+    await fleet.everywhere(http, name, checked, "a first check")
 
-    load = _load(fleet, name, paced=True)
+    load = fleet_load(fleet, name, paced=True)
 
     async def paused() -> None:
-        await _until_paused(fleet, http, name, "analysis")
+        await until_paused(fleet, http, name, "analysis")
 
-    await _driven(load, paused)
+    await driven(load, paused)
     model_server.end_cycle(f"{name}-canary")
     model_server.end_cycle(DEFAULT_MODEL)
 
@@ -197,7 +112,7 @@ async def test_a_canary_with_a_higher_error_rate_is_paused_fleet_wide_by_the_seq
         assert figures["stable_errors"] == 0 and figures["canary_errors"] > 0, figures
         assert figures["canary_requests"] < DETECTED_BY, figures
         # Fleet-wide: the check's count is both replicas' counts at that moment, added up.
-        counts = await _per_instance(http, fleet, name, analysis_status["checked_at"])
+        counts = await per_instance(http, fleet, name, analysis_status["checked_at"])
         traffic = [s["analysis"] for s in statuses]
         assert len(counts) == 2 and all(c > 0 for c in counts.values()), (counts, traffic)
         assert max(counts.values()) < figures["canary_requests"] <= sum(counts.values()), (
@@ -227,7 +142,7 @@ async def test_an_equal_canary_is_never_paused_and_takes_its_steps(
     analysis = fleet.analysis(
         interval=INTERVAL, latency={"floor_ms": 1000}, max_inconclusive=10_000
     )
-    await _publish(
+    await publish_canary(
         fleet,
         nacos,
         http,
@@ -239,7 +154,7 @@ async def test_an_equal_canary_is_never_paused_and_takes_its_steps(
     )
     # Paced: a check right after a step still sees requests the old weight routed (the
     # scrape lags), and at an unpaced load they are enough to tip the split check.
-    load = _load(fleet, name, paced=True)
+    load = fleet_load(fleet, name, paced=True)
     stepped: list[float] = []
 
     async def long_run() -> None:
@@ -254,7 +169,7 @@ async def test_an_equal_canary_is_never_paused_and_takes_its_steps(
 
         await until(done, 150, "400 answers, 200 of them after the step, and a pass")
 
-    await _driven(load, long_run)
+    await driven(load, long_run)
     model_server.end_cycle(f"{name}-canary")
     model_server.end_cycle(DEFAULT_MODEL)
 
@@ -266,15 +181,6 @@ async def test_an_equal_canary_is_never_paused_and_takes_its_steps(
     assert trail == [("step", "rollout", 50, 80)]
     assert {s["analysis"]["source"] for s in statuses} == {"prometheus"}
     print(f"\nequal canary: stepped after {stepped[0]} answers, {len(load.answers)} in all")
-
-
-async def _up(http: aiohttp.ClientSession, fleet: AnalysedFleet, instance: str) -> float | None:
-    """Prometheus's latest ``up`` of ``instance``: 1 scraped, 0 its last scrape failed."""
-    async with http.get(
-        f"{fleet.prometheus_url}/api/v1/query", params={"query": f'up{{instance="{instance}"}}'}
-    ) as response:
-        result = (await response.json())["data"]["result"]
-    return float(result[0]["value"][1]) if result else None
 
 
 async def test_a_replica_missing_from_a_scrape_keeps_its_requests_in_the_fleet_figures(
@@ -289,8 +195,9 @@ async def test_a_replica_missing_from_a_scrape_keeps_its_requests_in_the_fleet_f
         interval=INTERVAL, latency=None, sample_ratio=False, min_requests=10**6
     )
     analysis["max_inconclusive"] = 10**5
-    await _publish(fleet, nacos, http, model_server, name, weight=50, analysis=analysis)
+    await publish_canary(fleet, nacos, http, model_server, name, weight=50, analysis=analysis)
     model_server.script(f"{name}-canary", [Reply("canary")] * 6)
+    await fleet.everywhere(http, name, checked, "a first check")  # counting from zero
     keys = [k for k in (str(i) for i in range(1000)) if picks_canary(name, k, 50)]
     for n, key in enumerate(keys[:6]):  # three canary runs on each replica
         headers = {**fleet.caller, "X-Canary-Key": key}
@@ -320,19 +227,15 @@ async def test_a_replica_missing_from_a_scrape_keeps_its_requests_in_the_fleet_f
     pid = fleet.fleet.replica_pid(2)
     os.kill(pid, signal.SIGSTOP)  # a replica stalls: its scrapes time out
     try:
-        await until(lambda: _is(_up(http, fleet, stalled), 0.0), 30, "a failed scrape")
+        await until(lambda: equals(up_of(http, fleet, stalled), 0.0), 30, "a failed scrape")
         missed = time.time()
         await until(lambda: checked_after(missed), 30, "a check while it is missing")
     finally:
         os.kill(pid, signal.SIGCONT)
-    await until(lambda: _is(_up(http, fleet, stalled), 1.0), 30, "a scrape again")
+    await until(lambda: equals(up_of(http, fleet, stalled), 1.0), 30, "a scrape again")
     back = time.time()
     await until(lambda: checked_after(back), 30, "a check once it is back")
     assert seen[0] == seen[-1] == 6, seen  # neither forgotten nor counted from afresh
-
-
-async def _is(value: Any, expected: float) -> bool:
-    return bool(await value == expected)
 
 
 async def test_a_canary_with_too_little_traffic_holds_its_step_then_pauses_for_a_person(
@@ -343,7 +246,7 @@ async def test_a_canary_with_too_little_traffic_holds_its_step_then_pauses_for_a
 ) -> None:
     name = unique("quiet")
     analysis = fleet.analysis(interval=INTERVAL, min_requests=50, max_inconclusive=10)
-    await _publish(
+    await publish_canary(
         fleet,
         nacos,
         http,
@@ -364,7 +267,7 @@ async def test_a_canary_with_too_little_traffic_holds_its_step_then_pauses_for_a
             f"{fleet.url}/v1/agents/{name}/invoke", json={"input": "hi"}, headers=headers
         ) as response:
             assert response.status == 200
-    statuses = await _until_paused(fleet, http, name, "analysis", within=60)
+    statuses = await until_paused(fleet, http, name, "analysis", within=60)
 
     assert [s["canary"]["weight"] for s in statuses] == [10, 10]
     reason = statuses[0]["canary"]["pulled"]["reason"]
@@ -387,17 +290,17 @@ async def test_a_broken_split_pauses_the_canary_by_the_sample_ratio_check(
     analysis = fleet.analysis(
         interval=INTERVAL, latency=None, min_requests=100_000, max_inconclusive=10_000
     )
-    await _publish(
+    await publish_canary(
         fleet, nacos, http, model_server, name, weight=50, sticky_key="header", analysis=analysis
     )
     # A proxy in front stamps one routing key on every request: every caller lands on one
     # variant, whatever the weight says.
-    load = _load(fleet, name, headers={"X-Canary-Key": "stamped-by-a-proxy"})
+    load = fleet_load(fleet, name, headers={"X-Canary-Key": "stamped-by-a-proxy"})
 
     async def paused() -> None:
-        await _until_paused(fleet, http, name, "analysis")
+        await until_paused(fleet, http, name, "analysis")
 
-    await _driven(load, paused)
+    await driven(load, paused)
     model_server.end_cycle(f"{name}-canary")
     model_server.end_cycle(DEFAULT_MODEL)
 
@@ -430,7 +333,7 @@ async def test_approval_holds_a_progressive_rollout_on_every_replica_until_appro
 ) -> None:
     name = unique("approved")
     model_server.script(f"{name}-canary", [Reply("canary")] * 2)
-    revision = await _publish(
+    revision = await publish_canary(
         fleet,
         nacos,
         http,
@@ -473,14 +376,14 @@ async def test_webhooks_get_one_signed_delivery_per_event_from_the_whole_fleet(
     model_server: ScriptedModelServer,
 ) -> None:
     name = unique("notified")
-    revision = await _publish(fleet, nacos, http, model_server, name, weight=20)
+    revision = await publish_canary(fleet, nacos, http, model_server, name, weight=20)
     stable = (await fleet.statuses(http, name))[0]["revision"]
     for action, state in (("pause", "pulled"), ("resume", "serving")):
         async with http.post(
             f"{fleet.url}/v1/agents/{name}/rollout/{action}", headers=fleet.admin
         ) as response:
             assert response.status == 200, await response.text()
-        await fleet.everywhere(http, name, _canary_state(state), action)
+        await fleet.everywhere(http, name, canary_state(state), action)
     async with http.post(f"{fleet.url}/v1/agents/{name}/promote", headers=fleet.admin) as response:
         assert response.status == 200, await response.text()
     await fleet.everywhere(http, name, lambda s: s["canary"] is None, "the promotion")

@@ -3,8 +3,13 @@ replicas behind nginx (``scripts/fleet.sh``, with Nacos and Redis), Prometheus s
 both (``scripts/prometheus.sh``), API keys (an admin key for the decisions a person
 makes), and a webhook receiver on loopback that every replica notifies.
 
-    with analysed_fleet(home) as fleet:
-        ...  # publish into fleet.fleet's Nacos group; call fleet.url with fleet.caller
+    with analysed_fleet(home) as fleet:  # a module fixture
+        ...  # publish_canary(fleet, nacos, http, model_server, "bot", weight=50, analysis=...)
+
+A scenario is a canary published with its ``rollout`` (``publish_canary``), a load
+(``fleet_load``, ``driven``) and a condition on every replica (``fleet.everywhere``,
+``until_paused``): a budget's pause (``rollout.budget``, with ``models.prices`` added to
+``service_extra``) is one more of them, ``until_paused(..., by="budget")``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,12 @@ import aiohttp
 import yaml
 from aiohttp import web
 
+from .canary import Load, canary_document, canary_revision
 from .fleet import Fleet
+from .nacos import NacosAdmin, yaml_text
 from .prometheus import prometheus_running
+from .scripted_model import ScriptedModelServer
+from .service import agent_document, revision_of
 from .threaded import served_in_thread
 
 ADMIN = "release-manager"
@@ -40,6 +49,8 @@ SCRAPE = "500ms"
 requests of the last second."""
 POLL = 0.05
 """Seconds between looks at another process's state (no event crosses processes)."""
+NO_GUARD = {"max_error_rate": 1.0, "max_latency_ratio": 1000}
+"""The fixed-threshold guard out of the way: the analysis judges these canaries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,3 +222,108 @@ def analysed_fleet(home: Path, replicas: int = 2) -> Iterator[AnalysedFleet]:
             targets = [fleet.replica_url(n).removeprefix("http://") for n in range(1, replicas + 1)]
             with prometheus_running(home / "prometheus", targets, SCRAPE) as url:
                 yield AnalysedFleet(fleet, url, receiver)
+
+
+async def publish_canary(
+    fleet: AnalysedFleet,
+    nacos: NacosAdmin,
+    http: aiohttp.ClientSession,
+    model_server: ScriptedModelServer,
+    name: str,
+    **rollout: Any,
+) -> str:
+    """``name`` on the default model, and its canary on model ``{name}-canary`` with
+    ``rollout``; returns once every replica serves both. The canary's revision."""
+    stable = agent_document(name, model_server, system="Stable.", model={"retries": 0})
+    candidate = agent_document(
+        name, model_server, system="Canary.", model={"name": f"{name}-canary", "retries": 0}
+    )
+    group = fleet.fleet.group
+    await nacos.publish(f"{name}.agent.yaml", group, yaml_text(stable))
+    await fleet.everywhere(http, name, lambda s: s.get("revision") == revision_of(stable), "stable")
+    weight = rollout.pop("weight", None) or rollout["steps"][0]
+    document = canary_document(candidate, weight, guard=NO_GUARD, **rollout)
+    await nacos.publish(f"{name}.canary.yaml", group, yaml_text(document))
+    revision = canary_revision(candidate)
+    await fleet.everywhere(
+        http, name, lambda s: (s.get("canary") or {}).get("revision") == revision, "the canary"
+    )
+    return revision
+
+
+def paused_by(by: str) -> Any:
+    def holds(status: dict[str, Any]) -> bool:
+        pulled = (status.get("canary") or {}).get("pulled") or {}
+        return bool(pulled.get("recorded")) and pulled.get("by") == by
+
+    return holds
+
+
+async def until_paused(
+    fleet: AnalysedFleet, http: aiohttp.ClientSession, name: str, by: str, within: float = 120
+) -> list[dict[str, Any]]:
+    """Every replica's status of ``name`` once its canary's pause by ``by`` is recorded
+    and served there."""
+    return await fleet.everywhere(http, name, paused_by(by), f"the pause by {by}", within)
+
+
+def canary_state(state: str) -> Any:
+    def holds(status: dict[str, Any]) -> bool:
+        return bool((status.get("canary") or {}).get("state") == state)
+
+    return holds
+
+
+def checked(status: dict[str, Any]) -> bool:
+    """The replica has made a first check of the canary (its figures' starting point)."""
+    return (status.get("analysis") or {}).get("checked_at") is not None
+
+
+def fleet_load(
+    fleet: AnalysedFleet, name: str, *, paced: bool = False, headers: dict[str, str] | None = None
+) -> Load:
+    """Callers of ``name`` through nginx; ``paced``: two, each resting 50 ms between
+    requests (at most 40 a second, whatever the machine)."""
+    return Load(
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)),
+        f"{fleet.url}/v1/agents/{name}/invoke",
+        workers=2 if paced else 4,
+        limit=5000,
+        headers={**fleet.caller, **(headers or {})},
+        pause=0.05 if paced else 0.0,
+    )
+
+
+async def driven(load: Load, until_done: Callable[[], Awaitable[None]]) -> None:
+    """Keep ``load`` going until ``until_done()`` returns."""
+    try:
+        async with load:
+            await until_done()
+    finally:
+        await load.session.close()
+
+
+async def per_instance(
+    http: aiohttp.ClientSession, fleet: AnalysedFleet, name: str, at: float
+) -> dict[str, int]:
+    """Each replica's count of canary runs in Prometheus at time ``at``."""
+    series = f'dynagent_rollout_requests_total{{agent="{name}",variant="canary"}}'
+    query = f"sum by (instance) (last_over_time({series}[1m]))"
+    async with http.get(
+        f"{fleet.prometheus_url}/api/v1/query", params={"query": query, "time": str(at)}
+    ) as response:
+        body = await response.json()
+    return {r["metric"]["instance"]: round(float(r["value"][1])) for r in body["data"]["result"]}
+
+
+async def up_of(http: aiohttp.ClientSession, fleet: AnalysedFleet, instance: str) -> float | None:
+    """Prometheus's latest ``up`` of ``instance``: 1 scraped, 0 its last scrape failed."""
+    async with http.get(
+        f"{fleet.prometheus_url}/api/v1/query", params={"query": f'up{{instance="{instance}"}}'}
+    ) as response:
+        result = (await response.json())["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+async def equals(value: Any, expected: float) -> bool:
+    return bool(await value == expected)
