@@ -15,7 +15,7 @@ from dynagent.events import Usage
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """A judge's scores, 0 to 1."""
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome")
+EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome", "weight")
 
 
 class Metrics:
@@ -134,7 +134,7 @@ class Metrics:
             "dynagent_rollout_requests",
             "Runs that count for or against a version: routed (the weight chose the "
             "variant), unmatched (rollout.match kept it from the canary) or shadow copies, "
-            "by outcome (ok or error).",
+            "by outcome (ok or error) and the canary weight that chose the variant.",
             EVIDENCE_LABELS,
             registry=self.registry,
         )
@@ -147,9 +147,19 @@ class Metrics:
         )
 
     def observe_evidence(  # noqa: PLR0917
-        self, agent: str, revision: str, variant: str, source: str, ok: bool, seconds: float
+        self,
+        agent: str,
+        revision: str,
+        variant: str,
+        source: str,
+        ok: bool,
+        seconds: float,
+        weight: str = "",
     ) -> None:
-        self.evidence.labels(agent, revision, variant, source, "ok" if ok else "error").inc()
+        """One run that counts for or against ``revision``; ``weight``: the canary weight
+        that chose its variant (``""`` when none did: shadow copies, pins, no canary)."""
+        outcome = "ok" if ok else "error"
+        self.evidence.labels(agent, revision, variant, source, outcome, weight).inc()
         self.evidence_latency.labels(agent, revision, variant).observe(seconds)
 
     def _online_metrics(self) -> None:

@@ -59,10 +59,14 @@ class RunRequest:
     """The request's ``metadata`` (OpenAI routes), for ``rollout.match``."""
 
 
-async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent, Variant, bool]:
-    """The agent and variant that serve ``run``, and whether ``rollout.match`` kept it from
-    a serving canary (the stable then serves it whatever the weight: it is no sample of
-    the split the sample-ratio check compares with the weight)."""
+async def select(
+    service: Service, who: Caller, run: RunRequest
+) -> tuple[Agent, Variant, bool, str]:
+    """The agent and variant that serve ``run``; whether ``rollout.match`` kept it from a
+    serving canary (the stable then serves it whatever the weight: it is no sample of the
+    split the sample-ratio check compares with the weight); and the canary weight that
+    chose the variant (``""`` when no weight chose it), so that the split of a step counts
+    only the runs routed at that step's weight."""
     who.check_agent(run.name)
     registry = service.registry
     canary = registry.entry(run.name).canary
@@ -80,7 +84,9 @@ async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent,
     if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
         chosen = await pinned(registry.rollouts, run.name, scoped, chosen)
     serving = canary is not None and canary.serving and not canary.held
-    return (*chosen, serving and not admitted and chosen[1] == "stable")
+    unmatched = serving and not admitted and chosen[1] == "stable"
+    weighed = canary is not None and serving and admitted and run.pin is None
+    return (*chosen, unmatched, f"{canary.policy.weight:g}" if weighed and canary else "")
 
 
 def _attributes(who: Caller, run: RunRequest) -> dict[str, Any]:
@@ -113,6 +119,8 @@ class _Served:
     unmatched: bool = False
     """``rollout.match`` kept the run from the canary: evidence about the stable, but no
     sample of the split."""
+    weight: str = ""
+    """The canary weight that chose the variant (``""``: none did)."""
 
     def detach_span(self) -> None:
         """The span stops being current in the handler's task; the run's task, started with
@@ -177,6 +185,7 @@ class _Served:
                 "routed" if routed else "unmatched",
                 ok,
                 seconds,
+                self.weight,
             )
         if error is None and self.run.pin is None:  # scored once answered: the caller never waits
             service.judging.offer(agent, self.variant, events)
@@ -189,12 +198,23 @@ class _Served:
 
 
 async def _serve(service: Service, who: Caller, run: RunRequest) -> _Served:
-    agent, variant, unmatched = await select(service, who, run)
+    agent, variant, unmatched, weight = await select(service, who, run)
     tracer = service.tracer
     span = tracer.start(run.name, run.carrier) if tracer is not None else None
     started = time.perf_counter()
     trace_id = new_trace_id()
-    return _Served(service, who, run, agent, variant, started, trace_id, span, unmatched=unmatched)
+    return _Served(
+        service,
+        who,
+        run,
+        agent,
+        variant,
+        started,
+        trace_id,
+        span,
+        unmatched=unmatched,
+        weight=weight,
+    )
 
 
 def _session_key(who: Caller, run: RunRequest) -> str | None:

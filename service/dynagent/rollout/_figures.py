@@ -31,7 +31,7 @@ VARIANTS = ("stable", "canary")
 LOOKBACK = "1m"
 """How long a replica that is not scraped still counts with its last value."""
 REQUESTS = (
-    "sum by (variant, source, outcome) (last_over_time(dynagent_rollout_requests_total"
+    "sum by (variant, source, outcome, weight) (last_over_time(dynagent_rollout_requests_total"
     '{agent="$agent",revision=~"$revisions"}[' + LOOKBACK + "]))"
 )
 LATENCY = (
@@ -69,9 +69,10 @@ class Figures:
     """Each variant's online scores (``rollout.judge``): how many, mean, variance."""
 
     def since(self, base: Figures) -> Figures | None:
-        """What happened after ``base``; None when a count went down (a replica restarted)."""
+        """What happened after ``base``; None when a count went down (a replica restarted).
+        The split is not such a count: it is of the current weight's runs only, and starts
+        low again at each step."""
         counts = [(self.requests, base.requests), (self.errors, base.errors)]
-        counts.append((self.routed, base.routed))
         if any(now.get(v, 0) < then.get(v, 0) for now, then in counts for v in VARIANTS):
             return None
         latency: dict[str, Distribution] = dict(self.latency)
@@ -101,7 +102,7 @@ def _scores_since(now: Moments, then: Moments | None) -> Moments:
 
 
 def _minus(now: Mapping[str, int], then: Mapping[str, int]) -> dict[str, int]:
-    return {v: now.get(v, 0) - then.get(v, 0) for v in VARIANTS}
+    return {v: max(0, now.get(v, 0) - then.get(v, 0)) for v in VARIANTS}
 
 
 def replica_figures(stats: Mapping[Any, VariantStats], shadow: bool) -> Figures:
@@ -120,9 +121,17 @@ def replica_figures(stats: Mapping[Any, VariantStats], shadow: bool) -> Figures:
 
 
 async def prometheus_figures(
-    session: aiohttp.ClientSession, source: PrometheusSource, agent: str, revisions: tuple[str, str]
+    session: aiohttp.ClientSession,
+    source: PrometheusSource,
+    agent: str,
+    revisions: tuple[str, str],
+    weight: float | None = None,
 ) -> Figures:
-    """The fleet's figures of ``agent``'s stable and canary ``revisions``."""
+    """The fleet's figures of ``agent``'s stable and canary ``revisions``; the split
+    (``routed``) counts only the runs routed at ``weight``: right after a step, the next
+    scrape still brings runs the old weight routed (and a replica that has not seen the
+    step yet routes more), which would make a sound split look broken."""
+    current = None if weight is None else f"{weight:g}"
     values = {"agent": agent, "revisions": "|".join(revisions)}
     counted = await _query(session, source, Template(source.requests or REQUESTS), values)
     histogram = await _query(session, source, Template(source.latency or LATENCY), values)
@@ -136,7 +145,8 @@ async def prometheus_figures(
         count = round(value)
         requests[variant] += count
         errors[variant] += count if labels.get("outcome") == "error" else 0
-        routed[variant] += count if labels.get("source", "routed") == "routed" else 0
+        at_weight = labels.get("weight", current) == current  # a query without the label: all
+        routed[variant] += count if labels.get("source", "routed") == "routed" and at_weight else 0
     buckets: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     for labels, value in histogram:
         if labels.get("variant") in buckets and "le" in labels:
