@@ -152,9 +152,7 @@ async def test_an_equal_canary_is_never_paused_and_takes_its_steps(
         step_after={"requests": 10},
         analysis=analysis,
     )
-    # Paced: a check right after a step still sees requests the old weight routed (the
-    # scrape lags), and at an unpaced load they are enough to tip the split check.
-    load = fleet_load(fleet, name, paced=True)
+    load = fleet_load(fleet, name)
     stepped: list[float] = []
 
     async def long_run() -> None:
