@@ -282,15 +282,15 @@ def checked(status: dict[str, Any]) -> bool:
 def fleet_load(
     fleet: AnalysedFleet, name: str, *, paced: bool = False, headers: dict[str, str] | None = None
 ) -> Load:
-    """Callers of ``name`` through nginx; ``paced``: two, each resting 50 ms between
-    requests (at most 40 a second, whatever the machine)."""
+    """Callers of ``name`` through nginx; ``paced``: two, each resting 100 ms between
+    requests (at most 20 a second, whatever the machine)."""
     return Load(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)),
         f"{fleet.url}/v1/agents/{name}/invoke",
         workers=2 if paced else 4,
         limit=5000,
         headers={**fleet.caller, **(headers or {})},
-        pause=0.05 if paced else 0.0,
+        pause=0.1 if paced else 0.0,
     )
 
 
