@@ -23,6 +23,8 @@
 #   FLEET_SAMPLES=1                  0: publish nothing (tests publish their own agents)
 #   FLEET_POLL_SECONDS=2             how often replicas list the group for new dataIds
 #   FLEET_LAME_DUCK=2                on SIGTERM, seconds a replica still serves before closing its port
+#   FLEET_SERVICE_EXTRA=             a YAML file of more service.yaml sections every replica gets
+#                                    (metrics, auth, notifications: not the ones written here)
 #   DYNAGENT=<python dir>/dynagent   the dynagent command (default: .venv/bin/dynagent)
 set -euo pipefail
 
@@ -123,6 +125,10 @@ sessions: {store: redis, url: "redis://$HOST:$REDIS_PORT/0", lock_ttl: 10}
 mcp_servers:
   notes: {command: python, args: ["$REPO_ROOT/config-samples/mcp/notes_server.py"]}
 EOF
+  if [[ -n "${FLEET_SERVICE_EXTRA:-}" ]]; then
+    [[ -f "$FLEET_SERVICE_EXTRA" ]] || die "FLEET_SERVICE_EXTRA: no file $FLEET_SERVICE_EXTRA"
+    { echo "# From $FLEET_SERVICE_EXTRA:"; cat "$FLEET_SERVICE_EXTRA"; } >>"$dir/service.yaml"
+  fi
 }
 
 # The samples into the fleet's group, checked against the replicas' own config (so an

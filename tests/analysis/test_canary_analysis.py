@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from dynagent.http.state import SERVICE
@@ -89,6 +90,69 @@ async def test_prometheus_figures_pause_a_canary_whose_errors_are_higher(
     assert "error_rate: error rate higher" in status["canary"]["pulled"]["reason"]
 
 
+async def _scraped(http: aiohttp.ClientSession, url: str) -> None:
+    """Return just after Prometheus has scraped (its ``up`` sample changed)."""
+
+    async def last() -> float | None:
+        query = {"query": "timestamp(up)"}
+        async with http.get(f"{url}/api/v1/query", params=query) as response:
+            result = (await response.json())["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    before = await last()
+    async with asyncio.timeout(60):
+        while (now := await last()) is None or now == before:
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_a_step_splits_only_the_requests_routed_at_its_own_weight(
+    agents_dir: Path, state_dir: Path, tmp_path: Path
+) -> None:
+    config = service_config(agents_dir, state_dir, metrics={"public": True})
+    async with running_service(config, environ={}) as service, aiohttp.ClientSession() as http:
+        port = service.client.port
+        # A long scrape interval: the next scrape after a step brings seconds of requests
+        # the old weight routed.
+        targets = [f"127.0.0.1:{port}"]
+        async with prometheus(tmp_path / "prometheus", targets, interval="10s") as url:
+            candidate = agent_document("bot", system="Canary.")
+            analysis = {"prometheus": {"url": url}, "interval": 0.2, "latency": None}
+            analysis |= {"min_requests": 10**6, "max_inconclusive": 10**5}
+            await _start_canary(service, candidate, 10, analysis=analysis)
+            await _scraped(http, url)
+            await _send(service, 200, "old")  # at 10 %, after that scrape
+            document = canary_document(candidate, 90, guard=NO_GUARD, analysis=analysis)
+            service.write_agent(document, filename=canary_filename("bot"))
+            await service.registry.wait_for(
+                lambda r: (c := r.entry("bot").canary) is not None and c.policy.weight == 90
+            )
+            await _send(service, 100, "new")
+
+            def split_at_90() -> dict[str, Any] | None:
+                checks = (service.registry.status("bot").get("analysis") or {}).get("checks", [])
+                found = [c for c in checks if c["name"] == "sample_ratio"]
+                figures = found[0]["figures"] if found else {}
+                ready = figures.get("weight") == 90 and figures.get("routed", 0) >= 100
+                return found[0] if ready else None
+
+            async with asyncio.timeout(60):  # the next scrape, and a check after it
+                while (check := split_at_90()) is None:
+                    await asyncio.sleep(0.05)
+            canary = service.registry.entry("bot").canary
+
+    assert check["verdict"] == "pass", check
+    assert check["figures"]["routed"] == 100 and check["figures"]["canary_share"] > 0.8, check
+    assert canary is not None and canary.policy.paused is None
+
+
+async def _send(service: RunningService, count: int, prefix: str) -> None:
+    for n in range(count):
+        body = {"input": "hi", "session_id": f"{prefix}-{n}"}
+        response = await service.client.post("/v1/agents/bot/invoke", json=body)
+        assert response.status == 200
+
+
 async def test_a_broken_split_pauses_the_canary_on_this_replicas_figures(
     agents_dir: Path, state_dir: Path
 ) -> None:
@@ -112,6 +176,44 @@ async def test_a_broken_split_pauses_the_canary_on_this_replicas_figures(
     assert "sample ratio mismatch" in canary.policy.paused.reason
     assert status["source"] == "replica"
     assert "no Prometheus configured" in status["note"]
+
+
+async def test_requests_rollout_match_keeps_from_the_canary_are_no_sample_of_the_split(
+    agents_dir: Path, state_dir: Path
+) -> None:
+    config = service_config(agents_dir, state_dir, metrics={"public": True})
+    async with running_service(config, environ={}) as service:
+        candidate = agent_document("bot", system="Canary.")
+        # The split alone decides: the error rate stays inconclusive, and never pauses.
+        analysis = {"interval": 0.1, "latency": None, "min_requests": 10**6}
+        analysis["max_inconclusive"] = 10**5
+        match = 'headers["x-team"] == "staff"'
+        await _start_canary(service, candidate, 50, match=match, analysis=analysis)
+
+        def split_checked() -> dict[str, Any] | None:
+            checks = (service.registry.status("bot").get("analysis") or {}).get("checks", [])
+            found = [c for c in checks if c["name"] == "sample_ratio"]
+            return found[0] if found and found[0]["figures"]["routed"] >= 100 else None
+
+        sent = 0
+        # Three callers in four are not staff: the stable serves them whatever the weight.
+        while (check := split_checked()) is None and sent < 5000:
+            team = "staff" if sent % 4 == 0 else "sales"
+            body = {"input": "hi", "session_id": f"s-{sent}"}
+            headers = {"X-Team": team}
+            response = await service.client.post(
+                "/v1/agents/bot/invoke", json=body, headers=headers
+            )
+            assert response.status == 200
+            sent += 1
+        canary = service.registry.entry("bot").canary
+        metrics = await (await service.client.get("/metrics")).text()
+
+    assert check is not None, f"no sample-ratio check after {sent} requests"
+    assert check["verdict"] == "pass", check
+    assert canary is not None and canary.policy.paused is None
+    assert 0.3 < check["figures"]["canary_share"] < 0.7, check  # of staff's requests only
+    assert 'source="unmatched"' in metrics  # the others count for the stable's error rate
 
 
 async def test_too_little_traffic_holds_the_step_then_pauses_for_a_person(

@@ -247,3 +247,34 @@ async def test_a_gate_result_reaches_the_webhook_once_with_its_state(
     assert notice["revision"] == canary_revision(candidate)
     assert notice["state"] == "passed"
     assert notice["reason"] == "0 of 1 cases failed"
+
+
+@pytest.mark.parametrize("first", ["stable", "canary removal"])
+async def test_a_promotion_is_told_once_whichever_of_its_two_changes_arrives_first(
+    agents_dir: Path, state_dir: Path, receiver: tuple[Receiver, str], first: str
+) -> None:
+    """A promotion writes the canary's spec as the stable definition and removes the
+    canary; a replica may read the two changes in either order (Nacos delivers each
+    dataId on its own)."""
+    hooks, url = receiver
+    config = _config(agents_dir, state_dir, url, events=["promote"])
+    async with running_service(config, environ={"HOOK_SECRET": SECRET}) as service:
+        revision = await _publish_canary(service)
+        candidate = agent_document("bot", system="Canary.")
+
+        async def stable() -> None:
+            service.write_agent(candidate)
+            await service.wait_serving("bot", revision)
+
+        async def canary_removal() -> None:
+            (agents_dir / canary_filename("bot")).unlink()
+            await service.registry.wait_for(lambda r: r.entry("bot").canary is None)
+
+        for step in (stable, canary_removal) if first == "stable" else (canary_removal, stable):
+            await step()
+        await hooks.wait(1)
+        status = await service.client.get("/v1/notifications")
+        shown = (await status.json())["webhooks"][0]
+
+    assert [(n["event"], n["revision"]) for n in hooks.notices()] == [("promote", revision)]
+    assert (shown["pending"], shown["delivered"]) == (0, 1)

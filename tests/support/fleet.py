@@ -16,7 +16,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .nacos import claimed_port, port_free
@@ -46,11 +46,21 @@ class Fleet:
     group: str
     poll_seconds: float = 0.5
     """How often the replicas list the group (tests: quick; fleet.sh's own default is 2)."""
+    service_extra: str = ""
+    """More service config sections every replica gets (``FLEET_SERVICE_EXTRA``)."""
+    extra_environ: dict[str, str] = field(default_factory=dict)
+    """Variables the replicas get besides the fleet's (a webhook's secret, ...)."""
 
     @classmethod
     @contextmanager
     def on_free_ports(
-        cls, home: Path, replicas: int = 3, *, poll_seconds: float = 0.5
+        cls,
+        home: Path,
+        replicas: int = 3,
+        *,
+        poll_seconds: float = 0.5,
+        service_extra: str = "",
+        extra_environ: dict[str, str] | None = None,
     ) -> Iterator[Fleet]:
         """A fleet description on free ports (Nacos's claimed for the block); ``down`` at
         the end of the block."""
@@ -64,6 +74,8 @@ class Fleet:
                 free_port(),
                 f"FLEET-{uuid.uuid4().hex[:8]}",
                 poll_seconds,
+                service_extra,
+                dict(extra_environ or {}),
             )
             try:
                 yield fleet
@@ -88,7 +100,14 @@ class Fleet:
         return self.home / "redis"
 
     def up(self) -> None:
+        if self.service_extra:
+            self.home.mkdir(parents=True, exist_ok=True)
+            self._extra_path.write_text(self.service_extra)
         self._script("up", timeout=300)
+
+    @property
+    def _extra_path(self) -> Path:
+        return self.home / "service-extra.yaml"
 
     def down(self) -> None:
         self._script("down", timeout=120, check=False)
@@ -137,8 +156,11 @@ class Fleet:
         environ = {
             k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DYNAGENT_"))
         }
+        extra = {"FLEET_SERVICE_EXTRA": str(self._extra_path)} if self.service_extra else {}
         return {
             **environ,
+            **self.extra_environ,
+            **extra,
             "FLEET_HOME": str(self.home),
             "FLEET_PORT": str(self.port),
             "FLEET_REPLICAS": str(self.replicas),

@@ -7,8 +7,8 @@ import asyncio
 import os
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "prometheus.sh"
@@ -21,11 +21,7 @@ def free_port() -> int:
         return port
 
 
-@asynccontextmanager
-async def prometheus(
-    home: Path, targets: Sequence[str], interval: str = "1s"
-) -> AsyncIterator[str]:
-    """Start Prometheus in ``home`` scraping ``targets``; yield its URL; stop it."""
+def _script(home: Path, targets: Sequence[str], interval: str) -> Callable[..., str]:
     env = {
         **os.environ,
         "PROM_PORT": str(free_port()),
@@ -46,8 +42,28 @@ async def prometheus(
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
+    return script
+
+
+@asynccontextmanager
+async def prometheus(
+    home: Path, targets: Sequence[str], interval: str = "1s"
+) -> AsyncIterator[str]:
+    """Start Prometheus in ``home`` scraping ``targets``; yield its URL; stop it."""
+    script = _script(home, targets, interval)
     await asyncio.to_thread(script, "start", "--clean")
     try:
         yield await asyncio.to_thread(script, "url")
     finally:
         await asyncio.to_thread(script, "stop")
+
+
+@contextmanager
+def prometheus_running(home: Path, targets: Sequence[str], interval: str = "1s") -> Iterator[str]:
+    """``prometheus``, for a synchronous (module or session) fixture."""
+    script = _script(home, targets, interval)
+    script("start", "--clean")
+    try:
+        yield script("url")
+    finally:
+        script("stop")

@@ -167,6 +167,14 @@ class ScriptedModelServer:
         else:
             current.steps.extend(steps)
 
+    def end_cycle(self, model: str) -> None:
+        """Stop replaying ``model``'s cycling script where it stands (a load stopped in the
+        middle of a cycle): it is complete, and a further request for it is unforeseen."""
+        current = self._scripts.get(model)
+        if current is None or not current.cycle:
+            raise ValueError(f"{model!r} has no cycling script")
+        self._scripts[model] = _Script([], position=0)
+
     def requests_for(self, model: str) -> list[Body]:
         return [body for body in self.requests if body.get("model") == model]
 

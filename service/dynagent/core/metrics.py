@@ -15,7 +15,7 @@ from dynagent.events import Usage
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """A judge's scores, 0 to 1."""
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome")
+EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome", "weight")
 
 
 class Metrics:
@@ -60,7 +60,7 @@ class Metrics:
         self._runs: dict[tuple[str, str, str, str], _RunSeries] = {}
         """The series one kind of run adds to, found once: looking a child up by its
         labels costs a lock and a tuple of strings per call, four calls per run."""
-        self._evidence: dict[tuple[str, str, str, str, bool], tuple[Counter, Histogram]] = {}
+        self._evidence: dict[tuple[str, str, str, str, bool, str], tuple[Counter, Histogram]] = {}
         """Likewise the evidence series of each (agent, revision, variant, source, ok)."""
         self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
@@ -137,8 +137,9 @@ class Metrics:
         evidence about a version (``registry.canary.guard_evidence``), by revision."""
         self.evidence = Counter(
             "dynagent_rollout_requests",
-            "Runs that count for or against a version: routed (the router chose the "
-            "variant) or shadow copies, by outcome (ok or error).",
+            "Runs that count for or against a version: routed (the weight chose the "
+            "variant), unmatched (rollout.match kept it from the canary) or shadow copies, "
+            "by outcome (ok or error) and the canary weight that chose the variant.",
             EVIDENCE_LABELS,
             registry=self.registry,
         )
@@ -176,14 +177,23 @@ class Metrics:
         self.revision_tokens.labels(agent, revision, variant).inc(tokens)
 
     def observe_evidence(  # noqa: PLR0917
-        self, agent: str, revision: str, variant: str, source: str, ok: bool, seconds: float
+        self,
+        agent: str,
+        revision: str,
+        variant: str,
+        source: str,
+        ok: bool,
+        seconds: float,
+        weight: str = "",
     ) -> None:
-        key = (agent, revision, variant, source, ok)
+        """One run that counts for or against ``revision``; ``weight``: the canary weight
+        that chose its variant (``""`` when none did: shadow copies, pins, no canary)."""
+        key = (agent, revision, variant, source, ok, weight)
         children = self._evidence.get(key)
         if children is None:
             outcome = "ok" if ok else "error"
             children = self._evidence[key] = (
-                self.evidence.labels(agent, revision, variant, source, outcome),
+                self.evidence.labels(agent, revision, variant, source, outcome, weight),
                 self.evidence_latency.labels(agent, revision, variant),
             )
         children[0].inc()

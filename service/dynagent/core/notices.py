@@ -10,7 +10,7 @@ from dynagent.core.metrics import Metrics
 from dynagent.masking import SecretValues
 from dynagent.notifications import Notice, Webhooks, notice_of
 from dynagent.notifications.claims import RedisClaims
-from dynagent.registry.events import CanaryRemoved, RegistryEvent
+from dynagent.registry.events import AgentSwapped, CanaryRemoved, RegistryEvent
 from dynagent.registry.facade import AgentRegistry
 
 
@@ -45,6 +45,13 @@ def attach_webhooks(  # noqa: PLR0917 - the parts of a service it uses
                 notice = Notice("promote", event.name, event.revision)  # it became the stable
         if notice is not None:
             notify(notice)
+        if isinstance(event, AgentSwapped):
+            # A promotion is two changes, and a replica may read the canary's removal
+            # before its new stable definition: the promotion shows only now. Told twice
+            # (both orders on different replicas), it is one delivery id, sent once.
+            ended = registry.rollouts.ended.get(event.name)
+            if ended is not None and ended["revision"] == event.revision:
+                notify(Notice("promote", event.name, event.revision))
 
     registry.listeners.append(told)
     return webhooks

@@ -61,7 +61,14 @@ class RunRequest:
     """The request's ``metadata`` (OpenAI routes), for ``rollout.match``."""
 
 
-async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent, Variant]:
+async def select(
+    service: Service, who: Caller, run: RunRequest
+) -> tuple[Agent, Variant, bool, str]:
+    """The agent and variant that serve ``run``; whether ``rollout.match`` kept it from a
+    serving canary (the stable then serves it whatever the weight: it is no sample of the
+    split the sample-ratio check compares with the weight); and the canary weight that
+    chose the variant (``""`` when no weight chose it), so that the split of a step counts
+    only the runs routed at that step's weight."""
     who.check_agent(run.name)
     registry = service.registry
     canary = registry.entry(run.name).canary
@@ -71,12 +78,17 @@ async def select(service: Service, who: Caller, run: RunRequest) -> tuple[Agent,
         header=run.canary_key,
         api_key=who.key_digest,
     )
-    attributes = _attributes(who, run) if canary is not None and canary.policy.match else None
-    chosen = registry.route(run.name, key=key, pin=run.pin, attributes=attributes)
+    admitted = True
+    if canary is not None and canary.policy.match and run.pin is None:
+        admitted = canary.policy.eligible(_attributes(who, run))
+    chosen = registry.route(run.name, key=key, pin=run.pin, admitted=admitted)
     scoped = _session_key(who, run)
     if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
-        return await pinned(registry.rollouts, run.name, scoped, chosen)
-    return chosen
+        chosen = await pinned(registry.rollouts, run.name, scoped, chosen)
+    serving = canary is not None and canary.serving and not canary.held
+    unmatched = serving and not admitted and chosen[1] == "stable"
+    weighed = canary is not None and serving and admitted and run.pin is None
+    return (*chosen, unmatched, f"{canary.policy.weight:g}" if weighed and canary else "")
 
 
 def _attributes(who: Caller, run: RunRequest) -> dict[str, Any]:
@@ -106,6 +118,11 @@ class _Served:
     """The run's OpenTelemetry span, when a tracer is configured."""
     nested: list[dict[str, Any]] = field(default_factory=list)
     """Runs of the agents this run called as tools, for its trace."""
+    unmatched: bool = False
+    """``rollout.match`` kept the run from the canary: evidence about the stable, but no
+    sample of the split."""
+    weight: str = ""
+    """The canary weight that chose the variant (``""``: none did)."""
 
     def detach_span(self) -> None:
         """The span stops being current in the handler's task; the run's task, started with
@@ -162,9 +179,18 @@ class _Served:
         shaped = options is not None and options.shapes(agent.spec)
         ok = guard_evidence(error, routed=self.run.pin is None, shaped=shaped)
         if ok is not None:
-            service.registry.rollouts.observe(agent, self.variant, ok=ok, seconds=seconds)
+            routed = not self.unmatched
+            service.registry.rollouts.observe(
+                agent, self.variant, ok=ok, seconds=seconds, routed=routed
+            )
             service.metrics.observe_evidence(
-                agent.name, agent.revision, self.variant, "routed", ok, seconds
+                agent.name,
+                agent.revision,
+                self.variant,
+                "routed" if routed else "unmatched",
+                ok,
+                seconds,
+                self.weight,
             )
         if error is None and self.run.pin is None:  # scored once answered: the caller never waits
             service.judging.offer(agent, self.variant, events)
@@ -176,11 +202,23 @@ class _Served:
 
 
 async def _serve(service: Service, who: Caller, run: RunRequest) -> _Served:
-    agent, variant = await select(service, who, run)
+    agent, variant, unmatched, weight = await select(service, who, run)
     tracer = service.tracer
     span = tracer.start(run.name, run.carrier) if tracer is not None else None
     started = time.perf_counter()
-    return _Served(service, who, run, agent, variant, started, new_trace_id(), span)
+    trace_id = new_trace_id()
+    return _Served(
+        service,
+        who,
+        run,
+        agent,
+        variant,
+        started,
+        trace_id,
+        span,
+        unmatched=unmatched,
+        weight=weight,
+    )
 
 
 def _session_key(who: Caller, run: RunRequest) -> str | None:

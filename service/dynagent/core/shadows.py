@@ -125,7 +125,7 @@ class ShadowRunner:
             count_spend(self.metrics, self.rollouts.spend, canary, "canary", events)
             ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
             if ok is not None:
-                self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds)
+                self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds, routed=False)
                 self.metrics.observe_evidence(
                     canary.name, canary.revision, "canary", "shadow", ok, seconds
                 )

@@ -71,8 +71,9 @@ class AgentRegistry:
         key: str | None = None,
         pin: Variant | None = None,
         attributes: Mapping[str, Any] | None = None,
+        admitted: bool | None = None,
     ) -> tuple[Agent, Variant]:
-        return self.rollouts.route(name, key=key, pin=pin, attributes=attributes)
+        return self.rollouts.route(name, key=key, pin=pin, attributes=attributes, admitted=admitted)
 
     def status(self, name: str) -> dict[str, Any]:
         """``name``'s entry, the traffic figures of its variants, its revisions and what is

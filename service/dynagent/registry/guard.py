@@ -91,6 +91,8 @@ class VariantStats:
         self.recent: deque[Outcome] = deque(maxlen=window)
         self.requests = 0
         self.errors = 0
+        self.routed = 0
+        """Requests whose variant the weight decided: what the sample-ratio check reads."""
         self.scores: deque[float] = deque(maxlen=window)
         """Recent feedback scores (0 to 1) of this variant's runs."""
         self.ratings = 0
@@ -104,10 +106,11 @@ class VariantStats:
     def mean_score(self) -> float | None:
         return sum(self.scores) / len(self.scores) if self.scores else None
 
-    def record(self, ok: bool, seconds: float) -> None:
+    def record(self, ok: bool, seconds: float, *, routed: bool = True) -> None:
         self.recent.append(Outcome(ok, seconds))
         self.requests += 1
         self.errors += 0 if ok else 1
+        self.routed += 1 if routed else 0
 
     def error_rate(self) -> float:
         if not self.recent:

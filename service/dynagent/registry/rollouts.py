@@ -90,12 +90,14 @@ class Rollouts:
         key: str | None = None,
         pin: Variant | None = None,
         attributes: Mapping[str, Any] | None = None,
+        admitted: bool | None = None,
     ) -> tuple[Agent, Variant]:
         """The agent and variant that serve this request.
 
         ``pin`` forces a variant (a pulled canary still answers a pin, for
         debugging); otherwise a serving canary takes its weight of the keys among the
-        requests its ``rollout.match`` admits (``attributes``: the request's).
+        requests its ``rollout.match`` admits (``attributes``: the request's;
+        ``admitted``: the expression's verdict, when the caller has it already).
         """
         entry = self.table.entry(name)
         canary = entry.canary
@@ -111,7 +113,7 @@ class Rollouts:
             and (
                 entry.stable is None
                 or (
-                    canary.policy.eligible(attributes)
+                    (canary.policy.eligible(attributes) if admitted is None else admitted)
                     and picks_canary(name, key, canary.policy.weight)
                 )
             )
@@ -249,15 +251,18 @@ class Rollouts:
         self.changes.tell(CanaryRemoved(name, current.canary.agent.revision))
         logger.info("agent {} canary removed", name)
 
-    def observe(self, agent: Agent, variant: Variant, ok: bool, seconds: float) -> None:
-        """Count one finished request; may pull the canary (the guard)."""
+    def observe(
+        self, agent: Agent, variant: Variant, ok: bool, seconds: float, *, routed: bool = True
+    ) -> None:
+        """Count one finished request (``routed``: its variant was the weight's choice);
+        may pull the canary (the guard)."""
         entry = self.table.find(agent.name)
         if entry is None:
             return
         serving = entry.canary.agent if variant == "canary" and entry.canary else entry.stable
         if serving is not agent:
             return  # a run of a version that has since been replaced
-        self._figures(entry, variant).record(ok, seconds)
+        self._figures(entry, variant).record(ok, seconds, routed=routed)
         if variant == "canary" and entry.canary is not None and entry.canary.serving:
             self._guard(entry, entry.canary)
 

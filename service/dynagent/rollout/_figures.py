@@ -5,6 +5,12 @@ Prometheus holds each replica's counters of the runs that are evidence about a v
 revision and variant); summed over the fleet, minus their values when the analysis
 began, they are the figures since then. A replica that restarts takes its counts with
 it: the sum drops, and the analysis starts its count again.
+
+Each replica's series is read as its last value within ``LOOKBACK`` (``last_over_time``),
+not as an instant vector: a scrape that fails (a replica stalled past the scrape timeout)
+marks its series stale, and the plain sum would drop by that replica's counts, start the
+count again without them and, once the replica is scraped again, add back everything it
+ever counted. A restarted replica's counter is still read at its new, lower value.
 """
 
 from __future__ import annotations
@@ -22,19 +28,23 @@ from dynagent.registry.analysis_policy import PrometheusSource
 from dynagent.registry.guard import VariantStats
 
 VARIANTS = ("stable", "canary")
+LOOKBACK = "1m"
+"""How long a replica that is not scraped still counts with its last value."""
 REQUESTS = (
-    'sum by (variant, source, outcome) (dynagent_rollout_requests_total{agent="$agent",'
-    'revision=~"$revisions"})'
+    "sum by (variant, source, outcome, weight) (last_over_time(dynagent_rollout_requests_total"
+    '{agent="$agent",revision=~"$revisions"}[' + LOOKBACK + "]))"
 )
 LATENCY = (
-    'sum by (variant, le) (dynagent_rollout_latency_seconds_bucket{agent="$agent",'
-    'revision=~"$revisions"})'
+    "sum by (variant, le) (last_over_time(dynagent_rollout_latency_seconds_bucket"
+    '{agent="$agent",revision=~"$revisions"}[' + LOOKBACK + "]))"
 )
 SCORES = (
-    'label_replace(sum by (variant) (dynagent_judge_score_sum{agent="$agent",'
-    'revision=~"$revisions",source="online"}), "kind", "sum", "", "") or '
-    'label_replace(sum by (variant) (dynagent_judge_score_count{agent="$agent",'
-    'revision=~"$revisions",source="online"}), "kind", "count", "", "")'
+    "label_replace(sum by (variant) (last_over_time(dynagent_judge_score_sum"
+    '{agent="$agent",revision=~"$revisions",source="online"}[' + LOOKBACK + "])), "
+    '"kind", "sum", "", "") or '
+    "label_replace(sum by (variant) (last_over_time(dynagent_judge_score_count"
+    '{agent="$agent",revision=~"$revisions",source="online"}[' + LOOKBACK + "])), "
+    '"kind", "count", "", "")'
 )
 _SPENT = '$metric{agent="$agent",revision="$revision",variant="canary"}'
 _SINCE = f"sum((({_SPENT} - ({_SPENT} @ $at)) >= 0) or {_SPENT})"
@@ -67,9 +77,10 @@ class Figures:
     """Each variant's online scores (``rollout.judge``): how many, mean, variance."""
 
     def since(self, base: Figures) -> Figures | None:
-        """What happened after ``base``; None when a count went down (a replica restarted)."""
+        """What happened after ``base``; None when a count went down (a replica restarted).
+        The split is not such a count: it is of the current weight's runs only, and starts
+        low again at each step."""
         counts = [(self.requests, base.requests), (self.errors, base.errors)]
-        counts.append((self.routed, base.routed))
         if any(now.get(v, 0) < then.get(v, 0) for now, then in counts for v in VARIANTS):
             return None
         latency: dict[str, Distribution] = dict(self.latency)
@@ -99,7 +110,7 @@ def _scores_since(now: Moments, then: Moments | None) -> Moments:
 
 
 def _minus(now: Mapping[str, int], then: Mapping[str, int]) -> dict[str, int]:
-    return {v: now.get(v, 0) - then.get(v, 0) for v in VARIANTS}
+    return {v: max(0, now.get(v, 0) - then.get(v, 0)) for v in VARIANTS}
 
 
 def replica_figures(stats: Mapping[Any, VariantStats], shadow: bool) -> Figures:
@@ -108,20 +119,27 @@ def replica_figures(stats: Mapping[Any, VariantStats], shadow: bool) -> Figures:
     the split is left out (``routed`` empty)."""
     empty = VariantStats()
     got = {v: stats.get(v, empty) for v in VARIANTS}
-    requests = {v: s.requests for v, s in got.items()}
     return Figures(
-        requests,
+        {v: s.requests for v, s in got.items()},
         {v: s.errors for v, s in got.items()},
-        {} if shadow else dict(requests),
+        {} if shadow else {v: s.routed for v, s in got.items()},
         {v: Samples(o.seconds for o in s.recent if o.ok) for v, s in got.items()},
         scores={v: replace(Moments.of(s.judged.scores), source="window") for v, s in got.items()},
     )
 
 
 async def prometheus_figures(
-    session: aiohttp.ClientSession, source: PrometheusSource, agent: str, revisions: tuple[str, str]
+    session: aiohttp.ClientSession,
+    source: PrometheusSource,
+    agent: str,
+    revisions: tuple[str, str],
+    weight: float | None = None,
 ) -> Figures:
-    """The fleet's figures of ``agent``'s stable and canary ``revisions``."""
+    """The fleet's figures of ``agent``'s stable and canary ``revisions``; the split
+    (``routed``) counts only the runs routed at ``weight``: right after a step, the next
+    scrape still brings runs the old weight routed (and a replica that has not seen the
+    step yet routes more), which would make a sound split look broken."""
+    current = None if weight is None else f"{weight:g}"
     values = {"agent": agent, "revisions": "|".join(revisions)}
     counted = await _query(session, source, Template(source.requests or REQUESTS), values)
     histogram = await _query(session, source, Template(source.latency or LATENCY), values)
@@ -135,7 +153,8 @@ async def prometheus_figures(
         count = round(value)
         requests[variant] += count
         errors[variant] += count if labels.get("outcome") == "error" else 0
-        routed[variant] += count if labels.get("source", "routed") == "routed" else 0
+        at_weight = labels.get("weight", current) == current  # a query without the label: all
+        routed[variant] += count if labels.get("source", "routed") == "routed" and at_weight else 0
     buckets: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     for labels, value in histogram:
         if labels.get("variant") in buckets and "le" in labels:

@@ -193,7 +193,11 @@ class CanaryAnalyses:
         assert self._session is not None
         try:
             figures = await prometheus_figures(
-                self._session, policy.prometheus, name, (stable, canary.agent.revision)
+                self._session,
+                policy.prometheus,
+                name,
+                (stable, canary.agent.revision),
+                canary.policy.weight,
             )
         except SourceError as exc:
             # Falling back to this replica's figures would judge on a part of the traffic
