@@ -3,9 +3,8 @@ real Prometheus scraping both, the scripted model behind every version. Each tes
 publishes an agent and its canary into the fleet's Nacos group, drives traffic through
 nginx, and watches every replica, the canary's trail of decisions and the webhooks.
 
-A budget's pause (``rollout.budget``) is one more scenario of the same shape:
-``publish_canary(..., budget={...})`` with ``models.prices`` in ``service_extra``
-(``tests/support/analysed_fleet.py``), a load, then ``until_paused(..., by="budget")``.
+A budget's pause (``rollout.budget``) is one more scenario of the same shape: a canary on
+the model every replica's ``models.prices`` prices, a load, then the pause by ``budget``.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer
 from tests.support.analysed_fleet import (
     ADMIN,
     ADMIN_KEY,
+    PRICED_MODEL,
     WEBHOOK_SECRET,
     AnalysedFleet,
     analysed_fleet,
@@ -37,6 +37,7 @@ from tests.support.analysed_fleet import (
     fleet_load,
     per_instance,
     publish_canary,
+    replica_spend,
     until,
     until_paused,
     up_of,
@@ -413,3 +414,59 @@ async def test_webhooks_get_one_signed_delivery_per_event_from_the_whole_fleet(
     assert len(set(ids)) == len(ids)
     (pause,) = [d.notice for d in deliveries if d.notice["event"] == "pause"]
     assert (pause["by"], pause["reason"]) == (ADMIN, "paused by hand")
+
+
+BUDGET_USD = 0.5
+"""The canary's budget: some 70 canary runs of ``PRICED_MODEL`` (about 0.007 US dollars
+each), so that neither replica alone, with about half of them, reaches it."""
+
+
+async def test_a_canary_that_spends_its_budget_fleet_wide_is_paused_by_the_budget(
+    fleet: AnalysedFleet,
+    nacos: NacosAdmin,
+    http: aiohttp.ClientSession,
+    model_server: ScriptedModelServer,
+) -> None:
+    name = unique("spend")
+    model_server.script(DEFAULT_MODEL, [Reply("stable")], cycle=True)
+    model_server.script(PRICED_MODEL, [Reply("a priced canary answer")], cycle=True)
+    budget = {"usd": BUDGET_USD, "per": "rollout", "interval": INTERVAL}
+    analysis = fleet.analysis(interval=60, latency=None, max_inconclusive=10_000)
+    await publish_canary(
+        fleet,
+        nacos,
+        http,
+        model_server,
+        name,
+        canary_model=PRICED_MODEL,
+        weight=50,
+        analysis=analysis,
+        budget=budget,
+    )
+    load = fleet_load(fleet, name, paced=True)
+
+    async def paused() -> None:
+        await until_paused(fleet, http, name, "budget")
+
+    await driven(load, paused)
+    model_server.end_cycle(PRICED_MODEL)
+    model_server.end_cycle(DEFAULT_MODEL)
+
+    statuses = await fleet.statuses(http, name)
+    assert [s["canary"]["state"] for s in statuses] == ["pulled", "pulled"]
+    judged = [s["canary"]["budget"] for s in statuses if s["canary"]["budget"]["exceeded"]]
+    assert judged, [s["canary"]["budget"] for s in statuses]
+    for status in judged:  # read from Prometheus: the fleet's spend, not one replica's
+        assert status["source"] == "prometheus" and status["spent_usd"] >= BUDGET_USD, status
+    # It paused at the budget, not before, on what the two replicas spent together:
+    # neither one had spent the budget alone.
+    spent = await replica_spend(http, fleet, name)
+    assert all(0 < own < BUDGET_USD for own in spent), spent
+    assert BUDGET_USD <= sum(spent) < 2 * BUDGET_USD, spent
+    (pause,) = [e for e in await fleet.history(http, name) if e["action"] == "pause"]
+    assert pause["by"] == "budget" and "budget" in pause["reason"], pause
+    canary_answers = [a for a in load.answers if a.variant == "canary"]
+    print(
+        f"\nbudget of {BUDGET_USD} USD: paused after {len(canary_answers)} canary answers; "
+        f"the replicas spent {[round(s, 4) for s in spent]}"
+    )

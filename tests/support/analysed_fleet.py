@@ -8,8 +8,8 @@ makes), and a webhook receiver on loopback that every replica notifies.
 
 A scenario is a canary published with its ``rollout`` (``publish_canary``), a load
 (``fleet_load``, ``driven``) and a condition on every replica (``fleet.everywhere``,
-``until_paused``): a budget's pause (``rollout.budget``, with ``models.prices`` added to
-``service_extra``) is one more of them, ``until_paused(..., by="budget")``.
+``until_paused``); a budget's pause is one more of them: a canary on ``PRICED_MODEL``,
+which every replica's ``models.prices`` prices, then ``until_paused(..., by="budget")``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ POLL = 0.05
 """Seconds between looks at another process's state (no event crosses processes)."""
 NO_GUARD = {"max_error_rate": 1.0, "max_latency_ratio": 1000}
 """The fixed-threshold guard out of the way: the analysis judges these canaries."""
+PRICED_MODEL = "priced-canary"
+PRICE = {"input": 400.0, "output": 1600.0}
+"""``models.prices`` of ``PRICED_MODEL`` in every replica's config (US dollars per million
+tokens): dear, so that a budget of cents is spent by tens of requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +205,7 @@ def service_extra(home: Path, receiver: Receiver) -> str:
         "auth": {"keys_file": str(keys)},
         "metrics": {"public": True},  # Prometheus scrapes without a key
         "notifications": {"webhooks": [{**webhook, "retry_seconds": 0.2}]},
+        "models": {"prices": {PRICED_MODEL: PRICE}},
     }
     return yaml.safe_dump(extra, sort_keys=False)
 
@@ -230,14 +235,15 @@ async def publish_canary(
     http: aiohttp.ClientSession,
     model_server: ScriptedModelServer,
     name: str,
+    canary_model: str | None = None,
     **rollout: Any,
 ) -> str:
-    """``name`` on the default model, and its canary on model ``{name}-canary`` with
-    ``rollout``; returns once every replica serves both. The canary's revision."""
+    """``name`` on the default model, and its canary on model ``canary_model`` (default
+    ``{name}-canary``) with ``rollout``; returns once every replica serves both. The
+    canary's revision."""
     stable = agent_document(name, model_server, system="Stable.", model={"retries": 0})
-    candidate = agent_document(
-        name, model_server, system="Canary.", model={"name": f"{name}-canary", "retries": 0}
-    )
+    model = {"name": canary_model or f"{name}-canary", "retries": 0}
+    candidate = agent_document(name, model_server, system="Canary.", model=model)
     group = fleet.fleet.group
     await nacos.publish(f"{name}.agent.yaml", group, yaml_text(stable))
     await fleet.everywhere(http, name, lambda s: s.get("revision") == revision_of(stable), "stable")
@@ -327,3 +333,23 @@ async def up_of(http: aiohttp.ClientSession, fleet: AnalysedFleet, instance: str
 
 async def equals(value: Any, expected: float) -> bool:
     return bool(await value == expected)
+
+
+async def replica_spend(
+    http: aiohttp.ClientSession, fleet: AnalysedFleet, name: str
+) -> list[float]:
+    """What each replica says (its own ``/metrics``) the canary of ``name`` spent, in US
+    dollars."""
+    spent: list[float] = []
+    for url in fleet.replica_urls:
+        async with http.get(f"{url}/metrics") as response:
+            text = await response.text()
+        series = f'dynagent_cost_usd_total{{agent="{name}",'
+        spent.append(
+            sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith(series) and 'variant="canary"' in line
+            )
+        )
+    return spent
