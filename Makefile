@@ -51,7 +51,7 @@ typecheck: $(VENV)/.installed
 	$(BIN)/mypy
 
 pytest: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 ## The docs site (mkdocs.yml, docs/) into var/site/.
 docs: setup
