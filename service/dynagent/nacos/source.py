@@ -33,7 +33,7 @@ from dynagent.nacos._degraded import Degradation, HealthCallback, Kind
 from dynagent.nacos._documents import annotated, config_document, refused
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
 from dynagent.nacos._grace import DeleteGrace
-from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns
+from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns, in_listed_order
 from dynagent.nacos.client import ConfigRead, NacosClient, NacosError, content_md5
 from dynagent.nacos.snapshot import Snapshot
 from dynagent.runtime._health import SourceHealth
@@ -237,7 +237,7 @@ class NacosSource:
             or (data_id not in self._listening and data_id not in self._unheld)
         }
         try:
-            await self._fetch_and_deliver(stale)
+            await in_listed_order(stale, self._load, FETCH_CONCURRENCY)
         finally:
             if stale:
                 self.client.announce_listeners()
@@ -246,23 +246,6 @@ class NacosSource:
         self._set_degraded(None, kind="snapshot")  # every listed dataId is read from Nacos
         self._set_degraded(None)
 
-    async def _fetch_and_deliver(self, listed: dict[str, str]) -> None:
-        """Read the ``listed`` dataIds concurrently (``FETCH_CONCURRENCY`` at once: a first
-        load of 1,000 agents waits on 1,000 round trips) and deliver them in order, each as
-        soon as it and those before it are read (``_load``)."""
-        gate = asyncio.Semaphore(FETCH_CONCURRENCY)
-        loads: list[asyncio.Future[None]] = []
-        for data_id, md5 in listed.items():
-            before = loads[-1] if loads else None
-            loads.append(asyncio.ensure_future(self._load(data_id, md5, gate, before)))
-        try:
-            for load in loads:
-                await load
-        finally:
-            for load in loads:
-                load.cancel()
-            await asyncio.gather(*loads, return_exceptions=True)
-
     async def _load(
         self,
         data_id: str,
@@ -270,8 +253,9 @@ class NacosSource:
         gate: asyncio.Semaphore,
         before: asyncio.Future[None] | None,
     ) -> None:
-        """Read one listed dataId and deliver it once ``before`` (the one listed before it)
-        is, in one turn: a fuzzy-watch notice about it waits instead of racing the read.
+        """Read one listed dataId and deliver it once ``before`` (the one listed before it,
+        ``in_listed_order``) is, in one turn: a fuzzy-watch notice about it waits instead
+        of racing the read.
 
         A read that a push or deletion overtook is dropped: the pump applies what came. A
         dataId not followed yet (not served, or only from the snapshot) takes what it reads,
