@@ -14,6 +14,10 @@ with the server and pushes any newer content. So the watch's first notices, whic
 every dataId the load is reading, neither drop nor repeat a read, and ``start`` returns
 with every listed dataId handed on.
 
+A dataId never goes back in time: a read modified before the version applied (a cluster
+node behind the raft log answers so after the leader is lost) is not served (``_order``);
+a push is served as the server reads it now, with its modification time.
+
 Only documents accepted go to the local snapshot, so that a restart while Nacos is down
 serves what served before it, and one that finds only a refused edit in Nacos serves the
 snapshot's copy with the refusal beside it.
@@ -33,6 +37,7 @@ from dynagent.nacos._degraded import Degradation, HealthCallback, Kind
 from dynagent.nacos._documents import annotated, config_document, refused
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
 from dynagent.nacos._grace import DeleteGrace
+from dynagent.nacos._order import VersionOrder
 from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns, in_listed_order
 from dynagent.nacos.client import ConfigRead, NacosClient, NacosError, content_md5
 from dynagent.nacos.snapshot import Snapshot
@@ -59,6 +64,7 @@ class NacosSource:
         snapshot: Snapshot,
         poll_seconds: float = 30.0,
         on_health: HealthCallback = lambda reason: None,
+        on_stale: Callable[[], None] = lambda: None,
         delete_grace_seconds: float = 0.0,
         watch: bool = True,
         owns_client: bool = True,
@@ -79,6 +85,9 @@ class NacosSource:
         """The snapshot keeps only what the consumer says it accepted; False when it
         decides later (several documents make one agent) and calls ``keep`` itself."""
         self._grace = DeleteGrace(delete_grace_seconds, self.location)
+        self.order = VersionOrder(self.location, on_stale)
+        """Refuses a read older than the version applied (a cluster node behind the log),
+        calling ``on_stale`` for each."""
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
         self._listed: set[str] = set()
@@ -282,16 +291,16 @@ class NacosSource:
     async def _deliver(
         self, data_id: str, read: ConfigRead | None, *, announce: bool = True, final: bool = False
     ) -> None:
-        text = read.content if read is not None else None
-        if text is None and self.delete_grace_seconds and not final:
+        if read is None and self.delete_grace_seconds and not final:
             self._delete_later(data_id)
             return
-        if text is not None:
+        if read is not None:
             self._grace.cancel(data_id)  # re-created within the grace period
         async with self._lock:
-            if text is None:
+            if read is None:
                 if self._md5.pop(data_id, None) is None:
                     return
+                self.order.removed(data_id)
                 await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
                 self._unheld.discard(data_id)
@@ -304,9 +313,11 @@ class NacosSource:
             if data_id not in self._listening and unheld is None:
                 await self.client.listen(data_id, self.group, self._listener, announce=announce)
                 self._listening.add(data_id)
-            if self._md5.get(data_id) == content_md5(text):
-                return
-            self._md5[data_id] = content_md5(text)
+            md5 = content_md5(read.content)
+            if self._md5.get(data_id) == md5 or not self.order.admits(data_id, read, md5):
+                return  # unchanged, or older than the version applied (``_order``)
+            self._md5[data_id] = md5
+            self.order.applied(data_id, read, md5)
             document = self._document(data_id, read)
             if unheld is not None:
                 self._unheld.add(data_id)
@@ -315,7 +326,7 @@ class NacosSource:
             if not self.verdicts:
                 return  # the consumer keeps what it accepts (``keep``)
             if accepted:
-                await self.keep(data_id, text)
+                await self.keep(data_id, read.content)
             elif data_id not in self._kept:
                 await self._fall_back(document)
 
