@@ -171,6 +171,7 @@ async def test_losing_the_raft_leader_mid_storm_loses_no_edit(
         )
         stop.set()
         answers = await asking
+        refused = sum(service.registry.readiness.stale_refused.values())
 
     # Every agent ends on its last version, having served only versions that were published.
     orders = {
@@ -190,7 +191,8 @@ async def test_losing_the_raft_leader_mid_storm_loses_no_edit(
     assert any(killed_at <= at <= recovered for at, _ in answers)
     print(
         f"\nleader (node {leader}) killed mid-storm: edits served again after "
-        f"{recovered - killed_at:.2f} s; {len(answers)} answers, all 200"
+        f"{recovered - killed_at:.2f} s; {len(answers)} answers, all 200; {refused} older "
+        "versions refused"
     )
     # Only forwards, each revision after the one before it: a node behind the raft log,
     # which a client may reconnect to once the leader is lost, serves older versions for

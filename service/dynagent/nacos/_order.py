@@ -15,16 +15,21 @@ currentTimeMillis()``) and puts the stamp into the raft log entry itself
 (``EmbeddedStorageContextUtils.onModifyConfigInfo``: a dump event with
 ``lastModifiedTs``), so every node's cache reports the same ``lastModified`` for a version
 whenever it applies it; ``ConfigCacheService.dump`` itself ignores a dump older than what
-it holds. The time a config query answers with is that cache's (``ConfigQueryResponse.
-lastModified``), not the group listing's ``modifyTime``: the listing reads each node's
-database row, whose ``gmt_modified`` is ``CURRENT_TIMESTAMP`` evaluated as that node
-applies the entry, so it differs per node. Two approximations remain, both bounded by
-``PATIENCE_SECONDS``: every 30 s a node re-stamps its current version with that row time
-(``DumpChangeConfigWorker``), a few milliseconds later than the write's, or seconds for a
+it holds. A config query answers with that cache's time (``ConfigQueryResponse.
+lastModified``); the group listing's ``modifyTime`` would be each node's database row,
+whose ``gmt_modified`` is ``CURRENT_TIMESTAMP`` as that node applies the entry (and Nacos
+3.1's list leaves it 0). Seen on three loopback nodes: writes through each node read back
+with the writer's stamp on all three, save a node that had just re-stamped (35 ms later).
+
+Two approximations remain. Every 30 s a node re-stamps its current version with that row
+time (``DumpChangeConfigWorker``): milliseconds after the write's stamp, or seconds for a
 node that applied it late; and the nodes' clocks may disagree when different nodes took
-two edits. A read that stays older than the applied version for longer is taken as the
-truth and served (with a warning), so an edit is delayed at worst, never lost. A read
-without a time (0) or of the same md5 is never refused.
+two edits. Either can make a newer version look older: a read that stays older than the
+applied version for ``PATIENCE_SECONDS`` is then taken as the truth and served (with a
+warning), so an edit is late at worst, never lost. Or, rarely, an older one look newer (a
+node re-stamped while still behind): served until the next version. A version's time is
+the one it was first applied with (a re-stamp of the same content does not move it). A
+read without a time (0) or of the same md5 is never refused.
 
 A person's rollback publishes the old content again: a new write, a new time, served.
 A gray version (beta, tag) has times of its own: each track (``ConfigRead.gray``) is
