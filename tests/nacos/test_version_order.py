@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dynagent.config import NacosConfig
-from dynagent.nacos._pushes import Pushed
+from dynagent.nacos._pushes import Deleted, Pushed
 from dynagent.nacos.client import ConfigRead, NacosClient, content_md5
 from dynagent.nacos.snapshot import Snapshot
 from dynagent.nacos.source import NacosSource
@@ -165,5 +165,37 @@ async def test_a_deleted_data_id_is_not_brought_back_by_a_node_that_missed_the_d
         lagging.behind.clear()
         await nacos.publish(DATA_ID, group, text(3))  # re-created: a new write, served
         await served.until(lambda texts: texts[-1] == text(3))
+    finally:
+        await source.stop()
+
+
+async def test_a_node_that_missed_a_deletion_does_not_call_off_its_grace(
+    nacos: NacosAdmin, lagging: LaggingNode, tmp_path: Path
+) -> None:
+    group = lagging.settings.group
+    await nacos.publish(DATA_ID, group, text(1))
+    first = await settled_read(lagging, group, text(1))
+    await nacos.publish(DATA_ID, group, text(2))
+    await settled_read(lagging, group, text(2))
+    served = Served()
+    source = await started(lagging, tmp_path, served, delete_grace_seconds=3600)
+    try:
+        await served.until(lambda texts: texts == [text(2)])
+        await nacos.delete(DATA_ID, group)
+        async with asyncio.timeout(WAIT):  # reads trail a deletion by ~0.1 s
+            while await lagging.read(DATA_ID, group) is not None:
+                await asyncio.sleep(0.05)  # polling the server's view, not a reload
+        await source._apply(Deleted(DATA_ID))
+        assert DATA_ID in source._grace.tasks  # served until the grace ends
+
+        lagging.behind[DATA_ID] = first
+        await source._apply(Pushed(DATA_ID, text(1)))
+        assert DATA_ID in source._grace.tasks, "an older version is no re-creation"
+        assert served.texts == [text(2)]
+
+        lagging.behind.clear()
+        await nacos.publish(DATA_ID, group, text(3))  # re-created: the grace is off
+        await served.until(lambda texts: texts[-1] == text(3))
+        assert DATA_ID not in source._grace.tasks
     finally:
         await source.stop()

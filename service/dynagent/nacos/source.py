@@ -294,8 +294,6 @@ class NacosSource:
         if read is None and self.delete_grace_seconds and not final:
             self._delete_later(data_id)
             return
-        if read is not None:
-            self._grace.cancel(data_id)  # re-created within the grace period
         async with self._lock:
             if read is None:
                 if self._md5.pop(data_id, None) is None:
@@ -314,8 +312,11 @@ class NacosSource:
                 await self.client.listen(data_id, self.group, self._listener, announce=announce)
                 self._listening.add(data_id)
             md5 = content_md5(read.content)
-            if self._md5.get(data_id) == md5 or not self.order.admits(data_id, read, md5):
-                return  # unchanged, or older than the version applied (``_order``)
+            if not self.order.admits(data_id, read, md5):
+                return  # older than the version applied (``_order``): not even a re-creation
+            self._grace.cancel(data_id)  # re-created within the grace period
+            if self._md5.get(data_id) == md5:
+                return
             self._md5[data_id] = md5
             self.order.applied(data_id, read, md5)
             document = self._document(data_id, read)
