@@ -1,7 +1,8 @@
 """A dataId is never served backwards: a version older than the one applied, as a cluster
 node behind the raft log serves it after the leader is lost, is refused on every path a
-version arrives by (a push, the group's reconcile, a deletion's read-back), while a
-person's rollback (old content, published anew) and a re-creation are served.
+version arrives by (a push, the group's reconcile, a deletion's read-back), and so is a
+push that a newer version overtook in the queue, while a person's rollback (old content,
+published anew) and a re-creation are served.
 
 The node behind is one real Nacos answering, for a while, with a real earlier answer of
 its own: the version it served before the later publishes, with the modification time
@@ -139,6 +140,27 @@ async def test_a_version_older_than_the_one_served_is_refused_by_push_and_by_rec
         await nacos.publish(DATA_ID, group, text(1))
         await served.until(lambda texts: texts[-1] == text(1))
         assert served.texts == [text(1), text(2), text(3), text(1)]
+    finally:
+        await source.stop()
+
+
+async def test_a_push_overtaken_by_a_newer_version_is_not_served(
+    nacos: NacosAdmin, lagging: LaggingNode, tmp_path: Path
+) -> None:
+    # A push waits in the queue while the reconcile applies the version after it (a
+    # reconnect after a leader loss brings both at once); the server holds the newer one
+    # when the push comes up, and the pushed content alone carries no time to order it by.
+    group = lagging.settings.group
+    await nacos.publish(DATA_ID, group, text(1))
+    await settled_read(lagging, group, text(1))
+    served = Served()
+    source = await started(lagging, tmp_path, served)
+    try:
+        await served.until(lambda texts: texts == [text(1)])
+        await nacos.publish(DATA_ID, group, text(2))
+        await served.until(lambda texts: texts[-1] == text(2))
+        await source._apply(Pushed(DATA_ID, text(1)))
+        assert served.texts == [text(1), text(2)]
     finally:
         await source.stop()
 
