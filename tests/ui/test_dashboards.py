@@ -116,6 +116,8 @@ async def test_every_metric_they_name_is_in_metrics(
         service.registry.readiness.set_degraded(
             "nacos public/AGENTS", "unreachable, serving the snapshot"
         )
+        for _ in range(2):  # a version older than the one served, refused twice
+            service.registry.readiness.refused_stale("nacos public/AGENTS")
         text = await (await service.client.get("/metrics")).text()
     named = {
         m for expr in [*dashboard_expressions(), *alert_expressions()] for m in METRIC.findall(expr)
@@ -129,6 +131,7 @@ async def test_every_metric_they_name_is_in_metrics(
                 "dynagent_canary",
                 "dynagent_config_refused",
                 "dynagent_source_degraded",
+                "dynagent_source_stale_refused_total",
                 "dynagent_circuit",
             )
         )
@@ -142,4 +145,5 @@ async def test_every_metric_they_name_is_in_metrics(
         f'dynagent_circuit_state{{agent="bot",endpoint="{canary_at}",variant="canary"}}': "2.0",
         f'dynagent_circuit_state{{agent="bot",endpoint="{stable_at}",variant="stable"}}': "0.0",
         'dynagent_source_degraded{source="nacos public/AGENTS"}': "1.0",
+        'dynagent_source_stale_refused_total{source="nacos public/AGENTS"}': "2.0",
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dynagent.models.breaker import BreakerPolicy, CircuitBreaker
@@ -23,7 +23,7 @@ class RegistryGauges(Collector):
     def __init__(self, registry: AgentRegistry) -> None:
         self._registry = registry
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         weight = GaugeMetricFamily(
             "dynagent_canary_weight", "Percent of traffic the canary is set to.", labels=["agent"]
         )
@@ -65,7 +65,15 @@ class RegistryGauges(Collector):
         )
         for source in self._registry.degraded:
             degraded.add_metric([source], 1.0)
-        yield from (weight, pulled, refused, circuit, degraded, gate)
+        stale = CounterMetricFamily(
+            "dynagent_source_stale_refused",
+            "Versions a config source refused as older than the one it serves (a Nacos "
+            "cluster node behind the raft log answering).",
+            labels=["source"],
+        )
+        for source, count in self._registry.readiness.stale_refused.items():
+            stale.add_metric([source], float(count))
+        yield from (weight, pulled, refused, circuit, degraded, gate, stale)
 
 
 def _circuits(family: GaugeMetricFamily, agent: Agent, variant: str) -> None:

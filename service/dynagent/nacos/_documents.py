@@ -33,9 +33,11 @@ def config_document(
 
 
 async def annotated(client: NacosClient, group: str, data_id: str, content: str) -> ConfigRead:
-    """A pushed content with the md5 and gray marker Nacos reports for it."""
+    """A pushed content with the md5, gray marker and modification time Nacos reports for
+    it; or, when the server holds another version by now, that one: the pushed content's
+    time is unknown, and served it could be older than the version applied (``_order``)."""
     read = await client.read(data_id, group)
-    if read is not None and read.content == content:
+    if read is not None:
         return read
     return ConfigRead(content, content_md5(content))
 

@@ -1,11 +1,12 @@
 """What the Nacos source's pump works through: one typed item per change a push brings,
-and the turns that keep two reads of one dataId from racing."""
+the turns that keep two reads of one dataId from racing, and the ordered load of a
+listing."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 
@@ -53,3 +54,26 @@ class Turns:
             lock, users = self._locks.pop(key)
             if users > 1:
                 self._locks[key] = (lock, users - 1)
+
+
+Load = Callable[[str, str, asyncio.Semaphore, "asyncio.Future[None] | None"], Awaitable[None]]
+"""Reads one listed ``(dataId, md5)`` under the gate, then delivers it once the load
+before it (None for the first) is done."""
+
+
+async def in_listed_order(listed: dict[str, str], load: Load, concurrency: int) -> None:
+    """Read the ``listed`` dataIds concurrently (``concurrency`` at once: a first load of
+    1,000 agents waits on 1,000 round trips) and deliver them in order, each as soon as it
+    and those before it are read."""
+    gate = asyncio.Semaphore(concurrency)
+    loads: list[asyncio.Future[None]] = []
+    for data_id, md5 in listed.items():
+        before = loads[-1] if loads else None
+        loads.append(asyncio.ensure_future(load(data_id, md5, gate, before)))
+    try:
+        for each in loads:
+            await each
+    finally:
+        for each in loads:
+            each.cancel()
+        await asyncio.gather(*loads, return_exceptions=True)

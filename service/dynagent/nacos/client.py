@@ -68,6 +68,9 @@ class ConfigRead:
     """As Nacos reports it (of the gray version when one was served)."""
     gray: str = ""
     """``beta`` or ``tag:{rule}`` when Nacos served a gray version, else empty."""
+    modified: int = 0
+    """When the version was written, in ms since the epoch, as the server reports it (the
+    same on every node of a cluster: ``_order``); 0 when unknown."""
 
 
 def content_md5(text: str) -> str:
@@ -229,7 +232,9 @@ class NacosClient:
         tag = getattr(response, "tag", None)
         if isinstance(tag, str) and tag:  # the matched rule's text, URL-encoded by the server
             gray = f"tag:{unquote_plus(tag)}"
-        return ConfigRead(response.content, response.md5 or "", gray)
+        modified = getattr(response, "lastModified", 0)
+        modified = modified if isinstance(modified, int) and modified > 0 else 0
+        return ConfigRead(response.content, response.md5 or "", gray, modified)
 
     async def publish(self, data_id: str, group: str, content: str, kind: str = "yaml") -> None:
         param = ConfigParam(data_id=data_id, group=group, content=content, type=kind)

@@ -59,6 +59,7 @@ class NacosAgentBuilderFactory:
             snapshot=snapshot,
             poll_seconds=settings.poll_seconds,
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
+            on_stale=lambda: registry.readiness.refused_stale(source_name),
             delete_grace_seconds=settings.delete_grace_seconds,
         )
         applier = DocumentApplier(

@@ -88,6 +88,7 @@ class NacosPromptAgentBuilderFactory:
             snapshot=Snapshot(settings.snapshot_dir / namespace / settings.prompt_group),
             poll_seconds=settings.poll_seconds,
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
+            on_stale=lambda: registry.readiness.refused_stale(source_name),
         )
         await self._nacos.start(self._prompt_changed)
         self._files = await asyncio.to_thread(FileSource, self.directory)

@@ -158,6 +158,7 @@ class SpringAiAlibabaAgentBuilderFactory:
             snapshot=Snapshot(settings.snapshot_dir / namespace / group),
             poll_seconds=settings.poll_seconds,
             on_health=lambda reason: registry.readiness.set_degraded(source_name, reason),
+            on_stale=lambda: registry.readiness.refused_stale(source_name),
             watch=watch,
             owns_client=False,
             verdicts=False,  # an assembly decides: pieces are kept once it is served

@@ -14,6 +14,10 @@ with the server and pushes any newer content. So the watch's first notices, whic
 every dataId the load is reading, neither drop nor repeat a read, and ``start`` returns
 with every listed dataId handed on.
 
+A dataId never goes back in time: a read modified before the version applied (a cluster
+node behind the raft log answers so after the leader is lost) is not served (``_order``);
+a push is served as the server reads it now, with its modification time.
+
 Only documents accepted go to the local snapshot, so that a restart while Nacos is down
 serves what served before it, and one that finds only a refused edit in Nacos serves the
 snapshot's copy with the refusal beside it.
@@ -33,7 +37,8 @@ from dynagent.nacos._degraded import Degradation, HealthCallback, Kind
 from dynagent.nacos._documents import annotated, config_document, refused
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
 from dynagent.nacos._grace import DeleteGrace
-from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns
+from dynagent.nacos._order import VersionOrder
+from dynagent.nacos._pushes import Announced, Deleted, Push, Pushed, Turns, in_listed_order
 from dynagent.nacos.client import ConfigRead, NacosClient, NacosError, content_md5
 from dynagent.nacos.snapshot import Snapshot
 from dynagent.runtime._health import SourceHealth
@@ -59,6 +64,7 @@ class NacosSource:
         snapshot: Snapshot,
         poll_seconds: float = 30.0,
         on_health: HealthCallback = lambda reason: None,
+        on_stale: Callable[[], None] = lambda: None,
         delete_grace_seconds: float = 0.0,
         watch: bool = True,
         owns_client: bool = True,
@@ -79,6 +85,9 @@ class NacosSource:
         """The snapshot keeps only what the consumer says it accepted; False when it
         decides later (several documents make one agent) and calls ``keep`` itself."""
         self._grace = DeleteGrace(delete_grace_seconds, self.location)
+        self.order = VersionOrder(self.location, on_stale)
+        """Refuses a read older than the version applied (a cluster node behind the log),
+        calling ``on_stale`` for each."""
         self._md5: dict[str, str] = {}
         """md5 of what was last handed on, per dataId."""
         self._listed: set[str] = set()
@@ -237,7 +246,7 @@ class NacosSource:
             or (data_id not in self._listening and data_id not in self._unheld)
         }
         try:
-            await self._fetch_and_deliver(stale)
+            await in_listed_order(stale, self._load, FETCH_CONCURRENCY)
         finally:
             if stale:
                 self.client.announce_listeners()
@@ -246,23 +255,6 @@ class NacosSource:
         self._set_degraded(None, kind="snapshot")  # every listed dataId is read from Nacos
         self._set_degraded(None)
 
-    async def _fetch_and_deliver(self, listed: dict[str, str]) -> None:
-        """Read the ``listed`` dataIds concurrently (``FETCH_CONCURRENCY`` at once: a first
-        load of 1,000 agents waits on 1,000 round trips) and deliver them in order, each as
-        soon as it and those before it are read (``_load``)."""
-        gate = asyncio.Semaphore(FETCH_CONCURRENCY)
-        loads: list[asyncio.Future[None]] = []
-        for data_id, md5 in listed.items():
-            before = loads[-1] if loads else None
-            loads.append(asyncio.ensure_future(self._load(data_id, md5, gate, before)))
-        try:
-            for load in loads:
-                await load
-        finally:
-            for load in loads:
-                load.cancel()
-            await asyncio.gather(*loads, return_exceptions=True)
-
     async def _load(
         self,
         data_id: str,
@@ -270,8 +262,9 @@ class NacosSource:
         gate: asyncio.Semaphore,
         before: asyncio.Future[None] | None,
     ) -> None:
-        """Read one listed dataId and deliver it once ``before`` (the one listed before it)
-        is, in one turn: a fuzzy-watch notice about it waits instead of racing the read.
+        """Read one listed dataId and deliver it once ``before`` (the one listed before it,
+        ``in_listed_order``) is, in one turn: a fuzzy-watch notice about it waits instead
+        of racing the read.
 
         A read that a push or deletion overtook is dropped: the pump applies what came. A
         dataId not followed yet (not served, or only from the snapshot) takes what it reads,
@@ -298,16 +291,14 @@ class NacosSource:
     async def _deliver(
         self, data_id: str, read: ConfigRead | None, *, announce: bool = True, final: bool = False
     ) -> None:
-        text = read.content if read is not None else None
-        if text is None and self.delete_grace_seconds and not final:
+        if read is None and self.delete_grace_seconds and not final:
             self._delete_later(data_id)
             return
-        if text is not None:
-            self._grace.cancel(data_id)  # re-created within the grace period
         async with self._lock:
-            if text is None:
+            if read is None:
                 if self._md5.pop(data_id, None) is None:
                     return
+                self.order.removed(data_id)
                 await asyncio.to_thread(self.snapshot.delete, data_id)
                 self._listening.discard(data_id)
                 self._unheld.discard(data_id)
@@ -320,9 +311,14 @@ class NacosSource:
             if data_id not in self._listening and unheld is None:
                 await self.client.listen(data_id, self.group, self._listener, announce=announce)
                 self._listening.add(data_id)
-            if self._md5.get(data_id) == content_md5(text):
+            md5 = content_md5(read.content)
+            if not self.order.admits(data_id, read, md5):
+                return  # older than the version applied (``_order``): not even a re-creation
+            self._grace.cancel(data_id)  # re-created within the grace period
+            if self._md5.get(data_id) == md5:
                 return
-            self._md5[data_id] = content_md5(text)
+            self._md5[data_id] = md5
+            self.order.applied(data_id, read, md5)
             document = self._document(data_id, read)
             if unheld is not None:
                 self._unheld.add(data_id)
@@ -331,7 +327,7 @@ class NacosSource:
             if not self.verdicts:
                 return  # the consumer keeps what it accepts (``keep``)
             if accepted:
-                await self.keep(data_id, text)
+                await self.keep(data_id, read.content)
             elif data_id not in self._kept:
                 await self._fall_back(document)
 

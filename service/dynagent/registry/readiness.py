@@ -49,10 +49,17 @@ class Readiness:
     """True once every source has delivered its first full load."""
     degraded: dict[str, str] = field(default_factory=dict)
     """Sources serving from a fallback (e.g. a snapshot), and why."""
+    stale_refused: dict[str, int] = field(default_factory=dict)
+    """Per source: versions refused as older than the one served (a Nacos cluster node
+    behind the others); no change of readiness, a count for the metrics."""
 
     def mark_ready(self) -> None:
         self.ready = True
         self.changes.bump()
+
+    def refused_stale(self, source: str) -> None:
+        """``source`` refused a version older than the one it serves."""
+        self.stale_refused[source] = self.stale_refused.get(source, 0) + 1
 
     def set_degraded(self, source: str, reason: str | None) -> None:
         """Record why ``source`` serves from a fallback, or (``None``) that it is healthy."""
