@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from loguru import logger
 
 from dynagent.http.state import SERVICE
 from dynagent.registry.facade import AgentRegistry
@@ -250,21 +251,29 @@ async def test_an_unreachable_prometheus_holds_and_says_why(
     agents_dir: Path, state_dir: Path
 ) -> None:
     config = service_config(agents_dir, state_dir)
-    async with running_service(config, environ={}) as service:
-        candidate = agent_document("bot", system="Canary.")
-        analysis = {
-            "prometheus": {"url": "http://127.0.0.1:9", "timeout": 1},
-            "interval": 0.2,
-            "max_inconclusive": 3,
-        }
-        await _start_canary(service, candidate, 10, analysis=analysis)
-        await service.registry.wait_for(_paused_by("analysis"), within=60)
-        canary = service.registry.entry("bot").canary
-        status = service.registry.status("bot")["analysis"]
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        async with running_service(config, environ={}) as service:
+            candidate = agent_document("bot", system="Canary.")
+            analysis = {
+                "prometheus": {"url": "http://127.0.0.1:9", "timeout": 1},
+                "interval": 0.2,
+                "max_inconclusive": 3,
+            }
+            await _start_canary(service, candidate, 10, analysis=analysis)
+            await service.registry.wait_for(_paused_by("analysis"), within=60)
+            canary = service.registry.entry("bot").canary
+            status = service.registry.status("bot")["analysis"]
+    finally:
+        logger.remove(sink)
 
     assert canary is not None and canary.policy.paused is not None
     assert "Prometheus at http://127.0.0.1:9" in canary.policy.paused.reason
     assert status["source"] == "prometheus"
+    # Three failed checks, one warning: a Prometheus that stays down is said once.
+    said = [line for line in lines if line.startswith("analysis of agent bot:")]
+    assert len(said) == 1, said
 
 
 async def test_online_scores_that_drop_pause_the_canary_by_their_interval(

@@ -202,8 +202,9 @@ class CanaryAnalyses:
         except SourceError as exc:
             # Falling back to this replica's figures would judge on a part of the traffic
             # with a different baseline: hold instead, and say why.
+            if state.note != str(exc):  # once when it starts failing, not every check
+                logger.warning("analysis of agent {}: {}", name, exc)
             state.source, state.note = "prometheus", str(exc)
-            logger.warning("analysis of agent {}: {}", name, exc)
             return None
         state.source, state.note = "prometheus", None
         return figures

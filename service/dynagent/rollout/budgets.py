@@ -134,6 +134,8 @@ class CanaryBudgets:
         state.since = _since(policy, canary.loaded_at, time.time())
         before = (state.spent, state.source, state.note, state.exceeded)
         found = await self._spent(name, canary, policy, state.since)
+        if found[2] != state.note and found[1] == "replica" and policy_reads_prometheus(canary):
+            logger.warning("budget of agent {}: {}", name, found[2])  # once, not every look
         state.spent, state.source, state.note = found
         if policy.usd is not None and not _priced(canary):
             state.spent = Spend(None, state.spent.tokens)
@@ -165,7 +167,6 @@ class CanaryBudgets:
                 self._session, analysis.prometheus, name, revision, since
             )
         except SourceError as exc:
-            logger.warning("budget of agent {}: {}", name, exc)
             return own, "replica", f"{exc}; this replica's spend meanwhile"
         return Spend(usd, tokens), "prometheus", None
 
@@ -183,3 +184,9 @@ def _priced(canary: Canary) -> bool:
     """Whether every model the canary may call has a price: else its dollars are unknown."""
     agent = canary.agent
     return all(name in agent.prices for name in priced_names(agent.model))
+
+
+def policy_reads_prometheus(canary: Canary) -> bool:
+    """Whether the canary's budget reads the fleet's spend from Prometheus."""
+    analysis = canary.policy.analysis
+    return analysis is not None and analysis.prometheus is not None
