@@ -4,8 +4,7 @@ agent, shared by every protocol (our API, OpenAI, A2A) and by programs that embe
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -140,17 +139,11 @@ class _Served:
             self.span = None
             tracer.finish(span, self.agent, self.variant, events, error)
 
-    @contextmanager
-    def scope(self) -> Iterator[None]:
+    def scope(self) -> _Scoped:
         """The caller's key scope and this trace, for the agents the run calls."""
         who = self.who
-        token = CALL_SCOPE.set(
-            CallScope(who.agents, who.key_digest or None, self.trace_id, nested=self.nested)
-        )
-        try:
-            yield
-        finally:
-            CALL_SCOPE.reset(token)
+        scope = CallScope(who.agents, who.key_digest or None, self.trace_id, nested=self.nested)
+        return _Scoped(scope)
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         service, agent = self.service, self.agent
@@ -199,6 +192,22 @@ class _Served:
             run_line("WARNING", trace_id, f"{where} failed: {error}")
         else:
             run_line("INFO", trace_id, f"{where} ok in {seconds * 1000:.0f} ms")
+
+
+class _Scoped:
+    """``CALL_SCOPE`` set to ``scope`` for a block (a class, not a generator: every run
+    enters it)."""
+
+    __slots__ = ("_scope", "_token")
+
+    def __init__(self, scope: CallScope) -> None:
+        self._scope = scope
+
+    def __enter__(self) -> None:
+        self._token = CALL_SCOPE.set(self._scope)
+
+    def __exit__(self, *exc: object) -> None:
+        CALL_SCOPE.reset(self._token)
 
 
 async def _serve(service: Service, who: Caller, run: RunRequest) -> _Served:

@@ -1,4 +1,4 @@
-"""The aiohttp application: the service's routes and middlewares, nothing more.
+"""The aiohttp application: the service's routes and its one middleware, nothing more.
 
 ``create_app`` builds a ``Service`` (or takes one) and runs it for the app's
 lifetime through one ``cleanup_ctx``; every route reads the service under one key.
@@ -7,7 +7,6 @@ lifetime through one ``cleanup_ctx``; every route reads the service under one ke
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
 
 from aiohttp import hdrs, web
 
@@ -16,29 +15,17 @@ from dynagent.core.service import FactoryMaker, Service
 from dynagent.core.tracing import RunTracer
 from dynagent.http import routing
 from dynagent.http._routes import DOCUMENT
-from dynagent.http.middleware.cors import add_cors_headers, cors_middleware
-from dynagent.http.middleware.errors import error_middleware
-from dynagent.http.middleware.masking import mask_middleware
+from dynagent.http.middleware.cors import cors_headers
+from dynagent.http.middleware.front import front_middleware
 from dynagent.http.openapi import openapi_json
 from dynagent.http.ops import ui
-from dynagent.http.state import CALLER, SERVICE
+from dynagent.http.state import SERVICE
 from dynagent.interceptors.registry import InterceptorRegistry
 from dynagent.masking import SecretValues
 from dynagent.spec.agent import AgentSpec
 from dynagent.tools.registry import ToolRegistry
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
-
-
-@web.middleware
-async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    public = request.path == "/metrics" and request.app[SERVICE].config.metrics.public
-    open_route = request.match_info.route.name in ui.OPEN_ROUTES
-    if request.path not in OPEN_PATHS and not public and not open_route:
-        keys = request.app[SERVICE].api_keys
-        request[CALLER] = keys.authenticate(request.headers.get("Authorization"))
-    response: web.StreamResponse = await handler(request)
-    return response
 
 
 def create_app(
@@ -68,16 +55,20 @@ def create_app(
 
 def app_for(service: Service) -> web.Application:
     """The routes of ``service``, which the app starts and stops with itself."""
-    app = web.Application(
-        middlewares=[cors_middleware, mask_middleware, error_middleware, auth_middleware],
-        client_max_size=service.config.listen.max_body_bytes,
-    )
+    app = web.Application(client_max_size=service.config.listen.max_body_bytes)
     app[SERVICE] = service
-    app.on_response_prepare.append(add_cors_headers)
+    add_cors = cors_headers(service.config.cors.allow_origins)
+    if add_cors is not None:
+        app.on_response_prepare.append(add_cors)
     app.on_response_prepare.append(_close_when_stopping)
     app.cleanup_ctx.append(_running)
     app.on_shutdown.append(_stopping)
     routing.install(app)
+    open_paths = OPEN_PATHS | ({"/metrics"} if service.config.metrics.public else set())
+    open_routes = (route for route in app.router.routes() if route.name in ui.OPEN_ROUTES)
+    app.middlewares.append(
+        front_middleware(service, open_paths=open_paths, open_routes=open_routes)
+    )
     # Written now, from the routes served (raises for one that has no Route), and not
     # while the first request to it holds the loop.
     app[DOCUMENT] = openapi_json(app)

@@ -137,13 +137,34 @@ async def whole_body(
     response: aiohttp.ClientResponse, limit: int, request: httpx2.Request
 ) -> bytes:
     """The body of a response that is not a stream (a whole answer), refused past
-    ``limit`` bytes as it arrives rather than held whole first."""
+    ``limit`` bytes as it arrives rather than held whole first.
+
+    A body whose length is known, within ``limit`` and not encoded (what aiohttp reads is
+    then at most that length) is read in one ``read``: no pacing, no loop per block."""
+    length = response.content_length
+    if length is not None and length <= limit and _identity(response):
+        try:
+            return await response.content.read()
+        except TimeoutError as exc:  # aiohttp's read timeout
+            raise openai.APITimeoutError(request=request) from exc
+        except aiohttp.ClientError as exc:
+            raise openai.APIConnectionError(request=request) from exc
     body = bytearray()
     async for block in _blocks(response, request):
         body += block
         if len(body) > limit:
             raise ModelError(f"the model's answer went past {limit} bytes (max_answer_chars)")
     return bytes(body)
+
+
+def _identity(response: aiohttp.ClientResponse) -> bool:
+    """Whether the body arrives as its ``Content-Length`` says: not chunked, and not
+    compressed (a compressed body's length says nothing of what it inflates to)."""
+    headers = response.headers
+    if "Transfer-Encoding" in headers:
+        return False
+    encoding = headers.get("Content-Encoding")
+    return not encoding or encoding.strip().lower() == "identity"
 
 
 async def _blocks(

@@ -21,18 +21,26 @@ INLINE_CHARS = 8_192
 TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
 
 
+_CONTAINERS = (list, tuple, dict)
+_TEXTS = (str, list, tuple, dict)
+
+
 def text_size(value: Any, limit: int = INLINE_CHARS) -> int:
     """Characters of text in ``value``, counted up to a little past ``limit``."""
     if isinstance(value, str):
         return len(value)
-    if isinstance(value, list | tuple | dict):
-        total = 0
-        for item in value.values() if isinstance(value, dict) else value:
+    if not isinstance(value, _CONTAINERS):
+        return 0
+    total = 0
+    for item in value.values() if type(value) is dict else value:
+        # The strings of a message list counted here, not in a call each.
+        if type(item) is str:
+            total += len(item)
+        elif isinstance(item, _TEXTS):
             total += text_size(item, limit - total)
-            if total > limit:
-                break
-        return total
-    return 0
+        if total > limit:
+            break
+    return total
 
 
 _FIELDS_OF: dict[type, tuple[str, ...]] = {}

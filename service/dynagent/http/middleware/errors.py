@@ -133,36 +133,30 @@ CLIENT_CLOSED = 499
 """What a response to a caller that went away is recorded as (nginx's code); never sent."""
 
 
-@web.middleware
-async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    """JSON errors for everything; never a stack trace, never a 500 for bad input."""
-    openai = is_openai_path(request.path)
-    try:
-        response: web.StreamResponse = await handler(request)
-        return response
-    except DynagentError as exc:
-        return from_error(exc, openai=openai)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        kind = _HTTP_KINDS.get(exc.status, "http_error")
-        message = exc.reason or kind
-        if exc.status == 413 and exc.text:  # name the limit the body went over
-            message = f"{exc.text} Send a smaller body (listen.max_body_bytes)."
-        response = error_response(kind, message, exc.status, openai=openai)
-        if "Allow" in exc.headers:  # a 405 must say which methods are allowed
-            response.headers["Allow"] = exc.headers["Allow"]
-        return response
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+def http_error(exc: web.HTTPException, *, openai: bool) -> web.Response:
+    """The JSON answer for aiohttp's own 4xx and 5xx (no route, wrong method, too large)."""
+    kind = _HTTP_KINDS.get(exc.status, "http_error")
+    message = exc.reason or kind
+    if exc.status == 413 and exc.text:  # name the limit the body went over
+        message = f"{exc.text} Send a smaller body (listen.max_body_bytes)."
+    response = error_response(kind, message, exc.status, openai=openai)
+    if "Allow" in exc.headers:  # a 405 must say which methods are allowed
+        response.headers["Allow"] = exc.headers["Allow"]
+    return response
+
+
+def unexpected_error(request: web.Request, exc: Exception, *, openai: bool) -> web.Response:
+    """The answer for any other exception, called while it is handled: never a stack trace,
+    never a 500 for bad input."""
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
         return error_response(
             "bad_request", f"the body is not valid JSON: {exc}", 400, openai=openai
         )
-    except ConnectionResetError:
+    if isinstance(exc, ConnectionResetError):
         # The caller stopped reading (a stream it closed): nobody is left to answer, and
         # the run's own record already says "disconnected". One line, no traceback.
         logger.info("{} {}: the client closed the connection", request.method, request.path)
         return web.Response(status=CLIENT_CLOSED)
-    except Exception:
-        logger.exception("unhandled error on {} {}", request.method, request.path)
-        message = "internal error; the service log has details"
-        return error_response("internal", message, 500, openai=openai)
+    logger.exception("unhandled error on {} {}", request.method, request.path)
+    message = "internal error; the service log has details"
+    return error_response("internal", message, 500, openai=openai)

@@ -7,17 +7,14 @@ answer, a status, an error message, the metrics text.
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
-from dynagent.http.state import service
+from dynagent.masking import SecretValues
 
 
-@web.middleware
-async def mask_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    response: web.StreamResponse = await handler(request)
-    secrets = service(request).secrets
+def mask_body(response: web.StreamResponse, secrets: SecretValues) -> web.StreamResponse:
+    """``response`` with the known secrets in its whole body masked (a stream is masked
+    event by event where it is made)."""
     if len(secrets) and isinstance(response, web.Response) and isinstance(response.body, bytes):
         try:
             text = response.body.decode()
