@@ -28,7 +28,7 @@ async def test_two_minutes_of_mixed_load_grow_neither_memory_nor_descriptors() -
 
 
 async def test_the_soak_catches_a_tool_that_leaks_memory_and_descriptors() -> None:
-    data = await soak.run(1, interval=1, serve_module="tests.support.leaky_serve")
+    data = await soak.run(0.5, interval=0.5, serve_module="tests.support.leaky_serve")
     print("\n" + soak.table(data))
     failures, leaks = failures_and_leaks(data)
     assert failures == 0
