@@ -50,8 +50,10 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy
 
+## Every test: the fast tier with the soak beside it, then the tests that start servers
+## (scripts/pytest-tiers.sh says why; the 30 slowest are listed at the end).
 pytest: setup
-	$(BIN)/pytest -q --durations=30
+	BIN=$(BIN) scripts/pytest-tiers.sh
 
 ## The docs site (mkdocs.yml, docs/) into var/site/.
 docs: setup
