@@ -5,7 +5,6 @@ on a scripted model server of its own, into the fleet's Nacos group."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,27 +16,14 @@ from aiohttp import web
 from dynagent.registry.canary import picks_canary
 from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer, Slow
 from tests.support.canary import Load, canary_document, canary_revision
-from tests.support.fleet import Fleet
+from tests.support.fleet import Fleet, until
 from tests.support.nacos import NacosAdmin, yaml_text
 from tests.support.process import free_port
 from tests.support.service import agent_document, revision_of
 
-POLL = 0.05
-"""Seconds between looks at another process's state (no event crosses processes)."""
-
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> float:
-    """Poll ``check`` until it holds; the seconds it took."""
-    started = time.monotonic()
-    while not await check():
-        if time.monotonic() - started > within:
-            raise AssertionError(f"{what} did not happen within {within} s")
-        await asyncio.sleep(POLL)
-    return time.monotonic() - started
 
 
 async def status(http: aiohttp.ClientSession, url: str, name: str) -> dict[str, Any] | None:

@@ -38,10 +38,10 @@ from tests.support.analysed_fleet import (
     per_instance,
     publish_canary,
     replica_spend,
-    until,
     until_paused,
     up_of,
 )
+from tests.support.fleet import until
 from tests.support.nacos import NacosAdmin
 from tests.support.process import DYNAGENT
 

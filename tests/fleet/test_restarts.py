@@ -18,11 +18,11 @@ import aiohttp
 import pytest
 
 from tests.support import Reply, ScriptedModelServer, Slow
-from tests.support.fleet import Fleet
+from tests.support.fleet import Fleet, until
 from tests.support.nacos import NacosAdmin, yaml_text
 from tests.support.service import agent_document, parse_sse, revision_of
 
-from .test_fleet import serving_everywhere, unique, until
+from .test_fleet import serving_everywhere, unique
 
 pytestmark = [pytest.mark.slow]
 

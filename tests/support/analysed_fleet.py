@@ -14,11 +14,9 @@ which every replica's ``models.prices`` prices, then ``until_paused(..., by="bud
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ import yaml
 from aiohttp import web
 
 from .canary import Load, canary_document, canary_revision
-from .fleet import Fleet
+from .fleet import Fleet, until
 from .nacos import NacosAdmin, yaml_text
 from .prometheus import prometheus_running
 from .scripted_model import ScriptedModelServer
@@ -47,8 +45,6 @@ SECRET_VARIABLE = "FLEET_WEBHOOK_SECRET"
 SCRAPE = "500ms"
 """Prometheus's scrape and rule evaluation interval: short, so that a check sees the
 requests of the last second."""
-POLL = 0.05
-"""Seconds between looks at another process's state (no event crosses processes)."""
 NO_GUARD = {"max_error_rate": 1.0, "max_latency_ratio": 1000}
 """The fixed-threshold guard out of the way: the analysis judges these canaries."""
 PRICED_MODEL = "priced-canary"
@@ -175,16 +171,6 @@ class AnalysedFleet:
             return all(h["pending"] == 0 for h in hooks) and sent == len(self.receiver.deliveries)
 
         await until(check, 30, "the webhooks' deliveries")
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> float:
-    """Poll ``check`` until it holds; the seconds it took."""
-    started = time.monotonic()
-    while not await check():
-        if time.monotonic() - started > within:
-            raise AssertionError(f"{what} did not happen within {within} s")
-        await asyncio.sleep(POLL)
-    return time.monotonic() - started
 
 
 def service_extra(home: Path, receiver: Receiver) -> str:

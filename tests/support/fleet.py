@@ -10,11 +10,13 @@ ports, in a home of its own.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,20 @@ from .process import DYNAGENT, free_port
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "fleet.sh"
 HOST = "127.0.0.1"
+
+
+POLL = 0.05
+"""Seconds between looks at another process's state (no event crosses processes)."""
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> float:
+    """Poll ``check`` until it holds; the seconds it took."""
+    started = time.monotonic()
+    while not await check():
+        if time.monotonic() - started > within:
+            raise AssertionError(f"{what} did not happen within {within} s")
+        await asyncio.sleep(POLL)
+    return time.monotonic() - started
 
 
 def free_run(count: int, start: int = 21000) -> int:

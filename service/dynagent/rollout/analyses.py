@@ -13,12 +13,10 @@ compare-and-set makes one pause of them.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from loguru import logger
 
 from dynagent.analysis import (
@@ -39,10 +37,10 @@ from dynagent.rollout._figures import (
     prometheus_figures,
     replica_figures,
 )
+from dynagent.rollout._ticking import Ticking
 from dynagent.rollout.decisions import RolloutDecisions
 
 KIND = "analysis"
-TICK = 0.1
 
 
 @dataclass(slots=True)
@@ -76,26 +74,13 @@ class AnalysisState:
         }
 
 
-class CanaryAnalyses:
+class CanaryAnalyses(Ticking):
     def __init__(self, registry: AgentRegistry, decisions: RolloutDecisions) -> None:
+        super().__init__()
         self.registry = registry
         self.decisions = decisions
         self._states: dict[str, AnalysisState] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._session: aiohttp.ClientSession | None = None
         decisions.step_allowed = self.allows_step
-
-    def start(self) -> None:
-        if self._task is None:
-            self._session = aiohttp.ClientSession()
-            self._task = asyncio.get_running_loop().create_task(self._tick())
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
 
     def allows_step(self, name: str) -> bool:
         """Whether ``name``'s progressive rollout may take its next step."""
@@ -111,24 +96,22 @@ class CanaryAnalyses:
             and state.verdict == "pass"
         )
 
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(TICK)
-            now = time.monotonic()
-            for entry in list(self.registry):
-                canary = entry.canary
-                if canary is None or canary.policy.analysis is None or entry.stable is None:
-                    self._forget(entry.name)
-                    continue
-                state = self._state(entry.name, canary)
-                if canary.serving and now >= state.due:
-                    state.due = now + canary.policy.analysis.interval
-                    shown = state.status()
-                    try:
-                        await self._check(entry.name, entry.stable.revision, canary, state)
-                    except Exception:  # one agent's analysis failing must not stop the rest
-                        logger.exception("analysis of agent {} failed", entry.name)
-                    self._publish(entry.name, state, shown)
+    async def _look(self) -> None:
+        now = time.monotonic()
+        for entry in list(self.registry):
+            canary = entry.canary
+            if canary is None or canary.policy.analysis is None or entry.stable is None:
+                self._forget(entry.name)
+                continue
+            state = self._state(entry.name, canary)
+            if canary.serving and now >= state.due:
+                state.due = now + canary.policy.analysis.interval
+                shown = state.status()
+                try:
+                    await self._check(entry.name, entry.stable.revision, canary, state)
+                except Exception:  # one agent's analysis failing must not stop the rest
+                    logger.exception("analysis of agent {} failed", entry.name)
+                self._publish(entry.name, state, shown)
 
     def _publish(self, name: str, state: AnalysisState, shown: dict[str, Any]) -> None:
         """Tell the agent's watchers when a check changed what its status shows (the

@@ -12,13 +12,11 @@ compare-and-set makes one pause of them.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 from loguru import logger
 
 from dynagent.exceptions import DynagentError
@@ -28,11 +26,11 @@ from dynagent.registry.entry import Canary
 from dynagent.registry.facade import AgentRegistry
 from dynagent.registry.spend import NOTHING, Spend
 from dynagent.rollout._figures import SourceError, prometheus_spend
+from dynagent.rollout._ticking import Ticking
 from dynagent.rollout.decisions import RolloutDecisions
 
 KIND = "budget"
 """The attachment's kind: the agent's status shows it as ``canary.budget``."""
-TICK = 0.1
 
 
 @dataclass(slots=True)
@@ -80,45 +78,30 @@ class BudgetState:
         )
 
 
-class CanaryBudgets:
+class CanaryBudgets(Ticking):
     def __init__(self, registry: AgentRegistry, decisions: RolloutDecisions) -> None:
+        super().__init__()
         self.registry = registry
         self.decisions = decisions
         self._states: dict[str, BudgetState] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._session: aiohttp.ClientSession | None = None
 
-    def start(self) -> None:
-        if self._task is None:
-            self._session = aiohttp.ClientSession()
-            self._task = asyncio.get_running_loop().create_task(self._tick())
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
-
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(TICK)
-            canaries = [(e.name, e.canary) for e in list(self.registry) if e.canary is not None]
-            # This replica's book keeps the canaries still served, whatever their budgets.
-            self.registry.rollouts.spend.keep((n, c.agent.revision) for n, c in canaries)
-            budgeted = {name: c for name, c in canaries if c.policy.budget is not None}
-            for name in [n for n in self._states if n not in budgeted]:
-                del self._states[name]
-                self.registry.attachments.remove(name, KIND)
-            now = time.monotonic()
-            for name, canary in budgeted.items():
-                state = self._state(name, canary)
-                if now >= state.due:
-                    state.due = now + state.policy.interval
-                    try:
-                        await self._check(name, canary, state)
-                    except Exception:  # one agent's budget failing must not stop the rest
-                        logger.exception("budget of agent {} failed", name)
+    async def _look(self) -> None:
+        canaries = [(e.name, e.canary) for e in list(self.registry) if e.canary is not None]
+        # This replica's book keeps the canaries still served, whatever their budgets.
+        self.registry.rollouts.spend.keep((n, c.agent.revision) for n, c in canaries)
+        budgeted = {name: c for name, c in canaries if c.policy.budget is not None}
+        for name in [n for n in self._states if n not in budgeted]:
+            del self._states[name]
+            self.registry.attachments.remove(name, KIND)
+        now = time.monotonic()
+        for name, canary in budgeted.items():
+            state = self._state(name, canary)
+            if now >= state.due:
+                state.due = now + state.policy.interval
+                try:
+                    await self._check(name, canary, state)
+                except Exception:  # one agent's budget failing must not stop the rest
+                    logger.exception("budget of agent {} failed", name)
 
     def _state(self, name: str, canary: Canary) -> BudgetState:
         policy = canary.policy.budget
