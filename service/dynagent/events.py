@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 JsonValue = Any
@@ -149,6 +150,11 @@ class RunFinished(_Event):
     cost_usd: float | None = None
     """What the run's model calls cost (``models.prices``); None when a model it used has
     no price."""
+
+    @staticmethod
+    def of(events: Sequence[Event]) -> RunFinished | None:
+        """A run's closing event, with its usage and cost; None if the run never ended."""
+        return next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
 
 
 Event = (

@@ -155,6 +155,7 @@ class Metrics:
         """What each revision's runs spent, fleet-wide in Prometheus for ``rollout.budget``:
         by agent, revision and variant, like the rollout's other figures (a removed agent's
         series go with it)."""
+        self._spend: dict[tuple[str, str, str], _SpendSeries] = {}
         self.cost = Counter(
             "dynagent_cost_usd",
             "US dollars runs spent on model calls (models.prices; runs of a model without "
@@ -172,9 +173,15 @@ class Metrics:
     def observe_spend(
         self, agent: str, revision: str, variant: str, usd: float | None, tokens: int
     ) -> None:
-        if usd is not None:
-            self.cost.labels(agent, revision, variant).inc(usd)
-        self.revision_tokens.labels(agent, revision, variant).inc(tokens)
+        key = (agent, revision, variant)
+        series = self._spend.get(key)
+        if series is None:
+            series = self._spend[key] = _SpendSeries(self.revision_tokens.labels(*key))
+        if usd is not None:  # an unpriced agent has no cost series at all
+            if series.cost is None:
+                series.cost = self.cost.labels(*key)
+            series.cost.inc(usd)
+        series.tokens.inc(tokens)
 
     def observe_evidence(  # noqa: PLR0917
         self,
@@ -214,6 +221,7 @@ class Metrics:
         agents long gone would otherwise pile up for as long as the process lives."""
         self._runs = {key: series for key, series in self._runs.items() if key[0] != agent}
         self._evidence = {key: pair for key, pair in self._evidence.items() if key[0] != agent}
+        self._spend = {key: s for key, s in self._spend.items() if key[0] != agent}
         for metric, names in self._per_agent:
             for family in metric.collect():
                 for sample in family.samples:
@@ -300,3 +308,12 @@ class _AgentsOnly(Collector):
                 kept = Metric(family.name, family.documentation, family.type, family.unit)
                 kept.samples = samples
                 yield kept
+
+
+@dataclass(slots=True)
+class _SpendSeries:
+    """The children of one (agent, revision, variant) that runs' spend adds to."""
+
+    tokens: Counter
+    cost: Counter | None = None
+    """Made by the first run with a known cost."""

@@ -148,7 +148,8 @@ class _Served:
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         service, agent = self.service, self.agent
         self.close_span(events, error)
-        usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
+        finished = RunFinished.of(events)
+        usage = finished.usage if finished else Usage()
         seconds = time.perf_counter() - self.started
         if agent.name in service.registry:  # a removed agent's series are gone for good
             service.metrics.observe_run(
@@ -156,7 +157,7 @@ class _Served:
             )
             service.series.record(agent.name, self.variant, seconds, failed=error is not None)
             count_spend(
-                service.metrics, service.registry.rollouts.spend, agent, self.variant, events
+                service.metrics, service.registry.rollouts.spend, agent, self.variant, finished
             )
         if trace_id:
             service.traces.record(

@@ -119,10 +119,11 @@ class ShadowRunner:
         if tracer is not None:
             tracer.finish(span, canary, "canary", events, error)
         seconds = time.perf_counter() - started
-        usage = next((e.usage for e in reversed(events) if isinstance(e, RunFinished)), Usage())
+        finished = RunFinished.of(events)
+        usage = finished.usage if finished else Usage()
         if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
-            count_spend(self.metrics, self.rollouts.spend, canary, "canary", events)
+            count_spend(self.metrics, self.rollouts.spend, canary, "canary", finished)
             ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
             if ok is not None:
                 self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds, routed=False)

@@ -3,23 +3,21 @@ through Prometheus) and, for a canary, this replica's own book."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from dynagent.core.metrics import Metrics
-from dynagent.events import Event, RunFinished
+from dynagent.events import RunFinished
 from dynagent.registry.spend import SpendBook
 from dynagent.runtime.agent import Agent, Variant
 
 
-def run_cost(events: Sequence[Event]) -> RunFinished | None:
-    """The run's last event, which carries its usage and cost; None if it never ended."""
-    return next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
-
-
 def count_spend(
-    metrics: Metrics, book: SpendBook, agent: Agent, variant: Variant, events: Sequence[Event]
+    metrics: Metrics,
+    book: SpendBook,
+    agent: Agent,
+    variant: Variant,
+    finished: RunFinished | None,
 ) -> None:
-    finished = run_cost(events)
+    """``finished``: the run's closing event (``events.run_finished``), None if it never
+    ended."""
     if finished is None:
         return
     tokens = finished.usage.total_tokens

@@ -298,7 +298,7 @@ def _summary(trace_id: str, recorded: _Recorded) -> dict[str, Any]:
     """Who served the run, how it ended, how long it took, what it cost."""
     events = recorded.events
     started = next((e for e in events if isinstance(e, RunStarted)), None)
-    finished = next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
+    finished = RunFinished.of(events)
     error = next((e for e in reversed(events) if isinstance(e, ErrorEvent)), None)
     status = finished.status if finished else ("error" if error else "unfinished")
     return {
