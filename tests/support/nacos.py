@@ -23,7 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,18 +72,30 @@ def claimed_port(
     if environ.get(PORT_ENV):
         yield int(environ[PORT_ENV])
         return
-    for candidate in range(start, start + 200, 10):
-        claim = (Path(tempfile.gettempdir()) / f"dynagent-nacos-{candidate}.lock").open("w")
+    with claimed_ports("nacos", range(start, start + 200, 10), lambda c: (c,)) as (port,):
+        yield port
+
+
+@contextmanager
+def claimed_ports(
+    name: str, bases: Iterable[int], servers: Callable[[int], tuple[int, ...]]
+) -> Iterator[tuple[int, ...]]:
+    """The HTTP ports ``servers(base)`` of the first ``base`` whose Nacos ports are all free
+    and that no other process on this machine has claimed under ``name`` for the block
+    (a ``flock`` in the temp dir)."""
+    for base in bases:
+        claim = (Path(tempfile.gettempdir()) / f"dynagent-{name}-{base}.lock").open("w")
         try:
             fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             claim.close()
             continue
         with claim:
-            if all(port_free(p) for p in nacos_ports(candidate)):
-                yield candidate
+            ports = servers(base)
+            if all(port_free(p) for port in ports for p in nacos_ports(port)):
+                yield ports
                 return
-    raise RuntimeError(f"no free Nacos ports near {start}; set {PORT_ENV}")
+    raise RuntimeError(f"no free {name} ports in {bases} (a single server: set {PORT_ENV})")
 
 
 class NacosScriptError(RuntimeError):
@@ -353,6 +365,7 @@ __all__ = [
     "NacosScriptError",
     "NacosServer",
     "claimed_port",
+    "claimed_ports",
     "invoke",
     "nacos_ports",
     "nacos_service_config",

@@ -16,11 +16,9 @@ group, the node whose loss stops every write until the others elect a new one.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import subprocess
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -29,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import nacos as single
-from .nacos import NacosScriptError, nacos_ports, port_free
+from .nacos import NacosScriptError, claimed_ports, port_free
 
 CLUSTER_START = 21848
 """Away from the single test server's ports (18848 and up), the script's own cluster
@@ -45,19 +43,10 @@ CONFIG_GROUP = "nacos_config"
 def claimed_cluster_ports(start: int = CLUSTER_START) -> Iterator[tuple[int, ...]]:
     """Three HTTP ports (10 apart) whose every port is free and that no other process on
     this machine has claimed for the block (a ``flock`` in the temp dir)."""
-    for base in range(start, start + 1000, 100):
-        claim = (Path(tempfile.gettempdir()) / f"dynagent-nacos-cluster-{base}.lock").open("w")
-        try:
-            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            claim.close()
-            continue
-        with claim:
-            ports = tuple(base + 10 * i for i in range(NODES))
-            if all(port_free(p) for port in ports for p in nacos_ports(port)):
-                yield ports
-                return
-    raise RuntimeError(f"no free ports for a Nacos cluster near {start}")
+    nodes = range(NODES)
+    bases = range(start, start + 1000, 100)
+    with claimed_ports("nacos-cluster", bases, lambda b: tuple(b + 10 * i for i in nodes)) as ports:
+        yield ports
 
 
 @dataclass
