@@ -124,6 +124,9 @@ class NacosCluster:
         return {
             "NACOS_CLUSTER_PORTS": " ".join(map(str, self.ports)),
             "NACOS_CLUSTER_HOME": str(self.home),
+            # A cold start may need its nodes started again a few times (see
+            # scripts/nacos/NOTES.md, "Start race"); the script gives up before we do.
+            "NACOS_START_TIMEOUT": str(int(single.START_TIMEOUT)),
         }
 
     def _script(self, *args: str, timeout: float) -> None:
