@@ -52,8 +52,16 @@ def _field_names(kind: Any) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind))
 
 
+class _Sized:
+    """The slot where the run's masking emitter leaves an event's text size, counted once
+    where it is masked, for its trace (``runtime._redaction``); not a field: no copy,
+    comparison or dict of the event carries it."""
+
+    __slots__ = ("_text_size",)
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _Event:
+class _Event(_Sized):
     trace_id: str
     step: int
     at: float = dataclasses.field(default_factory=time.time)
