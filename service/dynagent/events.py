@@ -60,6 +60,17 @@ class _Sized:
     __slots__ = ("_text_size",)
 
 
+def counted_size(event: object) -> int:
+    """The text size kept with ``event`` where it was masked; -1 when none was."""
+    size: int = getattr(event, "_text_size", -1)
+    return size
+
+
+def keep_size(event: _Sized, size: int) -> None:
+    """Keep ``size`` with ``event`` (frozen: its slot set from outside the dataclass)."""
+    object.__setattr__(event, "_text_size", size)
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Event(_Sized):
     trace_id: str

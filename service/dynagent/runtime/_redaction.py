@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from dynagent.events import Event
+from dynagent.events import Event, counted_size, keep_size
 
 INLINE_CHARS = 8_192
 """Texts up to this size are masked inline (well under a millisecond of RE2 work each)."""
@@ -74,13 +74,13 @@ def _event_size(event: Event) -> int:
 def trace_size(event: Event) -> int:
     """About how many bytes ``event`` holds in a trace: its text, plus a little. Counted
     where it was masked (``RedactingEmitter``) when it went through one, else here."""
-    size: int = getattr(event, "_text_size", -1)
+    size = counted_size(event)
     return 200 + (size if size >= 0 else event_text_size(event, limit=1 << 62))
 
 
 def _remember(event: Event, size: int) -> Event:
     """``event`` with its text size kept for its trace (a slot, not a field)."""
-    object.__setattr__(event, "_text_size", size)
+    keep_size(event, size)
     return event
 
 
