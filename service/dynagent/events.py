@@ -52,8 +52,27 @@ def _field_names(kind: Any) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind))
 
 
+class _Sized:
+    """The slot where the run's masking emitter leaves an event's text size, counted once
+    where it is masked, for its trace (``runtime._redaction``); not a field: no copy,
+    comparison or dict of the event carries it."""
+
+    __slots__ = ("_text_size",)
+
+
+def counted_size(event: object) -> int:
+    """The text size kept with ``event`` where it was masked; -1 when none was."""
+    size: int = getattr(event, "_text_size", -1)
+    return size
+
+
+def keep_size(event: _Sized, size: int) -> None:
+    """Keep ``size`` with ``event`` (frozen: its slot set from outside the dataclass)."""
+    object.__setattr__(event, "_text_size", size)
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _Event:
+class _Event(_Sized):
     trace_id: str
     step: int
     at: float = dataclasses.field(default_factory=time.time)

@@ -32,7 +32,7 @@ from dynagent.events import (
     ToolCallEvent,
 )
 from dynagent.exceptions import Conflict, Forbidden, NotFound, SessionStoreUnavailable
-from dynagent.runtime._redaction import event_text_size
+from dynagent.runtime._redaction import trace_size
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 
 
@@ -107,7 +107,7 @@ def owner_label(principal: str) -> str:
 
 def _size(events: Sequence[Event]) -> int:
     """About how many bytes the events hold: their text, plus a little per event."""
-    return sum(200 + event_text_size(event, limit=1 << 62) for event in events)
+    return sum(map(trace_size, events))
 
 
 class TraceStore:

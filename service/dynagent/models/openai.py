@@ -20,6 +20,7 @@ import aiohttp
 import openai
 import orjson
 
+from dynagent.deadlines import call_deadline
 from dynagent.events import Usage
 from dynagent.exceptions import ModelError
 from dynagent.models._answers import chunk_delta, from_completion, malformed, usage_of
@@ -200,8 +201,9 @@ class OpenAIModel:
         permit = self.breaker.admit(self.breaker_policy) if self.breaker else Permit.unguarded()
         try:
             # The client's timeout bounds each read; this bounds the whole answer, so an
-            # endpoint that trickles bytes cannot hold a call past ``timeout`` either.
-            async with asyncio.timeout(self.timeout):
+            # endpoint that trickles bytes cannot hold a call past ``timeout`` either; on
+            # the timer of the run it is part of (``deadlines``).
+            async with call_deadline(self.timeout):
                 return await call(), permit
         except TimeoutError as exc:
             raise permit.settle(timeout_error(self.timeout)) from exc

@@ -1,4 +1,5 @@
-"""Delivering a run's events masked, off the event loop when they are big.
+"""Delivering a run's events masked, off the event loop when they are big, each with its
+size for the trace counted once.
 
 Redactors (``pii_redaction``) and the secret mask run on every text of every event. On
 a 1 MB text full of matches that is far more than the 50 ms the event loop may be held
@@ -13,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from dynagent.events import Event
+from dynagent.events import Event, counted_size, keep_size
 
 INLINE_CHARS = 8_192
 """Texts up to this size are masked inline (well under a millisecond of RE2 work each)."""
@@ -49,7 +50,8 @@ _FIELDS_OF: dict[type, tuple[str, ...]] = {}
 
 def event_text_size(event: object, limit: int = INLINE_CHARS) -> int:
     """Characters of text in the text fields of ``event``, counted up to a little past
-    ``limit``. Every event of every run is counted, twice (here and for its trace)."""
+    ``limit``. Every event of every run is counted once, where it is masked; its trace
+    reads that count (``trace_size``) unless masking changed the event."""
     kind = type(event)
     names = _FIELDS_OF.get(kind)
     if names is None:
@@ -69,32 +71,64 @@ def _event_size(event: Event) -> int:
     return event_text_size(event)
 
 
+def trace_size(event: Event) -> int:
+    """About how many bytes ``event`` holds in a trace: its text, plus a little. Counted
+    where it was masked (``RedactingEmitter``) when it went through one, else here."""
+    size = counted_size(event)
+    return 200 + (size if size >= 0 else event_text_size(event, limit=1 << 62))
+
+
+def _remember(event: Event, size: int) -> Event:
+    """``event`` with its text size kept for its trace (a slot, not a field)."""
+    keep_size(event, size)
+    return event
+
+
+def _shown_sized(shown: Callable[[Event], Event], event: Event) -> Event:
+    """``shown(event)``, its size counted whole: for a long text, on the worker thread."""
+    masked = shown(event)
+    return _remember(masked, event_text_size(masked, limit=1 << 62))
+
+
 class RedactingEmitter:
     """Hands each event to ``sink`` as ``shown`` makes it (masked), in emission order;
-    an event with more than ``INLINE_CHARS`` of text is masked on a worker thread."""
+    an event with more than ``INLINE_CHARS`` of text is masked on a worker thread. Each
+    event's text is counted once, and the count kept with it for its trace."""
 
     def __init__(self, sink: Callable[[Event], None], shown: Callable[[Event], Event]) -> None:
         self._sink = sink
         self._shown = shown
-        self._pending: deque[Event] = deque()
+        self._pending: deque[tuple[Event, int]] = deque()
         self._task: asyncio.Task[None] | None = None
 
     def __call__(self, event: Event) -> None:
-        if not self._pending and _event_size(event) <= INLINE_CHARS:
-            self._sink(self._shown(event))
+        if self._pending:  # after the ones waiting for a worker thread, counted there
+            self._pending.append((event, -1))
             return
-        self._pending.append(event)
+        size = _event_size(event)
+        if size <= INLINE_CHARS:
+            self._sink(self._inline(event, size))
+            return
+        self._pending.append((event, size))
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    def _inline(self, event: Event, size: int) -> Event:
+        """``event`` masked here; its count (whole, at most ``INLINE_CHARS``) kept for
+        its trace unless masking made it another event."""
+        shown = self._shown(event)
+        return _remember(shown, size) if shown is event else shown
 
     async def _drain(self) -> None:
         try:
             while self._pending:
-                event = self._pending[0]
-                if _event_size(event) > INLINE_CHARS:
-                    masked = await asyncio.to_thread(self._shown, event)
+                event, size = self._pending[0]
+                if size < 0:
+                    size = _event_size(event)
+                if size > INLINE_CHARS:
+                    masked = await asyncio.to_thread(_shown_sized, self._shown, event)
                 else:
-                    masked = self._shown(event)
+                    masked = self._inline(event, size)
                 self._pending.popleft()
                 self._sink(masked)
         finally:

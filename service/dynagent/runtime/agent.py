@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dynagent.deadlines import RunDeadline
 from dynagent.events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
 from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
@@ -264,7 +265,8 @@ class Agent:
             )
         )
         try:
-            async with asyncio.timeout(self.spec.limits.timeout):
+            # One timer for the run's limit and its model calls' whole-answer limits.
+            with RunDeadline(self.spec.limits.timeout, self.spec.model.timeout):
                 output, usage, steps = await execute_run(
                     self, ctx, input, stream=stream, options=options
                 )
