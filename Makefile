@@ -44,7 +44,7 @@ test-fast: lint typecheck $(A2A_1X)/.installed
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check $(CODE)
-	$(BIN)/ruff format --check $(CODE)
+	$(BIN)/ruff format --check .  # code, and the code blocks of the docs
 	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed
