@@ -64,7 +64,8 @@ async def test_a_run_is_one_invoke_agent_span_with_chat_and_tool_children(
     write_agent(agents_dir, document)
     model_server.script(DEFAULT_MODEL, [CallTools([("lookup", {"key": "k"})]), Reply("K it is")])
     tracer = OtelTracer(provider)
-    config = service_config(agents_dir, state_dir)
+    prices = {DEFAULT_MODEL: {"input": 2.0, "output": 8.0}}  # US dollars per million tokens
+    config = service_config(agents_dir, state_dir, models={"prices": prices})
     async with running_service(config, tools=tools(), tracer=tracer) as service:
         code, body = await invoke(service, {"input": "look up k", "session_id": "conv-1"})
     assert code == 200, body
@@ -72,6 +73,8 @@ async def test_a_run_is_one_invoke_agent_span_with_chat_and_tool_children(
     assert {s.context.trace_id for s in spans} == {int(CALLER_TRACE, 16)}
     rows = shape(spans)
     chat_attributes = [a for name, _, a in rows if name.startswith("chat")]
+    usage = body["usage"]
+    assert usage["cost_usd"] > 0
     assert rows == [
         (
             "invoke_agent bot",
@@ -83,6 +86,10 @@ async def test_a_run_is_one_invoke_agent_span_with_chat_and_tool_children(
                 "dynagent.variant": "stable",
                 "dynagent.trace_id": body["trace_id"],
                 "gen_ai.conversation.id": "conv-1",
+                # the whole run: both model calls' tokens, and what they cost
+                "gen_ai.usage.input_tokens": usage["input_tokens"],
+                "gen_ai.usage.output_tokens": usage["output_tokens"],
+                "dynagent.cost_usd": usage["cost_usd"],
             },
         ),
         ("chat gpt-main", "invoke_agent bot", chat_attributes[0]),
@@ -106,6 +113,8 @@ async def test_a_run_is_one_invoke_agent_span_with_chat_and_tool_children(
         assert attributes["gen_ai.usage.input_tokens"] > 0
         assert attributes["gen_ai.usage.output_tokens"] > 0
         assert not any("messages" in key for key in attributes)  # no content unless opted in
+    for key in ("input_tokens", "output_tokens"):
+        assert sum(a[f"gen_ai.usage.{key}"] for a in chat_attributes) == usage[key]
     # each model call named its own chat span as the parent, not the run's span
     chats = by_start(spans, "chat ")
     assert model_server.traceparents == [traceparent(chat) for chat in chats]

@@ -111,14 +111,19 @@ async def test_a_streamed_run_ends_its_span_with_the_stream_and_has_its_children
         TRACEPARENT.split("-")[2],
         int(CALLER_TRACE, 16),
     )
+    chats, tools = by_start(spans, "chat "), by_start(spans, "execute_tool ")
     assert {k: v for k, v in (run.attributes or {}).items() if k != "dynagent.trace_id"} == {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "bot",
         "gen_ai.agent.version": revision_of(document),
         "dynagent.variant": "stable",
+        # the whole streamed run's tokens: its two model calls'
+        **{
+            f"gen_ai.usage.{key}": sum(attributes(s)[f"gen_ai.usage.{key}"] for s in chats)
+            for key in ("input_tokens", "output_tokens")
+        },
     }
     assert run.status.status_code.name == "UNSET"
-    chats, tools = by_start(spans, "chat "), by_start(spans, "execute_tool ")
     assert [(s.name, s.parent) for s in [*chats, *tools]] == [
         ("chat gpt-main", run.context),
         ("chat gpt-main", run.context),

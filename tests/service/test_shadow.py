@@ -18,7 +18,7 @@ from dynagent.http.state import SERVICE
 from dynagent.rollout.shadow import PLACEHOLDER
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer, Slow
 from tests.support.canary import canary_document, canary_filename, canary_revision
-from tests.support.otel import TRACEPARENT, by_start, in_memory, traceparent
+from tests.support.otel import TRACEPARENT, attributes, by_start, in_memory, traceparent
 from tests.support.service import (
     agent_document,
     revision_of,
@@ -151,6 +151,7 @@ async def test_a_shadow_run_is_a_span_of_its_own_under_the_stable_requests(
         spans = exporter.get_finished_spans()
     first, shadow = by_start(spans, "invoke_agent ")
     assert shadow.parent == first.context  # the caller's trace, under the stable run
+    shadow_chats = [s for s in spans if s.parent == shadow.context and s.name.startswith("chat")]
     run_attributes = {
         k: v for k, v in (shadow.attributes or {}).items() if k != "dynagent.trace_id"
     }
@@ -161,6 +162,10 @@ async def test_a_shadow_run_is_a_span_of_its_own_under_the_stable_requests(
         "gen_ai.conversation.id": "s",
         "dynagent.variant": "canary",
         "dynagent.shadow": True,
+        **{
+            f"gen_ai.usage.{key}": sum(attributes(s)[f"gen_ai.usage.{key}"] for s in shadow_chats)
+            for key in ("input_tokens", "output_tokens")
+        },
     }
     assert (
         (first.attributes or {})["dynagent.variant"],

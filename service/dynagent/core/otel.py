@@ -36,6 +36,7 @@ from dynagent.events import (
     FinalOutput,
     ModelRequestEvent,
     ModelResponseEvent,
+    RunFinished,
     RunStarted,
     ToolCallEvent,
     ToolResultEvent,
@@ -277,6 +278,12 @@ def _run_attributes(agent: Agent, variant: Variant, events: Sequence[Event]) -> 
         attributes["dynagent.trace_id"] = started.trace_id
         if started.session_id:
             attributes["gen_ai.conversation.id"] = started.session_id
+    finished = RunFinished.of(events)
+    if finished is not None:  # the whole run's tokens (its chat spans carry each call's)
+        attributes["gen_ai.usage.input_tokens"] = finished.usage.input_tokens
+        attributes["gen_ai.usage.output_tokens"] = finished.usage.output_tokens
+        if finished.cost_usd is not None:
+            attributes["dynagent.cost_usd"] = finished.cost_usd
     return attributes
 
 
