@@ -31,6 +31,7 @@ from dynagent.models import ClientPool, OpenAIModel
 from dynagent.models._sse import READ_EVERY, paced_blocks
 from dynagent.models.base import ModelRequest, TextDelta
 from tests.support import DEFAULT_MODEL, AgentFactory, CallTools, Reply, ScriptedModelServer
+from tests.support.served import served
 
 
 async def lookup(query: str) -> str:
@@ -206,15 +207,8 @@ async def gzip_model() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}/v1"
-    finally:
-        await runner.cleanup()
+    async with served(app) as base:
+        yield f"{base}/v1"
 
 
 async def test_a_gzip_stream_is_decoded_by_the_transport(gzip_model: str) -> None:

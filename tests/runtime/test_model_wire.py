@@ -20,6 +20,7 @@ from aiohttp import web
 from dynagent import ModelError
 from dynagent.models import ClientPool, OpenAIModel
 from dynagent.models.base import ModelRequest
+from tests.support.served import served
 
 HTTP_HEADERS = {"host", "content-length", "accept-encoding", "user-agent"}
 """What aiohttp's client adds to every request."""
@@ -52,14 +53,9 @@ async def endpoint() -> AsyncIterator[Endpoint]:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    found.url = f"http://{host}:{port}/v1"
-    yield found
-    await runner.cleanup()
+    async with served(app) as base:
+        found.url = f"{base}/v1"
+        yield found
 
 
 @pytest.mark.parametrize(
@@ -110,13 +106,8 @@ async def endless_error() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    yield f"http://{host}:{port}/v1"
-    await runner.cleanup()
+    async with served(app, shutdown_timeout=0.1) as base:
+        yield f"{base}/v1"
 
 
 async def test_an_error_answer_is_read_only_up_to_a_bound_and_refused_by_its_status(

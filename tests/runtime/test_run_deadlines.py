@@ -18,6 +18,7 @@ from dynagent import ModelError, Tool
 from dynagent.exceptions import RunTimeout
 from dynagent.models import ToolDefinition
 from tests.support import AgentFactory, CallTools, Reply, ScriptedModelServer, Slow
+from tests.support.served import served
 
 NO_ARGS = {"type": "object", "properties": {}}
 COMPLETION = orjson.dumps(
@@ -64,18 +65,13 @@ async def trickling() -> AsyncIterator[Callable[..., str]]:
 
     app = web.Application()
     app.router.add_post("/{plan}/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    async with served(app) as base:
 
-    def url(*seconds: float) -> str:
-        plans[len(plans)] = list(seconds)
-        return f"http://127.0.0.1:{port}/{len(plans) - 1}/v1"
+        def url(*seconds: float) -> str:
+            plans[len(plans)] = list(seconds)
+            return f"{base}/{len(plans) - 1}/v1"
 
-    yield url
-    await runner.cleanup()
+        yield url
 
 
 async def test_a_trickled_answer_past_model_timeout_is_the_model_s_timeout(

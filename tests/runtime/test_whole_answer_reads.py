@@ -16,6 +16,7 @@ from aiohttp import web
 from dynagent import ModelError
 from dynagent.models import ClientPool, OpenAIModel, _sse
 from dynagent.models.base import ModelRequest
+from tests.support.served import served
 
 ANSWER = {
     "object": "chat.completion",
@@ -90,15 +91,8 @@ async def base_url() -> AsyncIterator[str]:
     app = web.Application()
     for name, handler in HANDLERS.items():
         app.router.add_post(f"/{name}/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as base:
+        yield base
 
 
 @pytest.fixture

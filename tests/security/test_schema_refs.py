@@ -18,6 +18,7 @@ from dynagent.spec._schemas import check_schema, validator
 from dynagent.spec.agent import load_spec
 from tests.support import ScriptedModelServer
 from tests.support.caller_schema import post_caller_schema
+from tests.support.served import served
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -40,15 +41,8 @@ async def listener() -> AsyncIterator[tuple[str, list[str]]]:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", anything)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}", asked
-    finally:
-        await runner.cleanup()
+    async with served(app) as base:
+        yield base, asked
 
 
 def outside_refs(base: str, tmp_path: Path) -> dict[str, str]:
