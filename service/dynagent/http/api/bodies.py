@@ -7,12 +7,13 @@ import json
 from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from dynagent.exceptions import BadRequest, DynagentError, ErrorKind
+from dynagent.http.api.schemas import CallerBody
 from dynagent.spec.agent import issues_from
 
-Body = TypeVar("Body", bound=BaseModel)
+Body = TypeVar("Body", bound=CallerBody)
 MAX_DEPTH = 64
 BODY_TIMEOUT = 30.0
 """Seconds a client has to send its whole body. aiohttp has no such limit: a client that

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from dynagent.core.evals import EvalRequest, start_eval
 from dynagent.exceptions import Forbidden, NotFound
 from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import Answer
+from dynagent.http.api.schemas import Answer, CallerBody
 from dynagent.http.sse import SSE_HEADERS, json, open_stream
 from dynagent.http.sse import event as sse_event
 from dynagent.http.state import caller, service
@@ -36,7 +36,7 @@ def _one_candidate_at_most(schema: dict[str, Any]) -> None:
     }
 
 
-class EvalRunRequest(BaseModel):
+class EvalRunRequest(CallerBody):
     """What to evaluate: at most one of ``variant``, ``revision`` and ``spec`` (none: the
     stable version)."""
 

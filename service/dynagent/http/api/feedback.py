@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from dynagent.http._routes import AGENT_ERRORS, BODY_ERRORS, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import Answer
+from dynagent.http.api.schemas import Answer, CallerBody
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 
@@ -28,7 +28,7 @@ def _one_of(schema: dict[str, Any]) -> None:
     schema["oneOf"] = [{"required": ["score"]}, {"required": ["thumbs"]}]
 
 
-class FeedbackRequest(BaseModel):
+class FeedbackRequest(CallerBody):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of)
 
     score: float | None = Field(default=None, ge=0, le=1)

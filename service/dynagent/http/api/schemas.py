@@ -8,6 +8,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 
+class CallerBody(BaseModel):
+    """A request body as a caller sends it (``read_body`` reads only these).
+
+    The JSON parser keeps a process-wide cache of the short strings it has seen, to reuse
+    them; a caller's values (session ids, inputs, tokens in them) would sit there long
+    after the request, and the cache would fill with strings every caller makes up anew.
+    Only keys, a small set every body repeats, are cached."""
+
+    model_config = ConfigDict(cache_strings="keys")
+
+
 class ChatMessage(BaseModel):
     """A message in the OpenAI chat format."""
 
@@ -23,7 +34,7 @@ class ChatMessage(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
-class InvokeRequest(BaseModel):
+class InvokeRequest(CallerBody):
     model_config = ConfigDict(extra="forbid")
 
     input: Annotated[str, Field(min_length=1)] | Annotated[list[ChatMessage], Field(min_length=1)]
@@ -36,14 +47,14 @@ class InvokeRequest(BaseModel):
     """Answer with ``text/event-stream`` of the run's events."""
 
 
-class RollbackRequest(BaseModel):
+class RollbackRequest(CallerBody):
     model_config = ConfigDict(extra="forbid")
 
     to: str | None = Field(default=None, min_length=1, max_length=64)
     """Revision to restore; default: the stable revision before the current one."""
 
 
-class PauseRequest(BaseModel):
+class PauseRequest(CallerBody):
     model_config = ConfigDict(extra="forbid")
 
     reason: (
@@ -54,7 +65,7 @@ class PauseRequest(BaseModel):
     status; default: ``paused by hand``."""
 
 
-class PromoteRequest(BaseModel):
+class PromoteRequest(CallerBody):
     model_config = ConfigDict(extra="forbid")
 
     force: bool = False

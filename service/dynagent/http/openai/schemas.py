@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dynagent.http.api.schemas import Answer, ChatMessage
+from dynagent.http.api.schemas import Answer, CallerBody, ChatMessage
 from dynagent.spec.tools import TOOL_NAME_PATTERN
 
 MODEL_FIELD = Field(
@@ -23,7 +23,7 @@ MODEL_FIELD = Field(
 )
 
 
-class _Open(BaseModel):
+class _Open(CallerBody):
     """OpenAI bodies: extra fields are kept (to be named as ignored), not refused."""
 
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
