@@ -564,15 +564,16 @@ await_nodes() {
     done
     if ((${#dead[@]})); then
       if [[ -z "$grace" ]]; then grace=$((SECONDS + NACOS_CLUSTER_ELECTION_MS / 1000 + 1)); fi
-      if ((quorum)); then forming=(); fi
-      if ((quorum || ${#forming[@]} == 0 || SECONDS >= grace)); then
+      if ((quorum)); then forming=(); fi  # they join the quorum that stands: none is stopped
+      if ((${#forming[@]} == 0 || SECONDS >= grace)); then
         CLUSTER_ROUNDS=$((CLUSTER_ROUNDS + 1))
+        if ((CLUSTER_ROUNDS > NACOS_CLUSTER_RESPAWNS)); then
+          use_node "${dead[0]}"
+          tail -n 40 "$LOG_FILE" >&2 || true
+          die "the cluster did not form after starting its nodes again $NACOS_CLUSTER_RESPAWNS times (log $LOG_FILE)"
+        fi
         for i in "${dead[@]}"; do
           use_node "$i"
-          if ((CLUSTER_ROUNDS > NACOS_CLUSTER_RESPAWNS)); then
-            tail -n 40 "$LOG_FILE" >&2 || true
-            die "the cluster did not form after starting its nodes again $NACOS_CLUSTER_RESPAWNS times (log $LOG_FILE)"
-          fi
           log "node $i exited while the cluster formed: $(grep -o 'did not find the Leader node\|Caused by: [^:]*' "$LOG_FILE" | tail -n1)"
           # A node that died while Derby created its files cannot open them again.
           if tail -n 300 "$LOG_FILE" | grep -q 'ERROR XBM0A'; then rm -rf "$NACOS_HOME/data/derby-data"; fi

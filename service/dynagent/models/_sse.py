@@ -143,12 +143,8 @@ async def whole_body(
     then at most that length) is read in one ``read``: no pacing, no loop per block."""
     length = response.content_length
     if length is not None and length <= limit and _identity(response):
-        try:
+        with _TransportErrors(request):
             return await response.content.read()
-        except TimeoutError as exc:  # aiohttp's read timeout
-            raise openai.APITimeoutError(request=request) from exc
-        except aiohttp.ClientError as exc:
-            raise openai.APIConnectionError(request=request) from exc
     body = bytearray()
     async for block in _blocks(response, request):
         body += block
@@ -172,13 +168,29 @@ async def _blocks(
 ) -> AsyncIterator[bytes]:
     """The body as it arrives, with transport failures raised as the ``openai`` client's
     timeout and connection errors."""
-    try:
+    with _TransportErrors(request):
         async for block in paced_blocks(response):
             yield block
-    except TimeoutError as exc:  # aiohttp's read timeout
-        raise openai.APITimeoutError(request=request) from exc
-    except aiohttp.ClientError as exc:
-        raise openai.APIConnectionError(request=request) from exc
+
+
+class _TransportErrors:
+    """``with`` a read of a model's answer: aiohttp's read timeout and connection failures
+    raised as the ``openai`` client's timeout and connection errors (a class, not a
+    generator: every model call enters it)."""
+
+    __slots__ = ("_request",)
+
+    def __init__(self, request: httpx2.Request) -> None:
+        self._request = request
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if isinstance(exc, TimeoutError):  # aiohttp's read timeout
+            raise openai.APITimeoutError(request=self._request) from exc
+        if isinstance(exc, aiohttp.ClientError):
+            raise openai.APIConnectionError(request=self._request) from exc
 
 
 READ_EVERY = 0.002
