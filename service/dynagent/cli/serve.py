@@ -93,11 +93,14 @@ def _serving(host: str, port: int) -> None:
     # What startup built (modules, schemas, agents: ~200,000 objects) lives as long as the
     # process. Frozen out of the garbage collector, they are no longer walked by each full
     # collection, which took 30-400 ms in the middle of requests: the p99 tail under load.
+    import asyncio
+
     from loguru import logger
 
     gc.collect()
     gc.freeze()
-    logger.info("listening on http://{}:{}", host, port)
+    loop = type(asyncio.get_running_loop()).__module__.split(".")[0]  # uvloop or asyncio
+    logger.info("listening on http://{}:{} (event loop: {})", host, port, loop)
 
 
 def _listen_socket(host: str, port: int) -> socket.socket:

@@ -59,6 +59,10 @@ class ListenConfig(_Section):
     """Open ``GET /v1/watch/agents`` streams on this replica; more get 429."""
     max_watch_streams_per_key: int = Field(default=8, ge=1)
     """Open watch streams of one API key (a page per tab); more get 429."""
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
+    """The event loop ``dynagent serve`` runs on: ``uvloop`` (libuv, its transports in C:
+    less CPU per request), ``asyncio`` (the standard library's), or ``auto``: uvloop where
+    it is installed (it is a dependency except on Windows), else asyncio."""
 
 
 class DefaultFactoryConfig(_Section):

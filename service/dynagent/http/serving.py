@@ -12,6 +12,9 @@ balancer safely retries on another replica since nothing was sent. Running reque
 ``listen.drain_seconds`` (``dynagent.core.drain``), then the process exits.
 
 SIGINT (Ctrl-C at a terminal), or a second signal, skips the lame-duck time.
+
+The loop is uvloop's where it is installed (``listen.event_loop``): libuv's loop and
+transports in C cost 5-10 % less CPU per served request than asyncio's selector loop.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from dynagent.exceptions import StartupError
 from dynagent.http.state import SERVICE
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -33,7 +37,25 @@ a balancer keeping connections closes its idle ones sooner, see ``scripts/fleet.
 
 def run(app: web.Application, listening: socket.socket, on_started: Callable[[], None]) -> None:
     """Serve ``app`` on the bound socket until SIGINT/SIGTERM, then stop as above."""
-    asyncio.run(_serve(app, listening, on_started))
+    factory = loop_factory(app[SERVICE].config.listen.event_loop)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve(app, listening, on_started))
+
+
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """What makes the serving loop for ``listen.event_loop`` (None: asyncio's default)."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise StartupError(
+                "listen.event_loop is uvloop, which is not installed here: "
+                "pip install uvloop, or set listen.event_loop to auto or asyncio"
+            ) from None
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve(
