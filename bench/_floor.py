@@ -1,4 +1,4 @@
-"""``python -m bench._floor BASE_URL [raw|sdk]``: the floors of the service benchmarks.
+"""``python -m bench._floor BASE_URL [raw|sdk] [uvloop]``: the floors of the service benchmarks.
 
 A minimal aiohttp app whose ``POST /invoke`` makes the same single model call an
 agent of the service makes (system prompt + the input) and answers
@@ -9,6 +9,9 @@ as a server-sent event: what serving a model call over HTTP costs with nothing e
   is read with plain ``json``; nothing else.
 - ``sdk``: the call goes out on the ``openai`` SDK's client, so the SDK's own cost is
   in the figure: the proxy a developer would write with the SDK.
+
+With ``uvloop`` the floor runs on uvloop's event loop, as ``dynagent serve`` does by
+default (``listen.event_loop``): what the loop alone takes off the floor.
 
 Prints ``{"url": …}`` once listening; stops on SIGTERM.
 """
@@ -129,4 +132,10 @@ async def serve(base_url: str, kind: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "sdk"))
+    kind = sys.argv[2] if len(sys.argv) > 2 else "sdk"
+    if sys.argv[3:] == ["uvloop"]:
+        import uvloop
+
+        uvloop.run(serve(sys.argv[1], kind))
+    else:
+        asyncio.run(serve(sys.argv[1], kind))

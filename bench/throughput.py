@@ -6,7 +6,9 @@ references making the same one model call (whole against whole, streamed against
 - ``floor``: the physical floor, a bare aiohttp handler forwarding the call with
   aiohttp's client and plain ``json`` (``bench._floor raw``); every ratio is to it;
 - ``sdk_proxy``: the same handler making the call through the ``openai`` SDK
-  (``bench._floor sdk``), so paying the SDK's own cost.
+  (``bench._floor sdk``), so paying the SDK's own cost;
+- ``floor_uvloop`` (``--uvloop-floor``): the floor on uvloop's event loop, the loop the
+  service runs on by default: how much of the service's gain the loop alone gives.
 
 The service (``dynagent serve``, default configuration), both references and the
 scripted model server each run in their own process on loopback; the load generator is
@@ -25,6 +27,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +180,7 @@ async def run(
     seconds: float,
     rounds: int,
     routes: tuple[str, ...] = BAR_ROUTES,
+    uvloop_floor: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
         folder = Path(temporary)
@@ -187,7 +191,11 @@ async def run(
         service = Service(config, free_port(), folder / "service.log", {})
         floors = {"floor": Child("bench._floor", model_url, "raw")}
         floors["sdk_proxy"] = Child("bench._floor", model_url, "sdk")
-        async with service, floors["floor"], floors["sdk_proxy"]:
+        if uvloop_floor:
+            floors["floor_uvloop"] = Child("bench._floor", model_url, "raw", "uvloop")
+        async with service, AsyncExitStack() as stack:
+            for child in floors.values():
+                await stack.enter_async_context(child)
             figures = {
                 kind: await measure(
                     targets(service, floors, routes, stream=kind == "streamed"),
@@ -237,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="turns per target and level")
     parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
     parser.add_argument("--responses", action="store_true", help="also POST /v1/responses")
+    parser.add_argument(
+        "--uvloop-floor", action="store_true", help="also the floor on uvloop's event loop"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
@@ -249,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 seconds=seconds,
                 rounds=args.rounds,
                 routes=(*BAR_ROUTES, "responses") if args.responses else BAR_ROUTES,
+                uvloop_floor=args.uvloop_floor,
             )
 
     data = asyncio.run(main_async())
