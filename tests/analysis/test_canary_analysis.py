@@ -208,13 +208,21 @@ async def test_requests_rollout_match_keeps_from_the_canary_are_no_sample_of_the
             assert response.status == 200
             sent += 1
         canary = service.registry.entry("bot").canary
+        traffic = service.registry.status("bot")["traffic"]
         metrics = await (await service.client.get("/metrics")).text()
 
     assert check is not None, f"no sample-ratio check after {sent} requests"
     assert check["verdict"] == "pass", check
     assert canary is not None and canary.policy.paused is None
     assert 0.3 < check["figures"]["canary_share"] < 0.7, check  # of staff's requests only
-    assert 'source="unmatched"' in metrics  # the others count for the stable's error rate
+    # The others are counted, but not compared with the canary: the stable's figures are
+    # of staff's requests, as the canary's are.
+    staff = (sent + 3) // 4
+    assert traffic["stable"]["unmatched"] == sent - staff
+    assert traffic["stable"]["requests"] + traffic["canary"]["requests"] == staff
+    assert 'source="unmatched"' in metrics
+    assert 'dynagent_rollout_latency_seconds_count{agent="bot"' in metrics
+    assert 'source="unmatched",variant="stable"}' in metrics  # its latencies, apart
 
 
 async def test_too_little_traffic_holds_the_step_then_pauses_for_a_person(

@@ -269,6 +269,7 @@ async def test_a_canary_lives_and_ends_with_its_file(agents_dir: Path, state_dir
             "canary": {
                 "requests": 0,
                 "errors": 0,
+                "unmatched": 0,
                 "recent_error_rate": 0.0,
                 "p50_ms": None,
                 "p95_ms": None,

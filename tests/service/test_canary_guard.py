@@ -314,6 +314,7 @@ def status_traffic(service: RunningService) -> dict[str, Any]:
             value = figures.pop(key)
             assert value is None or value >= 0
         assert (figures.pop("ratings"), figures.pop("recent_mean_score")) == (0, None)
+        assert figures.pop("unmatched") == 0  # no rollout.match here
     return traffic
 
 

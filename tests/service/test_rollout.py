@@ -99,6 +99,7 @@ def test_variant_figures_cover_a_bounded_window_and_keep_totals() -> None:
     assert figures.summary() == {
         "requests": 21,
         "errors": 1,
+        "unmatched": 0,
         "recent_error_rate": 0.1,
         "p50_ms": 160.0,  # of the nine successes still in the window: 0.12 … 0.20 s
         "p95_ms": 200.0,
@@ -108,12 +109,24 @@ def test_variant_figures_cover_a_bounded_window_and_keep_totals() -> None:
     assert VariantStats().summary() == {
         "requests": 0,
         "errors": 0,
+        "unmatched": 0,
         "recent_error_rate": 0.0,
         "p50_ms": None,
         "p95_ms": None,
         "ratings": 0,
         "recent_mean_score": None,
     }
+
+
+def test_requests_rollout_match_keeps_from_the_canary_are_counted_but_not_compared() -> None:
+    figures = stats((True, 0.01), (True, 0.02))
+    for _ in range(30):  # callers the canary never serves, failing slowly on the stable
+        figures.record(False, 9.0, routed=False, unmatched=True)
+    summary = figures.summary()
+    assert (summary["requests"], summary["errors"], summary["unmatched"]) == (2, 0, 30)
+    assert figures.error_rate() == 0.0
+    assert figures.percentile(0.95) == 0.02
+    assert figures.routed == 2
 
 
 GUARD = GuardPolicy(min_requests=5, max_error_rate=0.2, max_latency_ratio=3, latency_floor_ms=5)

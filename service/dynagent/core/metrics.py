@@ -146,7 +146,7 @@ class Metrics:
         self.evidence_latency = Histogram(
             "dynagent_rollout_latency_seconds",
             "Latency of the runs that count for or against a version.",
-            EVIDENCE_LABELS[:3],
+            EVIDENCE_LABELS[:4],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
@@ -201,7 +201,7 @@ class Metrics:
             outcome = "ok" if ok else "error"
             children = self._evidence[key] = (
                 self.evidence.labels(agent, revision, variant, source, outcome, weight),
-                self.evidence_latency.labels(agent, revision, variant),
+                self.evidence_latency.labels(agent, revision, variant, source),
             )
         children[0].inc()
         children[1].observe(seconds)

@@ -175,7 +175,7 @@ class _Served:
         if ok is not None:
             routed = not self.unmatched
             service.registry.rollouts.observe(
-                agent, self.variant, ok=ok, seconds=seconds, routed=routed
+                agent, self.variant, ok=ok, seconds=seconds, routed=routed, unmatched=not routed
             )
             service.metrics.observe_evidence(
                 agent.name,

@@ -93,6 +93,10 @@ class VariantStats:
         self.errors = 0
         self.routed = 0
         """Requests whose variant the weight decided: what the sample-ratio check reads."""
+        self.unmatched = 0
+        """Stable requests ``rollout.match`` kept from the canary: counted here only, not
+        compared (the canary never sees such callers; their outcomes would bias the
+        stable's figures against the canary's, or for it)."""
         self.scores: deque[float] = deque(maxlen=window)
         """Recent feedback scores (0 to 1) of this variant's runs."""
         self.ratings = 0
@@ -106,7 +110,12 @@ class VariantStats:
     def mean_score(self) -> float | None:
         return sum(self.scores) / len(self.scores) if self.scores else None
 
-    def record(self, ok: bool, seconds: float, *, routed: bool = True) -> None:
+    def record(
+        self, ok: bool, seconds: float, *, routed: bool = True, unmatched: bool = False
+    ) -> None:
+        if unmatched:
+            self.unmatched += 1
+            return
         self.recent.append(Outcome(ok, seconds))
         self.requests += 1
         self.errors += 0 if ok else 1
@@ -130,6 +139,7 @@ class VariantStats:
         return {
             "requests": self.requests,
             "errors": self.errors,
+            "unmatched": self.unmatched,
             "recent_error_rate": round(self.error_rate(), 4),
             "p50_ms": None if p50 is None else round(p50 * 1000, 1),
             "p95_ms": None if p95 is None else round(p95 * 1000, 1),

@@ -252,9 +252,17 @@ class Rollouts:
         logger.info("agent {} canary removed", name)
 
     def observe(
-        self, agent: Agent, variant: Variant, ok: bool, seconds: float, *, routed: bool = True
+        self,
+        agent: Agent,
+        variant: Variant,
+        ok: bool,
+        seconds: float,
+        *,
+        routed: bool = True,
+        unmatched: bool = False,
     ) -> None:
-        """Count one finished request (``routed``: its variant was the weight's choice);
+        """Count one finished request (``routed``: its variant was the weight's choice;
+        ``unmatched``: ``rollout.match`` kept it from the canary, so it is not compared);
         may pull the canary (the guard)."""
         entry = self.table.find(agent.name)
         if entry is None:
@@ -262,7 +270,7 @@ class Rollouts:
         serving = entry.canary.agent if variant == "canary" and entry.canary else entry.stable
         if serving is not agent:
             return  # a run of a version that has since been replaced
-        self._figures(entry, variant).record(ok, seconds, routed=routed)
+        self._figures(entry, variant).record(ok, seconds, routed=routed, unmatched=unmatched)
         if variant == "canary" and entry.canary is not None and entry.canary.serving:
             self._guard(entry, entry.canary)
 

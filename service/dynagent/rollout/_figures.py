@@ -2,9 +2,12 @@
 
 Prometheus holds each replica's counters of the runs that are evidence about a version
 (``dynagent_rollout_requests_total`` and ``dynagent_rollout_latency_seconds``, by agent,
-revision and variant); summed over the fleet, minus their values when the analysis
-began, they are the figures since then. A replica that restarts takes its counts with
-it: the sum drops, and the analysis starts its count again.
+revision, variant and source); summed over the fleet, minus their values when the analysis
+began, they are the figures since then. The stable runs of callers ``rollout.match`` keeps
+from the canary (source ``unmatched``) are left out, here as in a replica's own figures:
+the canary is compared only with the stable serving the callers it may serve. A replica
+that restarts takes its counts with it: the sum drops, and the analysis starts its count
+again.
 
 Each replica's series is read as its last value within ``LOOKBACK`` (``last_over_time``),
 not as an instant vector: a scrape that fails (a replica stalled past the scrape timeout)
@@ -36,7 +39,7 @@ REQUESTS = (
 )
 LATENCY = (
     "sum by (variant, le) (last_over_time(dynagent_rollout_latency_seconds_bucket"
-    '{agent="$agent",revision=~"$revisions"}[' + LOOKBACK + "]))"
+    '{agent="$agent",revision=~"$revisions",source!="unmatched"}[' + LOOKBACK + "]))"
 )
 SCORES = (
     "label_replace(sum by (variant) (last_over_time(dynagent_judge_score_sum"
@@ -150,6 +153,8 @@ async def prometheus_figures(
         variant = labels.get("variant", "")
         if variant not in requests:
             continue
+        if labels.get("source") == "unmatched":
+            continue  # callers rollout.match keeps from the canary: not compared with it
         count = round(value)
         requests[variant] += count
         errors[variant] += count if labels.get("outcome") == "error" else 0

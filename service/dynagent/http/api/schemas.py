@@ -120,7 +120,11 @@ class RevisionBody(Answer):
 
 class TrafficBody(Answer):
     requests: int
+    """Runs compared with the other variant's (routed, pinned and shadow ones)."""
     errors: int
+    unmatched: int = 0
+    """Stable runs of callers ``rollout.match`` keeps from the canary: counted, not
+    compared (the canary never serves such callers)."""
     recent_error_rate: float
     p50_ms: float | None
     p95_ms: float | None
