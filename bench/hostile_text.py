@@ -26,8 +26,8 @@ from typing import Any
 from dynagent.events import Event, RunStarted
 from dynagent.interceptors.base import RunContext
 from dynagent.interceptors.pii import PATTERNS, redact
-from dynagent.runtime._loop import unfenced
 from dynagent.runtime._redaction import RedactingEmitter
+from dynagent.runtime._schema_pair import unfenced
 from dynagent.spec._schemas import validator
 
 MB = 1_000_000

@@ -45,7 +45,7 @@ from dynagent.models.base import (
 from dynagent.models.prices import Prices, priced_name
 from dynagent.runtime._costs import CostMeter
 from dynagent.runtime._redaction import INLINE_CHARS
-from dynagent.runtime._schema_pair import joined
+from dynagent.runtime._schema_pair import joined, unfenced
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
 from dynagent.sessions.base import SessionStore
@@ -79,17 +79,6 @@ class Agent(Protocol):
     def name(self) -> str: ...
     @property
     def prices(self) -> Prices: ...
-
-
-def unfenced(text: str) -> str:
-    """The JSON inside a Markdown code fence (```` ```json … ``` ````), else ``text``.
-
-    Plain string operations, linear in the text: the regex this replaces took cubic
-    time on a fence followed by spaces."""
-    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
-        return text
-    inner = text[3:-3]
-    return inner.removeprefix("json").strip()
 
 
 async def execute_run(

@@ -6,6 +6,8 @@ SDK's ``output_type``). On an agent with its own schema the answer must satisfy 
 ``json_object`` is satisfied by the agent's JSON object; a caller's ``json_schema`` is a
 second constraint, validated (and retried) with the agent's as ``allOf``. Only a schema
 that cannot hold together with the agent's is refused, saying where and why.
+
+A model's structured answer is read as JSON, taken out of a Markdown code fence first.
 """
 
 from __future__ import annotations
@@ -103,3 +105,14 @@ def _values(schema: dict[str, Any]) -> list[Any] | None:
 
 def _listed(kinds: set[str]) -> str:
     return " or ".join(sorted(kinds))
+
+
+def unfenced(text: str) -> str:
+    """The JSON inside a Markdown code fence (```` ```json … ``` ````), else ``text``.
+
+    Plain string operations, linear in the text: the regex this replaces took cubic
+    time on a fence followed by spaces."""
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return text
+    inner = text[3:-3]
+    return inner.removeprefix("json").strip()
