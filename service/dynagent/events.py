@@ -113,6 +113,9 @@ class ModelResponseEvent(_Event):
     tool_calls: list[dict[str, str]]
     usage: Usage
     duration_ms: float
+    cost_usd: float | None = None
+    """What this call cost (``models.prices``); None when the model that answered has no
+    price."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +177,24 @@ class RunFinished(_Event):
     def of(events: Sequence[Event]) -> RunFinished | None:
         """A run's closing event, with its usage and cost; None if the run never ended."""
         return next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
+
+
+def spent(events: Sequence[Event]) -> tuple[Usage, float | None]:
+    """What a run's model calls used and cost: as its closing event says or, for a run cut
+    off before it closed (its caller gone, the service stopping), summed over the calls
+    that answered (a call cut off mid-answer reported no usage). The cost is None when a
+    model that answered has no price."""
+    finished = RunFinished.of(events)
+    if finished is not None:
+        return finished.usage, finished.cost_usd
+    usage = Usage()
+    cost_usd: float | None = 0.0
+    for event in events:
+        if isinstance(event, ModelResponseEvent):
+            usage += event.usage
+            if cost_usd is not None:
+                cost_usd = None if event.cost_usd is None else cost_usd + event.cost_usd
+    return usage, None if cost_usd is None else round(cost_usd, 8)
 
 
 Event = (

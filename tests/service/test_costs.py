@@ -4,6 +4,7 @@ ceiling of one run."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent.config import load_config
 from dynagent.exceptions import ConfigError
+from dynagent.tools import ToolRegistry
 from tests.support import CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.service import (
+    Gate,
     RunningService,
     agent_document,
     parse_sse,
@@ -94,6 +97,48 @@ async def test_a_priced_model_gives_every_run_a_cost_and_an_unpriced_one_none(
     revision = revision_of(priced)
     assert series.keys() == {("priced", revision, "stable")}  # none for the unpriced agent
     assert math.isclose(series["priced", revision, "stable"], expected + finished["cost_usd"])
+
+
+async def test_a_run_its_caller_leaves_counts_what_its_answered_calls_cost(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    # One call answers (a tool call), then the caller leaves while the tool runs: the run
+    # never closes, but that call was spent, and budgets and the trace count it.
+    gate = Gate()
+    tools = ToolRegistry.default({"gate": gate.tool})
+    model_server.script("m-priced", [CallTools([("gate", {})])], cycle=True)
+    document = agent_document("bot", model_server, model={"name": "m-priced"}, tools=["gate"])
+    config = service_config(agents_dir, state_dir, models={"prices": PRICES})
+    async with running_service(config, environ={}, tools=tools) as service:
+        await serve(service, document)
+        response = await service.client.post(
+            "/v1/agents/bot/invoke", json={"input": "hi", "stream": True}
+        )
+        trace_id = response.headers["X-Trace-Id"]
+        await gate.entered.wait()
+        response.close()
+        gate.opened.set()
+        async with asyncio.timeout(10):  # the run ends once it meets the closed stream
+            while (summary := await _listed(service, trace_id)) is None:
+                await asyncio.sleep(0.01)
+        trace = await (await service.client.get(f"/v1/traces/{trace_id}")).json()
+        metrics = await (await service.client.get("/metrics")).text()
+
+    answered = [e for e in trace["events"] if e["type"] == "model_response"]
+    assert answered and "run_finished" not in [e["type"] for e in trace["events"]]
+    usage = answered[0]["usage"]
+    expected = round(sum(cost_of("m-priced", e["usage"]) for e in answered), 8)
+    assert expected > 0
+    assert answered[0]["cost_usd"] == round(cost_of("m-priced", usage), 8)
+    assert summary["cost_usd"] == expected
+    assert summary["usage"]["input_tokens"] == sum(e["usage"]["input_tokens"] for e in answered)
+    assert math.isclose(cost_series(metrics)["bot", revision_of(document), "stable"], expected)
+
+
+async def _listed(service: RunningService, trace_id: str) -> dict[str, Any] | None:
+    listed = await (await service.client.get("/v1/traces")).json()
+    found = [t for t in listed["traces"] if t["trace_id"] == trace_id]
+    return found[0] if found else None
 
 
 async def test_a_fallback_answer_is_priced_as_the_fallback_model(
@@ -261,7 +306,8 @@ def test_a_run_that_has_spent_its_ceiling_makes_no_further_model_call() -> None:
     prices = Prices(MappingProxyType({"m": Price(1.0, 1.0)}))
     meter = CostMeter(prices, "m", limit=0.5)
     ctx = RunContext("t", "bot", "r", {})
-    meter.after_call(ctx, ModelResponse("a", usage=Usage(250_000, 250_000)))  # exactly $0.50
+    answer = ModelResponse("a", usage=Usage(250_000, 250_000))
+    meter.after_call(ctx, meter.cost(answer))  # exactly $0.50
     assert ctx.cost_usd == 0.5
     ctx.model_calls = 1
     try:
@@ -275,6 +321,27 @@ def test_a_run_that_has_spent_its_ceiling_makes_no_further_model_call() -> None:
     else:
         raise AssertionError("a run at its ceiling made another call")
     # A fallback's answer is priced as the fallback; an unpriced one makes the cost unknown.
-    meter.after_call(ctx, ModelResponse("b", usage=Usage(1, 1), priced_as="other"))
+    fallback = ModelResponse("b", usage=Usage(1, 1), priced_as="other")
+    assert meter.cost(fallback) is None
+    meter.after_call(ctx, meter.cost(fallback))
     assert ctx.cost_usd is None
     meter.before_call(ctx)  # an unknown cost cannot be held to a ceiling; the build refuses it
+
+
+def test_what_a_run_cut_off_spent_is_summed_over_its_answered_calls() -> None:
+    from dynagent.events import ModelResponseEvent, RunFinished, Usage, spent
+
+    def answered(cost: float | None) -> ModelResponseEvent:
+        usage = Usage(10, 5)
+        return ModelResponseEvent(
+            trace_id="t", step=1, model="m", content="", tool_calls=[], usage=usage,
+            duration_ms=1.0, cost_usd=cost,
+        )  # fmt: skip
+
+    assert spent([]) == (Usage(), 0.0)
+    assert spent([answered(0.1), answered(0.2)]) == (Usage(20, 10), 0.3)
+    assert spent([answered(0.1), answered(None)]) == (Usage(20, 10), None)  # one unpriced
+    closed = RunFinished(
+        trace_id="t", step=2, status="ok", usage=Usage(1, 1), duration_ms=2.0, cost_usd=0.5
+    )
+    assert spent([answered(0.1), closed]) == (Usage(1, 1), 0.5)  # as the closing event says

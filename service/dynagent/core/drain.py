@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 
-from dynagent.events import ErrorEvent, Event, ModelResponseEvent, RunFinished, Usage
+from dynagent.events import ErrorEvent, Event, RunFinished, spent
 from dynagent.exceptions import ServiceStopping
 
 
@@ -86,10 +86,7 @@ def stopped_events(
 ) -> tuple[ErrorEvent, RunFinished]:
     """The last two events of a run cut off by the drain, after the ``seen`` ones."""
     step = seen[-1].step if seen else 0
-    usage = Usage()
-    for event in seen:
-        if isinstance(event, ModelResponseEvent):
-            usage += event.usage
+    usage, cost = spent(seen)
     return (
         ErrorEvent(
             trace_id=error.trace_id, step=step, error_type=error.kind, message=error.message
@@ -100,5 +97,6 @@ def stopped_events(
             status="error",
             usage=usage,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            cost_usd=cost,
         ),
     )

@@ -75,7 +75,7 @@ class Metrics:
             (self.eval_gate, ("agent", "state")),
             (self.online_judged, (*labels, "outcome")),
             (self.evidence, EVIDENCE_LABELS),
-            (self.evidence_latency, EVIDENCE_LABELS[:3]),
+            (self.evidence_latency, EVIDENCE_LABELS[:4]),
             (self.cost, EVIDENCE_LABELS[:3]),
             (self.revision_tokens, EVIDENCE_LABELS[:3]),
         )

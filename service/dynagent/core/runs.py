@@ -14,7 +14,7 @@ from dynagent.core.auth import Caller
 from dynagent.core.drain import Drain, stopped_events
 from dynagent.core.shadows import ShadowCopy
 from dynagent.core.spend import count_spend
-from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, Usage
+from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, spent
 from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
 from dynagent.logs import run_line
 from dynagent.registry.canary import routing_key
@@ -148,17 +148,15 @@ class _Served:
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         service, agent = self.service, self.agent
         self.close_span(events, error)
-        finished = RunFinished.of(events)
-        usage = finished.usage if finished else Usage()
+        usage, cost = spent(events)
         seconds = time.perf_counter() - self.started
         if agent.name in service.registry:  # a removed agent's series are gone for good
             service.metrics.observe_run(
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
             service.series.record(agent.name, self.variant, seconds, failed=error is not None)
-            count_spend(
-                service.metrics, service.registry.rollouts.spend, agent, self.variant, finished
-            )
+            spend = service.registry.rollouts.spend
+            count_spend(service.metrics, spend, agent, self.variant, usage=usage, cost_usd=cost)
         if trace_id:
             service.traces.record(
                 agent,

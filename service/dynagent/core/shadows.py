@@ -19,7 +19,7 @@ from dynagent.core.metrics import Metrics
 from dynagent.core.spend import count_spend
 from dynagent.core.traces import TraceStore
 from dynagent.core.tracing import RunTracer
-from dynagent.events import Event, RunFinished, Usage
+from dynagent.events import Event, spent
 from dynagent.exceptions import DynagentError, RunError
 from dynagent.models.base import Message
 from dynagent.registry.guard import guard_evidence
@@ -119,11 +119,12 @@ class ShadowRunner:
         if tracer is not None:
             tracer.finish(span, canary, "canary", events, error)
         seconds = time.perf_counter() - started
-        finished = RunFinished.of(events)
-        usage = finished.usage if finished else Usage()
+        usage, cost = spent(events)
         if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
-            count_spend(self.metrics, self.rollouts.spend, canary, "canary", finished)
+            count_spend(
+                self.metrics, self.rollouts.spend, canary, "canary", usage=usage, cost_usd=cost
+            )
             ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
             if ok is not None:
                 self.rollouts.observe(canary, "canary", ok=ok, seconds=seconds, routed=False)

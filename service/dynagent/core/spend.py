@@ -4,7 +4,7 @@ through Prometheus) and, for a canary, this replica's own book."""
 from __future__ import annotations
 
 from dynagent.core.metrics import Metrics
-from dynagent.events import RunFinished
+from dynagent.events import Usage
 from dynagent.registry.spend import SpendBook
 from dynagent.runtime.agent import Agent, Variant
 
@@ -14,13 +14,13 @@ def count_spend(
     book: SpendBook,
     agent: Agent,
     variant: Variant,
-    finished: RunFinished | None,
+    *,
+    usage: Usage,
+    cost_usd: float | None,
 ) -> None:
-    """``finished``: the run's closing event (``events.run_finished``), None if it never
-    ended."""
-    if finished is None:
-        return
-    tokens = finished.usage.total_tokens
-    metrics.observe_spend(agent.name, agent.revision, variant, finished.cost_usd, tokens)
+    """What one run used and cost (``events.spent``: a run cut off counts the calls that
+    answered); ``cost_usd`` None when a model it used has no price."""
+    tokens = usage.total_tokens
+    metrics.observe_spend(agent.name, agent.revision, variant, cost_usd, tokens)
     if variant == "canary":
-        book.add(agent.name, agent.revision, finished.cost_usd, tokens)
+        book.add(agent.name, agent.revision, cost_usd, tokens)

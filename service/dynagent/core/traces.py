@@ -30,6 +30,7 @@ from dynagent.events import (
     RunFinished,
     RunStarted,
     ToolCallEvent,
+    spent,
 )
 from dynagent.exceptions import Conflict, Forbidden, NotFound, SessionStoreUnavailable
 from dynagent.runtime._redaction import trace_size
@@ -301,6 +302,7 @@ def _summary(trace_id: str, recorded: _Recorded) -> dict[str, Any]:
     finished = RunFinished.of(events)
     error = next((e for e in reversed(events) if isinstance(e, ErrorEvent)), None)
     status = finished.status if finished else ("error" if error else "unfinished")
+    usage, cost = spent(events)
     return {
         "trace_id": trace_id,
         "agent": recorded.agent,
@@ -313,8 +315,8 @@ def _summary(trace_id: str, recorded: _Recorded) -> dict[str, Any]:
         "duration_ms": finished.duration_ms if finished else None,
         "steps": sum(1 for e in events if isinstance(e, ModelResponseEvent)),
         "tool_calls": sum(1 for e in events if isinstance(e, ToolCallEvent)),
-        "usage": finished.usage.as_dict() if finished else None,
-        "cost_usd": finished.cost_usd if finished else None,
+        "usage": usage.as_dict(),
+        "cost_usd": cost,
         "error": error and {"type": error.error_type, "message": error.message},
         "input": _preview(started.input if started else None),
     }

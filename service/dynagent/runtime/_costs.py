@@ -28,9 +28,12 @@ class CostMeter:
         if self.limit is not None and spent is not None and spent >= self.limit:
             raise self._over(spent, "before another model call")
 
-    def after_call(self, ctx: RunContext, response: ModelResponse) -> None:
-        """Count the call's cost; end the run when it went past its ceiling."""
-        cost = self.prices.cost(response.priced_as or self.model, response.usage)
+    def cost(self, response: ModelResponse) -> float | None:
+        """What one call cost, priced by the model that answered (None: it has no price)."""
+        return self.prices.cost(response.priced_as or self.model, response.usage)
+
+    def after_call(self, ctx: RunContext, cost: float | None) -> None:
+        """Count the call's ``cost``; end the run when it went past its ceiling."""
         spent = None if cost is None or ctx.cost_usd is None else ctx.cost_usd + cost
         ctx.cost_usd = spent
         if self.limit is not None and spent is not None and spent > self.limit:

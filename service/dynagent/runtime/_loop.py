@@ -207,6 +207,7 @@ class _Loop:
         with within(f"chat {step}"):  # the span the model call's traceparent names
             response = await self.agent.chain.call_model(ctx, request, handler)
         ctx.usage += response.usage
+        cost = self.meter.cost(response)
         ctx.emit(
             ModelResponseEvent(
                 trace_id=ctx.trace_id,
@@ -219,9 +220,10 @@ class _Loop:
                 ],
                 usage=response.usage,
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                cost_usd=None if cost is None else round(cost, 8),
             )
         )
-        self.meter.after_call(ctx, response)
+        self.meter.after_call(ctx, cost)
         return response
 
     async def _streamed(self, request: ModelRequest) -> ModelResponse:
