@@ -309,3 +309,63 @@ async def test_online_scores_that_drop_pause_the_canary_by_their_interval(
     assert (score["figures"]["stable_scores"], score["figures"]["canary_scores"]) == (12, 12)
     assert score["interval"][1] < -0.2
     assert "allowed drop 0.2" in status["canary"]["pulled"]["reason"]
+
+
+@pytest.mark.parametrize("pin", [True, False])
+async def test_a_step_split_counts_the_runs_its_own_weight_chose(
+    agents_dir: Path, state_dir: Path, pin: bool
+) -> None:
+    # At 10 % most conversations start on the stable. After the step to 90 %, pinned ones
+    # go on there while new ones go mostly to the canary: counted in the 90 % split, the
+    # pinned ones would make routing look broken (about 37 % canary) and pause a healthy
+    # canary. Unpinned, every run after the step is the new weight's choice, and the runs
+    # before it are not (this replica's figures count the split from the step, too).
+    config = service_config(agents_dir, state_dir)
+    async with running_service(config, environ={}) as service:
+        candidate = agent_document("bot", system="Canary.")
+        analysis = {"interval": 0.1, "latency": None, "min_requests": 10**6}
+        analysis["max_inconclusive"] = 10**5
+        rollout = {"pin_sessions": pin, "analysis": analysis}
+        await _start_canary(service, candidate, 10, **rollout)
+
+        async def turn(session: str) -> str:
+            body = {"input": "hi", "session_id": session}
+            response = await service.client.post("/v1/agents/bot/invoke", json=body)
+            assert response.status == 200
+            return str((await response.json())["variant"])
+
+        old = [f"old-{i}" for i in range(200)]
+        first = [await turn(s) for s in old]
+        service.write_agent(
+            canary_document(candidate, 90, guard=NO_GUARD, **rollout),
+            filename=canary_filename("bot"),
+        )
+        await service.registry.wait_for(
+            lambda r: (c := r.entry("bot").canary) is not None and c.policy.weight == 90
+        )
+
+        def split() -> dict[str, Any] | None:
+            checks = (service.registry.status("bot").get("analysis") or {}).get("checks", [])
+            found = [c for c in checks if c["name"] == "sample_ratio"]
+            return found[0] if found and found[0]["figures"]["weight"] == 90 else None
+
+        # The split counts from the first check at the new weight: its runs come after it.
+        await service.registry.wait_for(lambda r: split() is not None, within=20)
+        again = [await turn(s) for s in old]
+        new = [await turn(f"new-{i}") for i in range(100)]
+        split_runs = new if pin else again + new
+
+        def counted() -> bool:
+            check = split()
+            return check is not None and check["figures"]["routed"] >= len(split_runs)
+
+        await service.registry.wait_for(lambda r: counted(), within=20)
+        check = split()
+        canary = service.registry.entry("bot").canary
+
+    assert (again == first) is pin  # pinned, the conversations kept their variant
+    assert 0.03 < first.count("canary") / len(first) < 0.2
+    assert check is not None and check["verdict"] != "fail", check
+    assert check["figures"]["routed"] == len(split_runs)
+    assert check["figures"]["canary_routed"] == split_runs.count("canary")
+    assert canary is not None and canary.policy.paused is None

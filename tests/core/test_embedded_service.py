@@ -26,7 +26,7 @@ PROGRAM = textwrap.dedent(
 
     from dynagent.config import load_config
     from dynagent.core.auth import Caller
-    from dynagent.core.runs import RunRequest, run_agent
+    from dynagent.core import RunRequest, run_agent
     from dynagent.core.service import Service
 
 

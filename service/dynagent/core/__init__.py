@@ -10,11 +10,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dynagent.core.runs import RunRequest, run_agent, stream_agent
+    from dynagent.core.routing import RunRequest
+    from dynagent.core.runs import run_agent, stream_agent
     from dynagent.core.service import Service
 
 _WHERE = {
-    "RunRequest": "dynagent.core.runs",
+    "RunRequest": "dynagent.core.routing",
     "run_agent": "dynagent.core.runs",
     "stream_agent": "dynagent.core.runs",
     "Service": "dynagent.core.service",

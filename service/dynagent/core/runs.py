@@ -4,7 +4,7 @@ agent, shared by every protocol (our API, OpenAI, A2A) and by programs that embe
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,93 +12,19 @@ from loguru import logger
 
 from dynagent.core.auth import Caller
 from dynagent.core.drain import Drain, stopped_events
+from dynagent.core.routing import RunRequest, select, session_key_of
 from dynagent.core.shadows import ShadowCopy
 from dynagent.core.spend import count_spend
 from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, spent
-from dynagent.exceptions import BadRequest, RunError, RunFailed, ServiceStopping
+from dynagent.exceptions import RunError, RunFailed, ServiceStopping
 from dynagent.logs import run_line
-from dynagent.registry.canary import routing_key
 from dynagent.registry.guard import guard_evidence
-from dynagent.rollout.pins import pinned
-from dynagent.runtime.agent import Agent, AgentInput, RunResult, Variant
-from dynagent.runtime.options import RunOptions
-from dynagent.sessions.scope import new_trace_id, session_key
+from dynagent.runtime.agent import Agent, RunResult, Variant
+from dynagent.sessions.scope import new_trace_id
 from dynagent.tools.agent import CALL_SCOPE, CallScope
 
 if TYPE_CHECKING:
     from dynagent.core.service import Service
-
-
-def split_model_name(model: str) -> tuple[str, Variant | None]:
-    """``name@canary`` → (name, canary)."""
-    name, _, variant = model.partition("@")
-    if not variant:
-        return name, None
-    if variant not in ("stable", "canary"):
-        raise BadRequest(f"unknown variant {variant!r} in {model!r}: use @stable or @canary")
-    return name, variant  # type: ignore[return-value]
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    name: str
-    input: AgentInput
-    session_id: str | None
-    variables: Mapping[str, str]
-    pin: Variant | None
-    endpoint: str
-    options: RunOptions | None = None
-    """What the caller adds to this run (OpenAI routes: client tools, schema, settings)."""
-    sticky: str | None = None
-    """The canary sticky key when there is no session (OpenAI's ``user``)."""
-    canary_key: str | None = None
-    """The caller's own canary routing key (``X-Canary-Key``), for ``sticky_key: header``."""
-    carrier: Mapping[str, str] = field(default_factory=dict)
-    """Where the caller's trace context is read from (W3C ``traceparent`` headers): the
-    request's headers, which ``rollout.match`` reads too."""
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    """The request's ``metadata`` (OpenAI routes), for ``rollout.match``."""
-
-
-async def select(
-    service: Service, who: Caller, run: RunRequest
-) -> tuple[Agent, Variant, bool, str]:
-    """The agent and variant that serve ``run``; whether ``rollout.match`` kept it from a
-    serving canary (the stable then serves it whatever the weight: it is no sample of the
-    split the sample-ratio check compares with the weight); and the canary weight that
-    chose the variant (``""`` when no weight chose it), so that the split of a step counts
-    only the runs routed at that step's weight."""
-    who.check_agent(run.name)
-    registry = service.registry
-    canary = registry.entry(run.name).canary
-    key = routing_key(
-        canary.policy.sticky_key if canary else "auto",
-        session=run.session_id or run.sticky,
-        header=run.canary_key,
-        api_key=who.key_digest,
-    )
-    admitted = True
-    if canary is not None and canary.policy.match and run.pin is None:
-        admitted = canary.policy.eligible(_attributes(who, run))
-    chosen = registry.route(run.name, key=key, pin=run.pin, admitted=admitted)
-    scoped = _session_key(who, run)
-    if run.pin is None and scoped and canary is not None and canary.policy.pin_sessions:
-        chosen = await pinned(registry.rollouts, run.name, scoped, chosen)
-    serving = canary is not None and canary.serving and not canary.held
-    unmatched = serving and not admitted and chosen[1] == "stable"
-    weighed = canary is not None and serving and admitted and run.pin is None
-    return (*chosen, unmatched, f"{canary.policy.weight:g}" if weighed and canary else "")
-
-
-def _attributes(who: Caller, run: RunRequest) -> dict[str, Any]:
-    """What ``rollout.match`` may read of a request."""
-    return {
-        "caller": who.name,
-        "headers": run.carrier,
-        "variables": run.variables,
-        "metadata": run.metadata,
-        "user": run.sticky or "",
-    }
 
 
 @dataclass(slots=True, eq=False)
@@ -173,7 +99,12 @@ class _Served:
         if ok is not None:
             routed = not self.unmatched
             service.registry.rollouts.observe(
-                agent, self.variant, ok=ok, seconds=seconds, routed=routed, unmatched=not routed
+                agent,
+                self.variant,
+                ok=ok,
+                seconds=seconds,
+                routed=bool(self.weight),  # a sample of the split: the weight chose it
+                unmatched=self.unmatched,
             )
             service.metrics.observe_evidence(
                 agent.name,
@@ -229,14 +160,6 @@ async def _serve(service: Service, who: Caller, run: RunRequest) -> _Served:
     )
 
 
-def _session_key(who: Caller, run: RunRequest) -> str | None:
-    """The store key of the run's session: the caller's identity, the agent, its id.
-    Every route that runs an agent comes through here, so none can skip the scope."""
-    if run.session_id is None:
-        return None
-    return session_key(who.principal, run.name, run.session_id)
-
-
 async def run_agent(service: Service, who: Caller, run: RunRequest) -> tuple[Agent, RunResult]:
     """Run ``run`` for ``who`` on the agent the registry routes it to, whole: the one
     run path every protocol calls (metrics, trace, guard, shadow copy included)."""
@@ -254,7 +177,7 @@ async def run_agent(service: Service, who: Caller, run: RunRequest) -> tuple[Age
                     variant=served.variant,
                     on_event=seen.append,
                     options=run.options,
-                    session_key=_session_key(who, run),
+                    session_key=session_key_of(who, run),
                 )
     except ServiceStopping as exc:
         exc.events = (*seen, *stopped_events(exc, seen, served.started))
@@ -286,7 +209,7 @@ async def _shadow_of(served: _Served) -> ShadowCopy | None:
     if canary is None:
         return None
     run, store = served.run, served.agent.sessions
-    scoped = _session_key(served.who, run)
+    scoped = session_key_of(served.who, run)
     history = await store.load(scoped) if store is not None and scoped else []
     return ShadowCopy(
         canary,
@@ -320,7 +243,7 @@ async def stream_agent(
             trace_id=served.trace_id,
             variant=served.variant,
             options=run.options,
-            session_key=_session_key(who, run),
+            session_key=session_key_of(who, run),
         )
         try:
             first = await anext(events)

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from dynagent.a2a.card import agent_card
 from dynagent.a2a.updates import TaskUpdates, Update, answer_text
-from dynagent.core.runs import RunRequest
+from dynagent.core.routing import RunRequest
 from dynagent.exceptions import DynagentError
 from dynagent.http import sse
 from dynagent.http._routes import AGENT_ERRORS, SSE, Route, Routes

@@ -9,7 +9,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from dynagent.core import runs
-from dynagent.core.runs import RunRequest
+from dynagent.core.routing import RunRequest
 from dynagent.events import Event
 from dynagent.exceptions import BadRequest
 from dynagent.http.state import (

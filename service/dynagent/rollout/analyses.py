@@ -14,7 +14,7 @@ compare-and-set makes one pause of them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loguru import logger
@@ -156,8 +156,9 @@ class CanaryAnalyses(Ticking):
             state.step_base = figures
             step = figures.since(figures)
             assert step is not None
-        if state.source == "replica":  # a replica's window: its own totals, no deltas
-            since = step = figures
+        if state.source == "replica":  # a replica's window: its own totals, no deltas,
+            # but the split still counts from the step: the weight it is compared with
+            since, step = figures, replace(figures, routed=step.routed)
         state.checks = _checks(policy, since, step, canary.policy.weight)
         state.checked_at = time.time()
         await self._decide(name, canary, policy, state)

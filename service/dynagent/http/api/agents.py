@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from dynagent.core.runs import RunRequest
+from dynagent.core.routing import RunRequest
 from dynagent.events import Event
 from dynagent.exceptions import NotFound
 from dynagent.http._routes import AGENT_ERRORS, ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes

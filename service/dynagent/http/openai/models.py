@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynagent.core.runs import split_model_name
+from dynagent.core.routing import split_model_name
 from dynagent.exceptions import NotFound
 from dynagent.http._routes import Route, Routes
 from dynagent.http.openai.schemas import ModelList, ModelObject, OpenAIError

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from dynagent.core.runs import RunRequest
+from dynagent.core.routing import RunRequest
 from dynagent.exceptions import BadRequest
 from dynagent.http.openai.schemas import (
     ChatCompletionRequest,

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from dynagent.core.response_store import StoredResponse, new_response_id
-from dynagent.core.runs import RunRequest, split_model_name
+from dynagent.core.routing import RunRequest, split_model_name
 from dynagent.events import ErrorEvent, Event, RunFinished, Usage
 from dynagent.exceptions import ErrorKind
 from dynagent.http._routes import ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
