@@ -181,13 +181,14 @@ async def run(
     rounds: int,
     routes: tuple[str, ...] = BAR_ROUTES,
     uvloop_floor: bool = False,
+    event_loop: str = "auto",
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
         folder = Path(temporary)
         agents = folder / "agents"
         agents.mkdir()
         (agents / f"{AGENT}.yaml").write_text(yaml.safe_dump(agent_document(model_url)))
-        config = write_config(folder, agents)
+        config = write_config(folder, agents, extra={"listen": {"event_loop": event_loop}})
         service = Service(config, free_port(), folder / "service.log", {})
         floors = {"floor": Child("bench._floor", model_url, "raw")}
         floors["sdk_proxy"] = Child("bench._floor", model_url, "sdk")
@@ -210,6 +211,7 @@ async def run(
         "server CPU per request from /proc (user + system), less sensitive to other load; "
         "ratios to the raw floor (aiohttp client, plain json) measured in the same run",
         "seconds_per_target_and_level": seconds * rounds,
+        "service_event_loop": event_loop,
         "reply": REPLY_TEXT,
         "levels": figures["whole"],
         "streamed_levels": figures["streamed"],
@@ -248,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--uvloop-floor", action="store_true", help="also the floor on uvloop's event loop"
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=["auto", "uvloop", "asyncio"],
+        default="auto",
+        help="the service's listen.event_loop (auto: uvloop, as shipped)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
@@ -261,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 rounds=args.rounds,
                 routes=(*BAR_ROUTES, "responses") if args.responses else BAR_ROUTES,
                 uvloop_floor=args.uvloop_floor,
+                event_loop=args.event_loop,
             )
 
     data = asyncio.run(main_async())
