@@ -135,6 +135,33 @@ async def test_a_run_its_caller_leaves_counts_what_its_answered_calls_cost(
     assert math.isclose(cost_series(metrics)["bot", revision_of(document), "stable"], expected)
 
 
+async def test_the_agents_a_run_calls_as_tools_count_their_own_spend(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    billing = agent_document("billing", model_server, model={"name": "m-cheap"})
+    tools = [{"type": "agent", "name": "billing", "description": "Ask billing."}]
+    front = agent_document("front", model_server, model={"name": "m-priced"}, tools=tools)
+    model_server.script("m-priced", [CallTools([("billing", {"input": "owed?"})]), Reply("ok")])
+    model_server.script("m-cheap", [Reply("You owe 12 EUR.")])
+    config = service_config(agents_dir, state_dir, models={"prices": PRICES})
+    async with running_service(config, environ={}) as service:
+        await serve(service, billing)
+        await serve(service, front)
+        answer = await (
+            await service.client.post("/v1/agents/front/invoke", json={"input": "hi"})
+        ).json()
+        trace = await (await service.client.get(f"/v1/traces/{answer['trace_id']}")).json()
+        metrics = await (await service.client.get("/metrics")).text()
+
+    [called] = trace["nested"]
+    [closed] = [e for e in called["events"] if e["type"] == "run_finished"]
+    assert closed["cost_usd"] == round(cost_of("m-cheap", closed["usage"]), 8) > 0
+    series = cost_series(metrics)
+    # Each on its own agent: the caller's own calls, and the called agent's run.
+    assert math.isclose(series["billing", revision_of(billing), "stable"], closed["cost_usd"])
+    assert math.isclose(series["front", revision_of(front), "stable"], answer["usage"]["cost_usd"])
+
+
 async def _listed(service: RunningService, trace_id: str) -> dict[str, Any] | None:
     listed = await (await service.client.get("/v1/traces")).json()
     found = [t for t in listed["traces"] if t["trace_id"] == trace_id]

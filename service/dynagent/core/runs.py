@@ -65,6 +65,22 @@ class _Served:
             self.span = None
             tracer.finish(span, self.agent, self.variant, events, error)
 
+    def _count_called(self, service: Service) -> None:
+        """What the agents this run called as tools spent, each run on its own agent,
+        revision and variant (its canary's budget included): they never pass through here."""
+        for called in self.nested:
+            if called["agent"] in service.registry:
+                usage, cost = spent(called["events"])
+                count_spend(
+                    service.metrics,
+                    service.registry.rollouts.spend,
+                    called["agent"],
+                    called["revision"],
+                    called["variant"],
+                    usage=usage,
+                    cost_usd=cost,
+                )
+
     def scope(self) -> _Scoped:
         """The caller's key scope and this trace, for the agents the run calls."""
         who = self.who
@@ -81,8 +97,17 @@ class _Served:
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
             service.series.record(agent.name, self.variant, seconds, failed=error is not None)
-            spend = service.registry.rollouts.spend
-            count_spend(service.metrics, spend, agent, self.variant, usage=usage, cost_usd=cost)
+            count_spend(
+                service.metrics,
+                service.registry.rollouts.spend,
+                agent.name,
+                agent.revision,
+                self.variant,
+                usage=usage,
+                cost_usd=cost,
+            )
+        if self.nested:
+            self._count_called(service)
         if trace_id:
             service.traces.record(
                 agent,

@@ -122,8 +122,15 @@ class ShadowRunner:
         usage, cost = spent(events)
         if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
+            book = self.rollouts.spend
             count_spend(
-                self.metrics, self.rollouts.spend, canary, "canary", usage=usage, cost_usd=cost
+                self.metrics,
+                book,
+                canary.name,
+                canary.revision,
+                "canary",
+                usage=usage,
+                cost_usd=cost,
             )
             ok = guard_evidence(error, routed=True, shaped=False)  # a copy of routed traffic
             if ok is not None:

@@ -6,21 +6,23 @@ from __future__ import annotations
 from dynagent.core.metrics import Metrics
 from dynagent.events import Usage
 from dynagent.registry.spend import SpendBook
-from dynagent.runtime.agent import Agent, Variant
+from dynagent.runtime.agent import Variant
 
 
 def count_spend(
     metrics: Metrics,
     book: SpendBook,
-    agent: Agent,
+    agent: str,
+    revision: str,
     variant: Variant,
     *,
     usage: Usage,
     cost_usd: float | None,
 ) -> None:
-    """What one run used and cost (``events.spent``: a run cut off counts the calls that
-    answered); ``cost_usd`` None when a model it used has no price."""
+    """What one run of ``agent``'s ``revision`` used and cost (``events.spent``: a run cut
+    off counts the calls that answered); ``cost_usd`` None when a model it used has no
+    price."""
     tokens = usage.total_tokens
-    metrics.observe_spend(agent.name, agent.revision, variant, cost_usd, tokens)
+    metrics.observe_spend(agent, revision, variant, cost_usd, tokens)
     if variant == "canary":
-        book.add(agent.name, agent.revision, cost_usd, tokens)
+        book.add(agent, revision, cost_usd, tokens)
