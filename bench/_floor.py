@@ -10,8 +10,8 @@ as a server-sent event: what serving a model call over HTTP costs with nothing e
 - ``sdk``: the call goes out on the ``openai`` SDK's client, so the SDK's own cost is
   in the figure: the proxy a developer would write with the SDK.
 
-With ``uvloop`` the floor runs on uvloop's event loop, as ``dynagent serve`` does by
-default (``listen.event_loop``): what the loop alone takes off the floor.
+With ``uvloop`` the floor runs on uvloop's event loop, as ``dynagent serve`` does with
+``listen.event_loop: uvloop``: what the loop alone takes off the floor.
 
 Prints ``{"url": …}`` once listening; stops on SIGTERM.
 """

@@ -7,8 +7,8 @@ references making the same one model call (whole against whole, streamed against
   aiohttp's client and plain ``json`` (``bench._floor raw``); every ratio is to it;
 - ``sdk_proxy``: the same handler making the call through the ``openai`` SDK
   (``bench._floor sdk``), so paying the SDK's own cost;
-- ``floor_uvloop`` (``--uvloop-floor``): the floor on uvloop's event loop, the loop the
-  service runs on by default: how much of the service's gain the loop alone gives.
+- ``floor_uvloop`` (``--uvloop-floor``): the floor on uvloop's event loop, to read beside
+  the service on uvloop (``--event-loop uvloop``): what the loop alone takes off.
 
 The service (``dynagent serve``, default configuration), both references and the
 scripted model server each run in their own process on loopback; the load generator is
@@ -181,7 +181,7 @@ async def run(
     rounds: int,
     routes: tuple[str, ...] = BAR_ROUTES,
     uvloop_floor: bool = False,
-    event_loop: str = "auto",
+    event_loop: str = "asyncio",
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
         folder = Path(temporary)
@@ -252,9 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--event-loop",
-        choices=["auto", "uvloop", "asyncio"],
-        default="auto",
-        help="the service's listen.event_loop (auto: uvloop, as shipped)",
+        choices=["asyncio", "uvloop"],
+        default="asyncio",
+        help="the service's listen.event_loop (asyncio, as shipped)",
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)

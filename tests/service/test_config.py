@@ -47,7 +47,7 @@ traces: {max_traces: 5}
             "drain_seconds": 30,
             "max_watch_streams": 128,
             "max_watch_streams_per_key": 8,
-            "event_loop": "auto",
+            "event_loop": "asyncio",
         },
         "insecure": False,
         "factories": {

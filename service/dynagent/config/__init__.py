@@ -59,10 +59,13 @@ class ListenConfig(_Section):
     """Open ``GET /v1/watch/agents`` streams on this replica; more get 429."""
     max_watch_streams_per_key: int = Field(default=8, ge=1)
     """Open watch streams of one API key (a page per tab); more get 429."""
-    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
-    """The event loop ``dynagent serve`` runs on: ``uvloop`` (libuv, its transports in C:
-    less CPU per request), ``asyncio`` (the standard library's), or ``auto``: uvloop where
-    it is installed (it is a dependency except on Windows), else asyncio."""
+    event_loop: Literal["asyncio", "uvloop"] = "asyncio"
+    """The event loop ``dynagent serve`` runs on: ``asyncio`` (the standard library's), or
+    ``uvloop`` (libuv, its transports in C: 3-8 % less CPU per request; not on Windows).
+    uvloop is not the default: libuv reads a socket up to 32 times per loop turn, and a
+    client without flow control (the MCP SDK's HTTP client, on anyio) then buffers about
+    4 MB of an oversized tool result before it is cut, where asyncio's loop lets it buffer
+    under 2 MB."""
 
 
 class DefaultFactoryConfig(_Section):
