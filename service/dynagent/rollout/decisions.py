@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import random
 import time
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
@@ -40,7 +41,11 @@ from dynagent.spec.agent import Format, format_of, parse_document
 ATTEMPTS = 8
 """Reads and compare-and-sets before giving up (each failure means someone else wrote)."""
 RETRY_PAUSE = 0.05
-"""Seconds between attempts; Nacos may answer a read just after a write with the old text."""
+"""Seconds before the second attempt, doubling after each failure up to ``MAX_RETRY_PAUSE``
+(with jitter, so that two replicas do not retry in step). Nacos answers a read just after
+a write with the old text until its dump of the write lands, which on a busy server took
+longer than eight pauses of 50 ms: a gate's finished run was then never recorded."""
+MAX_RETRY_PAUSE = 1.0
 
 STEP_TICK = 0.2
 """Seconds between looks at the progressive rollouts (a step's clock runs to this)."""
@@ -244,7 +249,7 @@ class RolloutDecisions:
     async def edit(self, name: str, revision: str, change: RolloutEdit) -> bool:
         """Apply ``change`` to the rollout block of the canary document of ``name``, while it
         still defines spec ``revision``; True when this call wrote it."""
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             canary = self._canary(name)
             if canary is None or canary.agent.spec.revision != revision:
                 return False  # the canary changed or ended meanwhile: the decision is moot
@@ -257,7 +262,8 @@ class RolloutDecisions:
             if text is not None and await factory.replace(name, "canary", source, edited, text):
                 self.writes += 1
                 return True
-            await asyncio.sleep(RETRY_PAUSE)
+            pause = min(MAX_RETRY_PAUSE, RETRY_PAUSE * 2**attempt)
+            await asyncio.sleep(pause * random.uniform(0.5, 1.5))
         raise Conflict(f"the canary definition of {name!r} kept changing; the edit was not written")
 
     def _canary(self, name: str) -> Canary | None:
