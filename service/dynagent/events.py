@@ -179,6 +179,11 @@ class RunFinished(_Event):
         return next((e for e in reversed(events) if isinstance(e, RunFinished)), None)
 
 
+def rounded_usd(cost: float | None) -> float | None:
+    """To a millionth of a cent: float sums of many calls show no long tails."""
+    return None if cost is None else round(cost, 8)
+
+
 def spent(events: Sequence[Event]) -> tuple[Usage, float | None]:
     """What a run's model calls used and cost: as its closing event says or, for a run cut
     off before it closed (its caller gone, the service stopping), summed over the calls
@@ -194,7 +199,7 @@ def spent(events: Sequence[Event]) -> tuple[Usage, float | None]:
             usage += event.usage
             if cost_usd is not None:
                 cost_usd = None if event.cost_usd is None else cost_usd + event.cost_usd
-    return usage, None if cost_usd is None else round(cost_usd, 8)
+    return usage, rounded_usd(cost_usd)
 
 
 Event = (

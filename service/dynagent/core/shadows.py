@@ -122,10 +122,9 @@ class ShadowRunner:
         usage, cost = spent(events)
         if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
-            book = self.rollouts.spend
             count_spend(
                 self.metrics,
-                book,
+                self.rollouts.spend,
                 canary.name,
                 canary.revision,
                 "canary",

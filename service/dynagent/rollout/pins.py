@@ -11,10 +11,8 @@ runs still count for or against the version that served them."""
 
 from __future__ import annotations
 
-from dynagent.registry.rollouts import Rollouts
+from dynagent.registry.rollouts import VARIANTS, Rollouts
 from dynagent.runtime.agent import Agent, Variant
-
-VARIANTS = ("stable", "canary")
 
 
 async def pinned(

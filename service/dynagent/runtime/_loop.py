@@ -23,6 +23,7 @@ from dynagent.events import (
     ToolCallEvent,
     ToolResultEvent,
     Usage,
+    rounded_usd,
 )
 from dynagent.exceptions import (
     BadRequest,
@@ -220,7 +221,7 @@ class _Loop:
                 ],
                 usage=response.usage,
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                cost_usd=None if cost is None else round(cost, 8),
+                cost_usd=rounded_usd(cost),
             )
         )
         self.meter.after_call(ctx, cost)

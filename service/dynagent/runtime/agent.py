@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dynagent.deadlines import RunDeadline
-from dynagent.events import ErrorEvent, Event, JsonValue, RunFinished, RunStarted, Usage
+from dynagent.events import (
+    ErrorEvent,
+    Event,
+    JsonValue,
+    RunFinished,
+    RunStarted,
+    Usage,
+    rounded_usd,
+)
 from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
@@ -149,7 +157,7 @@ class Agent:
             usage,
             steps,
             tuple(events),
-            _rounded(ctx.cost_usd),
+            rounded_usd(ctx.cost_usd),
         )
 
     async def stream(
@@ -284,7 +292,7 @@ class Agent:
                 status="ok",
                 usage=usage,
                 duration_ms=_ms_since(started),
-                cost_usd=_rounded(ctx.cost_usd),
+                cost_usd=rounded_usd(ctx.cost_usd),
             )
         )
         return output, usage, steps
@@ -303,7 +311,7 @@ class Agent:
                 status="error",
                 usage=ctx.usage,
                 duration_ms=_ms_since(started),
-                cost_usd=_rounded(ctx.cost_usd),
+                cost_usd=rounded_usd(ctx.cost_usd),
             )
         )
         error.trace_id = ctx.trace_id
@@ -312,8 +320,3 @@ class Agent:
 
 def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-def _rounded(cost: float | None) -> float | None:
-    """To a millionth of a cent: float sums of many calls show no long tails."""
-    return None if cost is None else round(cost, 8)
