@@ -94,12 +94,14 @@ async def execute_run(
     new_messages = _input_messages(input)
     options = options or RunOptions()
     key = ctx.session_key or ctx.session_id
+    loop = _Loop(agent, ctx, stream, options)
     if agent.sessions is None or key is None:
-        return await _Loop(agent, ctx, stream, options).run(_system(agent, ctx), [], new_messages)
+        with loop.meter.calling():  # the agents it calls count toward its ceiling
+            return await loop.run(_system(agent, ctx), [], new_messages)
     async with agent.sessions.lock(key):
         history = await agent.sessions.load(key)
-        loop = _Loop(agent, ctx, stream, options)
-        result = await loop.run(_system(agent, ctx), history, new_messages)
+        with loop.meter.calling():
+            result = await loop.run(_system(agent, ctx), history, new_messages)
         await agent.sessions.append(key, loop.produced)
         return result
 
@@ -142,9 +144,8 @@ class _Loop:
         own = tuple(tool.definition for tool in agent.tools.values())
         self.definitions = (*own, *options.client_tools)
         self.client_names = options.client_names
-        self.meter = CostMeter(
-            agent.prices, priced_name(agent.model), agent.spec.limits.max_cost_usd
-        )
+        limit = agent.spec.limits.max_cost_usd
+        self.meter = CostMeter(agent.prices, priced_name(agent.model), limit, agent.name)
 
     async def run(
         self, system: list[Message], history: list[Message], new: list[Message]
