@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from dynagent.registry.canary import picks_canary
-from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer
+from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename
+from tests.support.scripted_model import Step
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -162,3 +163,32 @@ async def test_ratings_of_pinned_runs_never_pull_and_ratings_of_routed_runs_do(
 async def rate(service: RunningService, trace_id: str) -> tuple[int, Any]:
     response = await service.client.post(f"/v1/traces/{trace_id}/feedback", json={"thumbs": "down"})
     return response.status, await response.json()
+
+
+async def test_a_failing_canary_that_only_other_agents_call_is_pulled(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    """Runs of an agent called as a tool (``type: agent``) never pass through a request's
+    run path; they are evidence about the version that served them all the same."""
+    stable = agent_document("bot", model_server, system="Stable.", model={"retries": 0})
+    candidate = agent_document(
+        "bot", model_server, system="Canary.", model={"name": CANARY_MODEL, "retries": 0}
+    )
+    ask_bot = [{"type": "agent", "name": "bot", "description": "Ask bot."}]
+    front = agent_document("front", model_server, model={"name": "gpt-front"}, tools=ask_bot)
+    write_agent(agents_dir, stable)
+    write_agent(agents_dir, canary_document(candidate, weight=100), filename=canary_filename("bot"))
+    write_agent(agents_dir, front)
+    model_server.script(CANARY_MODEL, [Fail(500)], cycle=True)
+    asks: list[Step] = [CallTools([("bot", {"input": "help?"})]), Reply("bot is out; sorry")]
+    model_server.script("gpt-front", asks, cycle=True)
+    async with running_service(service_config(agents_dir, state_dir)) as service:
+        for _ in range(FAILURES - 1):  # the guard's default min_requests
+            response = await service.client.post("/v1/agents/front/invoke", json={"input": "hi"})
+            assert response.status == 200  # the caller reports the tool's error and answers
+        traffic = service.registry.status("bot")["traffic"]["canary"]
+        state = canary_state(service)
+        model_server.end_cycle("gpt-front")
+
+    assert traffic["errors"] == FAILURES - 1
+    assert state == "pulled"

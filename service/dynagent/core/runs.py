@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from dynagent.core.auth import Caller
+from dynagent.core.called import count_called
 from dynagent.core.drain import Drain, stopped_events
 from dynagent.core.routing import RunRequest, select, session_key_of
 from dynagent.core.shadows import ShadowCopy
@@ -65,22 +66,6 @@ class _Served:
             self.span = None
             tracer.finish(span, self.agent, self.variant, events, error)
 
-    def _count_called(self, service: Service) -> None:
-        """What the agents this run called as tools spent, each run on its own agent,
-        revision and variant (its canary's budget included): they never pass through here."""
-        for called in self.nested:
-            if called["agent"] in service.registry:
-                usage, cost = spent(called["events"])
-                count_spend(
-                    service.metrics,
-                    service.registry.rollouts.spend,
-                    called["agent"],
-                    called["revision"],
-                    called["variant"],
-                    usage=usage,
-                    cost_usd=cost,
-                )
-
     def scope(self) -> _Scoped:
         """The caller's key scope and this trace, for the agents the run calls."""
         who = self.who
@@ -107,7 +92,7 @@ class _Served:
                 cost_usd=cost,
             )
         if self.nested:
-            self._count_called(service)
+            count_called(service, self.nested)
         if trace_id:
             service.traces.record(
                 agent,

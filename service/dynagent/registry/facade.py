@@ -75,6 +75,19 @@ class AgentRegistry:
     ) -> tuple[Agent, Variant]:
         return self.rollouts.route(name, key=key, pin=pin, attributes=attributes, admitted=admitted)
 
+    def route_call(self, name: str, *, key: str | None) -> tuple[Agent, Variant, bool, str]:
+        """``route`` for a run one agent asks of another (``type: agent``), which has no
+        request attributes of its own: the agent and variant, whether ``rollout.match``
+        kept it from a serving canary, and the canary weight that chose the variant
+        (``""``: none did), as ``core.routing.select`` gives them for a request."""
+        canary = self.table.entry(name).canary
+        admitted = canary is None or canary.policy.eligible(None)
+        agent, variant = self.rollouts.route(name, key=key, admitted=admitted)
+        serving = canary is not None and canary.serving and not canary.held
+        unmatched = serving and not admitted and variant == "stable"
+        weighed = canary is not None and serving and admitted
+        return agent, variant, unmatched, f"{canary.policy.weight:g}" if weighed and canary else ""
+
     def status(self, name: str) -> dict[str, Any]:
         """``name``'s entry, the traffic figures of its variants, its revisions and what is
         attached to it (``evals``: its suite)."""

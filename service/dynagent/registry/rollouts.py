@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC
-from typing import Any
+from typing import Any, Protocol
 
 from loguru import logger
 
@@ -35,6 +35,16 @@ from dynagent.registry.guard import VariantStats, guard_verdict
 from dynagent.registry.spend import SpendBook
 from dynagent.registry.table import AgentTable
 from dynagent.runtime.agent import Agent, Variant
+
+
+class Served(Protocol):
+    """What a finished run names of the version that served it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def revision(self) -> str: ...
+
 
 VARIANTS: tuple[Variant, ...] = ("stable", "canary")
 
@@ -253,7 +263,7 @@ class Rollouts:
 
     def observe(
         self,
-        agent: Agent,
+        served: Served,
         variant: Variant,
         ok: bool,
         seconds: float,
@@ -261,15 +271,14 @@ class Rollouts:
         routed: bool = True,
         unmatched: bool = False,
     ) -> None:
-        """Count one finished request (``routed``: its variant was the weight's choice;
-        ``unmatched``: ``rollout.match`` kept it from the canary, so it is not compared);
-        may pull the canary (the guard)."""
-        entry = self.table.find(agent.name)
+        """Count one finished run of ``served`` (an agent, or the name and revision of
+        one another agent called as a tool) while its revision serves as ``variant``
+        (``routed``: its variant was the weight's choice; ``unmatched``: ``rollout.match``
+        kept it from the canary, so it is not compared); may pull the canary (the guard).
+        A late run of a revision since replaced counts for nothing."""
+        entry = self._serving(served.name, served.revision, variant)
         if entry is None:
             return
-        serving = entry.canary.agent if variant == "canary" and entry.canary else entry.stable
-        if serving is not agent:
-            return  # a run of a version that has since been replaced
         self._figures(entry, variant).record(ok, seconds, routed=routed, unmatched=unmatched)
         if variant == "canary" and entry.canary is not None and entry.canary.serving:
             self._guard(entry, entry.canary)

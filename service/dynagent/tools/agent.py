@@ -114,7 +114,7 @@ class CallableAgent(Protocol):
 class AgentDirectory(Protocol):
     """The agents a call may reach: ``AgentRegistry``."""
 
-    def route(self, name: str, *, key: str | None = None, pin: Any = None) -> tuple[Any, Any]: ...
+    def route_call(self, name: str, *, key: str | None) -> tuple[Any, Any, bool, str]: ...
 
     def spec_of(self, name: str) -> AgentSpec | None: ...
 
@@ -161,7 +161,7 @@ async def _call_agent(name: str, caller: AgentSpec, agents: AgentDirectory, text
             f"{path} would be {len(chain) + 1} agents deep; "
             f"limits.max_depth of {caller.name!r} is {caller.limits.max_depth}"
         )
-    agent, variant = agents.route(name, key=scope.key)
+    agent, variant, unmatched, weight = agents.route_call(name, key=scope.key)
     # Made directly, not with dataclasses.replace (which looks up every field each call).
     inner = CallScope(scope.agents, scope.key, scope.trace_id, (*chain, name), scope.nested)
     token = CALL_SCOPE.set(inner)
@@ -182,6 +182,8 @@ async def _call_agent(name: str, caller: AgentSpec, agents: AgentDirectory, text
                     "variant": variant,
                     "caller": chain[-1],
                     "depth": len(chain) + 1,
+                    "weight": weight,  # the canary weight that chose the variant ("": none)
+                    "unmatched": unmatched,  # rollout.match kept it from a serving canary
                     "events": events,  # turned into JSON only when the trace is recorded
                 }
             )
