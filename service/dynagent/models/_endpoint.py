@@ -31,6 +31,9 @@ KEEPALIVE = 5.0
 MAX_CONNECTIONS = 1000
 """Connections open to one endpoint at most (the ``openai`` client's default)."""
 
+_NO_TIMERS = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, sock_read=None)
+"""For a call its caller bounds whole: aiohttp then schedules no timer for it."""
+
 _STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
     400: openai.BadRequestError,
     401: openai.AuthenticationError,
@@ -71,15 +74,20 @@ class ModelEndpoint:
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     async def post(
-        self, body: Mapping[str, Any], seconds: float, headers: Mapping[str, str] | None = None
+        self,
+        body: Mapping[str, Any],
+        read_seconds: float | None,
+        headers: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
         """The endpoint's answer to ``body``, its status checked and its body unread.
-        ``seconds`` bounds connecting and each read."""
+        ``read_seconds`` bounds connecting and each read; None: the caller bounds the
+        whole call itself, and the client sets no timer of its own (a whole answer is
+        read under one deadline, so a per-read timer, moved on every read, adds nothing)."""
         session = self._session_here()
         sent = {**self.headers, **headers} if headers else self.headers
         try:
             response = await session.post(
-                self.url, data=_dumps(body), headers=sent, timeout=self._timeout(seconds)
+                self.url, data=_dumps(body), headers=sent, timeout=self._timeout(read_seconds)
             )
         except TimeoutError as exc:  # aiohttp's connect and read timeouts
             raise openai.APITimeoutError(request=self.request) from exc
@@ -107,7 +115,9 @@ class ModelEndpoint:
             self._loop = loop
         return session
 
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+    def _timeout(self, seconds: float | None) -> aiohttp.ClientTimeout:
+        if seconds is None:
+            return _NO_TIMERS
         timeout = self._timeouts.get(seconds)
         if timeout is None:
             timeout = aiohttp.ClientTimeout(

@@ -176,9 +176,11 @@ class OpenAIModel:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
         # The body is read here as it arrives, whole answers too (_sse.py).
+        # A whole answer is read under the call's deadline (``_attempt``); a stream's
+        # reads after its headers have only the client's per-read timeout.
         return await self.client.post(
             {"model": self.model_name, "messages": list(request.messages), **kwargs},
-            self.timeout,
+            self.timeout if stream else None,
             outgoing_headers(),
         )
 
