@@ -1,4 +1,5 @@
-"""``python -m bench._floor BASE_URL [raw|sdk] [uvloop]``: the floors of the service benchmarks.
+"""``python -m bench._floor BASE_URL [raw|sdk] [uvloop] [work=N]``: the floors of the service
+benchmarks.
 
 A minimal aiohttp app whose ``POST /invoke`` makes the same single model call an
 agent of the service makes (system prompt + the input) and answers
@@ -13,6 +14,11 @@ as a server-sent event: what serving a model call over HTTP costs with nothing e
 With ``uvloop`` the floor runs on uvloop's event loop, as ``dynagent serve`` does with
 ``listen.event_loop: uvloop``: what the loop alone takes off the floor.
 
+With ``work=N`` each request first spends about N µs of CPU in plain Python (a counted
+loop, calibrated at start; no system call): how the floor's cost grows with work added
+per request, which turns the bars' ratios into a budget of microseconds
+(``bench.throughput --work-floors``).
+
 Prints ``{"url": …}`` once listening; stops on SIGTERM.
 """
 
@@ -22,6 +28,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
@@ -88,12 +95,36 @@ def sdk_calls(client: openai.AsyncOpenAI) -> tuple[Complete, Deltas]:
     return complete, deltas
 
 
-def app(complete: Complete, deltas: Deltas) -> web.Application:
+def _spin(count: int) -> int:
+    total = 0
+    for step in range(count):
+        total += step
+    return total
+
+
+def burner(micros: float) -> Callable[[], object]:
+    """A call that spends about ``micros`` µs of this thread's CPU in plain Python."""
+    if micros <= 0:
+        return lambda: None
+    trial = 200_000
+    _spin(trial)  # warm
+    costs = []
+    for _ in range(3):
+        started = time.thread_time()
+        _spin(trial)
+        costs.append((time.thread_time() - started) / trial)
+    count = max(1, round(micros / 1e6 / min(costs)))
+    return lambda: _spin(count)
+
+
+def app(complete: Complete, deltas: Deltas, work: Callable[[], object]) -> web.Application:
     async def invoke(request: web.Request) -> web.Response:
+        work()
         body = await request.json()
         return web.json_response({"output": await complete(body["input"])})
 
     async def stream(request: web.Request) -> web.StreamResponse:
+        work()
         body = await request.json()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -109,12 +140,12 @@ def app(complete: Complete, deltas: Deltas) -> web.Application:
     return application
 
 
-async def serve(base_url: str, kind: str) -> None:
+async def serve(base_url: str, kind: str, micros: float = 0.0) -> None:
     timeout = aiohttp.ClientTimeout(total=30)
     session = aiohttp.ClientSession(timeout=timeout)
     client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", max_retries=0)
     calls = raw_calls(session, base_url) if kind == "raw" else sdk_calls(client)
-    runner = web.AppRunner(app(*calls), access_log=None, shutdown_timeout=1)
+    runner = web.AppRunner(app(*calls, burner(micros)), access_log=None, shutdown_timeout=1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -133,9 +164,11 @@ async def serve(base_url: str, kind: str) -> None:
 
 if __name__ == "__main__":
     kind = sys.argv[2] if len(sys.argv) > 2 else "sdk"
-    if sys.argv[3:] == ["uvloop"]:
+    options = sys.argv[3:]
+    micros = sum(float(o.removeprefix("work=")) for o in options if o.startswith("work="))
+    if "uvloop" in options:
         import uvloop
 
-        uvloop.run(serve(sys.argv[1], kind))
+        uvloop.run(serve(sys.argv[1], kind, micros))
     else:
-        asyncio.run(serve(sys.argv[1], kind))
+        asyncio.run(serve(sys.argv[1], kind, micros))

@@ -8,7 +8,10 @@ references making the same one model call (whole against whole, streamed against
 - ``sdk_proxy``: the same handler making the call through the ``openai`` SDK
   (``bench._floor sdk``), so paying the SDK's own cost;
 - ``floor_uvloop`` (``--uvloop-floor``): the floor on uvloop's event loop, to read beside
-  the service on uvloop (``--event-loop uvloop``): what the loop alone takes off.
+  the service on uvloop (``--event-loop uvloop``): what the loop alone takes off;
+- ``floor_workN`` (``--work-floors N …``): the floor spending N µs more CPU per request in
+  plain Python, which turns the bars into a budget of microseconds (``bench._budget``):
+  what the service may add to forwarding the call, and what it adds now.
 
 The service (``dynagent serve``, default configuration), both references and the
 scripted model server each run in their own process on loopback; the load generator is
@@ -34,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from bench._budget import budget, budget_lines, work_name
 from bench._load import LoadResult, load
 from bench._process import Child, cpu_seconds, free_port
 from bench._service import AGENT, Service, agent_document, write_config
@@ -182,6 +186,7 @@ async def run(
     routes: tuple[str, ...] = BAR_ROUTES,
     uvloop_floor: bool = False,
     event_loop: str = "asyncio",
+    works: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
         folder = Path(temporary)
@@ -194,6 +199,8 @@ async def run(
         floors["sdk_proxy"] = Child("bench._floor", model_url, "sdk")
         if uvloop_floor:
             floors["floor_uvloop"] = Child("bench._floor", model_url, "raw", "uvloop")
+        for micros in works:
+            floors[work_name(micros)] = Child("bench._floor", model_url, "raw", f"work={micros}")
         async with service, AsyncExitStack() as stack:
             for child in floors.values():
                 await stack.enter_async_context(child)
@@ -206,7 +213,7 @@ async def run(
                 )
                 for kind in ("whole", "streamed")
             }
-    return {
+    data: dict[str, Any] = {
         "what": "closed loop: N workers each send the next request when the last answers; "
         "server CPU per request from /proc (user + system), less sensitive to other load; "
         "ratios to the raw floor (aiohttp client, plain json) measured in the same run",
@@ -216,6 +223,22 @@ async def run(
         "levels": figures["whole"],
         "streamed_levels": figures["streamed"],
     }
+    if works:
+        data["budgets"] = {
+            kind: {
+                level: budget(
+                    level_figures,
+                    works,
+                    routes,
+                    cpu_ratio=BAR_CPU_RATIO,
+                    rps_ratio=BAR_RPS_RATIO,
+                    suffix=suffix,
+                )
+                for level, level_figures in figures[kind].items()
+            }
+            for kind, suffix in (("whole", ""), ("streamed", "_stream"))
+        }
+    return data
 
 
 def table(data: dict[str, Any]) -> str:
@@ -232,6 +255,8 @@ def table(data: dict[str, Any]) -> str:
                     f"{f['p99_ratio_to_floor']:>11.3f}"
                     f"{f['server_cpu_ms_per_request']:>12.3f}{f['cpu_ratio_to_floor']:>11.3f}"
                 )
+    for kind, budgets in data.get("budgets", {}).items():
+        lines.extend(budget_lines(budgets, kind))
     for verdict in bars(data):
         state = "met" if verdict["met"] else "NOT met"
         lines.append(f"bar {verdict['bar']}: {verdict['value']} ({verdict['limit']}): {state}")
@@ -256,6 +281,14 @@ def main(argv: list[str] | None = None) -> int:
         default="asyncio",
         help="the service's listen.event_loop (asyncio, as shipped)",
     )
+    parser.add_argument(
+        "--work-floors",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="US",
+        help="also the floor with this many µs of work added per request (e.g. 50 100 200)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
@@ -270,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 routes=(*BAR_ROUTES, "responses") if args.responses else BAR_ROUTES,
                 uvloop_floor=args.uvloop_floor,
                 event_loop=args.event_loop,
+                works=tuple(args.work_floors),
             )
 
     data = asyncio.run(main_async())
