@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -55,17 +56,23 @@ class SecretMask(SecretValues):
 
 class MaskedStream:
     """The one sink's stream: the whole formatted line (exception text included) is
-    masked again just before it is written."""
+    masked again just before it is written. One writer at a time: loguru's handler
+    writes under its own lock, a run's line (``run_line``) without it, and threads
+    (the Nacos SDK's, the stdlib bridge's) log too."""
 
     def __init__(self, mask: SecretMask, stream: TextIO) -> None:
         self._mask = mask
         self._stream = stream
+        self._lock = threading.Lock()
 
     def write(self, text: str) -> None:
-        self._stream.write(self._mask.mask(text))
+        masked = self._mask.mask(text)
+        with self._lock:
+            self._stream.write(masked)
 
     def flush(self) -> None:
-        self._stream.flush()
+        with self._lock:
+            self._stream.flush()
 
     def isatty(self) -> bool:
         return self._stream.isatty()

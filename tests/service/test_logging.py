@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +17,7 @@ from loguru import logger
 from dynagent import Tool, ToolRegistry
 from dynagent.config import ServiceConfig
 from dynagent.core.auth import ApiKeys
-from dynagent.logs import MASK, SecretMask, configure_logging
+from dynagent.logs import MASK, SecretMask, configure_logging, run_line
 from dynagent.models import ToolDefinition
 from tests.support import DEFAULT_MODEL, CallTools, Reply, ScriptedModelServer
 from tests.support.service import agent_document, running_service, service_config
@@ -185,3 +187,54 @@ async def test_a_runs_line_is_loguru_s_line_without_a_loguru_record(
         f"INFO    | {trace_id} | invoke bot@{revision} (stable)"
     ]
     assert [message for message in records if "invoke bot@" in message] == []
+
+
+class _OneWriter:
+    """A stream that records two writers inside it at once (a line torn by another)."""
+
+    def __init__(self) -> None:
+        self.inside = 0
+        self.overlaps = 0
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.inside += 1
+        if self.inside > 1:
+            self.overlaps += 1
+        time.sleep(0.0005)  # a slow terminal or pipe: the window another writer would use
+        self.lines.append(text)
+        self.inside -= 1
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_a_runs_line_and_loguru_lines_from_threads_never_write_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's line skips loguru's handler and its lock; threads log through loguru."""
+    stream = _OneWriter()
+    monkeypatch.setattr(sys, "stderr", stream)
+    try:
+        configure_logging("INFO")
+
+        def loguru_lines() -> None:
+            for index in range(40):
+                logger.info("thread line {}", index)
+
+        def run_lines() -> None:
+            for index in range(40):
+                run_line("INFO", "t", f"run line {index}")
+
+        workers = [threading.Thread(target=f) for f in (loguru_lines, run_lines, run_lines)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        restore_default_logging()
+    assert stream.overlaps == 0
+    assert len(stream.lines) == 120
