@@ -289,13 +289,21 @@ async def test_an_unreachable_prometheus_leaves_the_budget_on_this_replicas_spen
         await start_canary(
             service, model_server, analysis=analysis, budget={"tokens": 1, "interval": 0.1}
         )
-        await on_canary(service)
-        await service.registry.wait_for(paused_by_budget, within=60)
-        canary = service.registry.entry("bot").canary
-        budget = service.registry.status("bot")["canary"]["budget"]
+        note = await paused_on_this_replicas_spend(service)
 
+    assert note.startswith("Prometheus at http://127.0.0.1:9: ")
+    assert note.endswith("; this replica's spend meanwhile")
+
+
+async def paused_on_this_replicas_spend(service: RunningService) -> str:
+    """One canary run, then the budget's pause, judged on this replica's own figures;
+    the budget's note (why those figures)."""
+    await on_canary(service)
+    await service.registry.wait_for(paused_by_budget, within=60)
+    canary = service.registry.entry("bot").canary
+    budget = service.registry.status("bot")["canary"]["budget"]
     assert canary is not None and canary.policy.paused is not None
     assert canary.policy.paused.reason.endswith("replica figures)")
     assert budget["source"] == "replica"
-    assert budget["note"].startswith("Prometheus at http://127.0.0.1:9: ")
-    assert budget["note"].endswith("; this replica's spend meanwhile")
+    note: str = budget["note"]
+    return note

@@ -137,7 +137,7 @@ class Service:
         self.gate.observers.append(runs)
         self.gate.attach()
         self.analyses = CanaryAnalyses(self.registry, self.decisions)
-        self.budgets = CanaryBudgets(self.registry, self.decisions)
+        self.budgets = CanaryBudgets(self.registry, self.decisions, fleet=self.traces.shared)
 
     @classmethod
     def create(

@@ -15,6 +15,11 @@ Keys, all under one hash tag (``{<sessions.key_prefix>runs}``):
     (the Responses: ``MAX_RESPONSES``, ``MAX_BYTES``), dropping the oldest; a record bigger
     than the byte bound alone is not kept.
 
+``…:spend:<agent>:<revision>`` / ``…:spend:<agent>:<revision>:<UTC day>``
+    what a canary revision's runs spent on every replica, in all and per day (hashes of
+    ``usd``, ``tokens`` and ``unpriced``), which ``rollout.budget`` reads when no
+    Prometheus sums the fleet's; kept ``SPEND_DAYS`` days after their last addition
+
 Ownership does not change: a record carries its owner and agent, and ``traces.py`` and
 ``response_store.py`` decide what a reader is shown, wherever the record came from.
 """
@@ -23,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from dynagent.exceptions import ConfigError, SessionStoreUnavailable
+from dynagent.registry.spend import Spend
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -60,6 +66,9 @@ return 0
 """
 """KEYS trace, rating; ARGV rating → 1 kept, 0 rated already, -1 the trace is gone."""
 
+
+SPEND_DAYS = 30
+"""Days a revision's total spend is kept after its last addition (a day's: two)."""
 
 OUT_FOR = 1.0
 """Seconds after a failed command during which the next ones fail at once."""
@@ -181,6 +190,28 @@ class SharedRuns:
         keys = [self._key("trace", trace_id), self._key("feedback", trace_id)]
         async with self._command("rating a run"):
             return int(await self._rate(keys=keys, args=[json.dumps(rating)]))
+
+    async def add_spend(self, spent: Mapping[tuple[str, str, str], Spend]) -> None:
+        """Add each (agent, revision, UTC day)'s spend to the revision's total and day."""
+        pipe = self._redis.pipeline(transaction=False)
+        for (agent, revision, day), figures in spent.items():
+            total = self._key("spend", f"{agent}:{revision}")
+            for key, days in ((total, SPEND_DAYS), (f"{total}:{day}", 2)):
+                if figures.usd is None:
+                    pipe.hset(key, "unpriced", 1)
+                else:
+                    pipe.hincrbyfloat(key, "usd", figures.usd)
+                pipe.hincrby(key, "tokens", figures.tokens)
+                pipe.expire(key, days * 86_400)
+        async with self._command("adding up the canaries' spend"):
+            await pipe.execute()
+
+    async def spend(self, agent: str, revision: str, day: str | None) -> Spend:
+        """A canary revision's spend on every replica: on ``day``, or in all (None)."""
+        key = self._key("spend", f"{agent}:{revision}" + (f":{day}" if day else ""))
+        async with self._command("reading the canaries' spend"):
+            usd, tokens, unpriced = await self._redis.hmget(key, ["usd", "tokens", "unpriced"])
+        return Spend(None if unpriced else float(usd or 0), int(tokens or 0))
 
     async def aclose(self) -> None:
         await self._redis.aclose()

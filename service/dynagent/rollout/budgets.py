@@ -5,9 +5,10 @@ canary past it is paused fleet-wide (``by: budget``, written back like every dec
 so it lands in ``rollout.history`` and the webhooks hear of it).
 
 The spend is the fleet's, from the Prometheus of the canary's ``rollout.analysis``, when
-it has one; otherwise (or while Prometheus cannot answer) this replica's own, which is a
-part of the fleet's: the status says which. Every replica looks; the write-back's
-compare-and-set makes one pause of them.
+it has one; else from the Redis the fleet's sessions share (``FleetSpend``: every replica
+adds its canary runs' spend there about once a second); else (or while neither answers)
+this replica's own, which is a part of the fleet's: the status says which. Every replica
+looks; the write-back's compare-and-set makes one pause of them.
 """
 
 from __future__ import annotations
@@ -19,15 +20,20 @@ from typing import Any
 
 from loguru import logger
 
-from dynagent.exceptions import DynagentError
+from dynagent.exceptions import DynagentError, SessionStoreUnavailable
 from dynagent.models.fallback import priced_names
 from dynagent.registry.analysis_policy import BudgetPolicy
 from dynagent.registry.entry import Canary
 from dynagent.registry.facade import AgentRegistry
-from dynagent.registry.spend import NOTHING, Spend
+from dynagent.registry.spend import NOTHING, FleetSpend, Spend, utc_day
 from dynagent.rollout._figures import SourceError, prometheus_spend
 from dynagent.rollout._ticking import Ticking
 from dynagent.rollout.decisions import RolloutDecisions
+
+SEND_EVERY = 1.0
+"""Seconds between two additions of this replica's canary spend to the fleet's sum."""
+
+_NO_PROMETHEUS = "no Prometheus in rollout.analysis"
 
 KIND = "budget"
 """The attachment's kind: the agent's status shows it as ``canary.budget``."""
@@ -79,13 +85,48 @@ class BudgetState:
 
 
 class CanaryBudgets(Ticking):
-    def __init__(self, registry: AgentRegistry, decisions: RolloutDecisions) -> None:
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        decisions: RolloutDecisions,
+        fleet: FleetSpend | None = None,
+    ) -> None:
+        """``fleet``: the fleet's sum of canary spend (its shared Redis), if it has one."""
         super().__init__()
         self.registry = registry
         self.decisions = decisions
+        self.fleet = fleet
+        if fleet is not None:
+            registry.rollouts.spend.share()
         self._states: dict[str, BudgetState] = {}
+        self._sent_at = 0.0
+        self._send_failed = False
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self._send()  # what this replica spent since the last addition
+
+    async def _send(self) -> None:
+        """Add what this replica's canaries spent to the fleet's sum; kept for the next
+        time when Redis does not take it."""
+        book = self.registry.rollouts.spend
+        unsent = book.take_unsent()
+        if self.fleet is None or not unsent:
+            return
+        try:
+            await self.fleet.add_spend(unsent)
+        except SessionStoreUnavailable as exc:
+            book.unsend(unsent)
+            if not self._send_failed:  # once per outage
+                logger.warning("canary spend not added to the fleet's: {}", exc)
+            self._send_failed = True
+        else:
+            self._send_failed = False
 
     async def _look(self) -> None:
+        if self.fleet is not None and time.monotonic() >= self._sent_at + SEND_EVERY:
+            self._sent_at = time.monotonic()
+            await self._send()
         canaries = [(e.name, e.canary) for e in list(self.registry) if e.canary is not None]
         # This replica's book keeps the canaries still served, whatever their budgets.
         self.registry.rollouts.spend.keep((n, c.agent.revision) for n, c in canaries)
@@ -142,16 +183,28 @@ class CanaryBudgets(Ticking):
         revision = canary.agent.revision
         own = self.registry.rollouts.spend.spent(name, revision, policy.per)
         analysis = canary.policy.analysis
-        if analysis is None or analysis.prometheus is None:
-            return own, "replica", "no Prometheus in rollout.analysis: this replica's spend"
-        assert self._session is not None
-        try:
-            usd, tokens = await prometheus_spend(
-                self._session, analysis.prometheus, name, revision, since
-            )
-        except SourceError as exc:
-            return own, "replica", f"{exc}; this replica's spend meanwhile"
-        return Spend(usd, tokens), "prometheus", None
+        failed: str | None = None
+        """Why the Prometheus named did not answer."""
+        if analysis is not None and analysis.prometheus is not None:
+            assert self._session is not None
+            try:
+                usd, tokens = await prometheus_spend(
+                    self._session, analysis.prometheus, name, revision, since
+                )
+            except SourceError as exc:
+                failed = str(exc)
+            else:
+                return Spend(usd, tokens), "prometheus", None
+        if self.fleet is not None:
+            day = utc_day(time.time()) if policy.per == "day" else None
+            try:
+                return await self.fleet.spend(name, revision, day), "redis", failed
+            except SessionStoreUnavailable as exc:
+                why = f"{failed or _NO_PROMETHEUS}; {exc}"
+                return own, "replica", f"{why}: this replica's spend meanwhile"
+        if failed is None:
+            return own, "replica", f"{_NO_PROMETHEUS}: this replica's spend"
+        return own, "replica", f"{failed}; this replica's spend meanwhile"
 
 
 def _since(policy: BudgetPolicy, started: float, now: float) -> float:
