@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dynagent.http.state import SERVICE
 from dynagent.registry.canary import picks_canary
 from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename
@@ -192,3 +193,38 @@ async def test_a_failing_canary_that_only_other_agents_call_is_pulled(
 
     assert traffic["errors"] == FAILURES - 1
     assert state == "pulled"
+
+
+async def test_a_canary_that_only_other_agents_call_is_judged_and_pulled_on_its_scores(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    """``rollout.judge`` samples the answers of a called agent's runs like a request's."""
+    judge = {"sample": 1, "rubric": "The answer is correct.", "agent": "judge-bot"}
+    candidate = agent_document("bot", model_server, system="Canary.", model={"name": CANARY_MODEL})
+    ask_bot = [{"type": "agent", "name": "bot", "description": "Ask bot."}]
+    write_agent(agents_dir, agent_document("bot", model_server, system="Stable."))
+    write_agent(
+        agents_dir,
+        canary_document(
+            candidate, 100, judge=judge, guard={"min_judge_score": 0.5, "min_judged": 3}
+        ),
+        filename=canary_filename("bot"),
+    )
+    write_agent(agents_dir, agent_document("judge-bot", model_server, model={"name": "gpt-judge"}))
+    write_agent(
+        agents_dir,
+        agent_document("front", model_server, model={"name": "gpt-front"}, tools=ask_bot),
+    )
+    model_server.script(CANARY_MODEL, [Reply("a wrong answer")] * 3)
+    model_server.script("gpt-judge", [Reply('{"score": 0.1, "reason": "wrong"}')] * 3)
+    asks: list[Step] = [CallTools([("bot", {"input": "2+2?"})]), Reply("bot says so")]
+    model_server.script("gpt-front", asks * 3)
+    async with running_service(service_config(agents_dir, state_dir)) as service:
+        for _ in range(3):
+            response = await service.client.post("/v1/agents/front/invoke", json={"input": "hi"})
+            assert response.status == 200
+        await service.app[SERVICE].judging.idle()
+        pulled = service.registry.status("bot")["canary"]["pulled"]
+
+    assert pulled is not None
+    assert pulled["reason"] == "judged score 0.10 over the last 3 scored runs is below 0.5"

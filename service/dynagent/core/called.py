@@ -22,8 +22,9 @@ class _Version:
 
 
 def count_called(service: Service, nested: list[dict[str, Any]]) -> None:
-    """Each called run's spend (its canary's budget included) and its evidence for the
-    canary guard: a failing canary that only other agents reach is pulled, too."""
+    """Each called run's spend (its canary's budget included), its evidence for the
+    canary guard, and its answer for the online judge (``rollout.judge``): a canary that
+    only other agents reach is judged, and pulled, like any other."""
     for called in nested:
         name = called["agent"]
         if name not in service.registry:  # a removed agent's series are gone for good
@@ -59,3 +60,5 @@ def _evidence(service: Service, called: dict[str, Any], finished: RunFinished | 
     )
     source = "unmatched" if unmatched else "routed"
     service.metrics.observe_evidence(name, revision, variant, source, ok, seconds, weight)
+    if ok:  # answered: scored once sampled, as a request's run is
+        service.judging.offer(served, variant, called["events"])

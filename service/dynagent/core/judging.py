@@ -25,7 +25,8 @@ from dynagent.events import Event, FinalOutput, RunStarted
 from dynagent.exceptions import DynagentError
 from dynagent.registry.facade import AgentRegistry
 from dynagent.registry.judged import JudgePolicy
-from dynagent.runtime.agent import Agent, Variant
+from dynagent.registry.rollouts import Served
+from dynagent.runtime.agent import Variant
 
 MAX_TEXT = 20_000
 """Characters of a run's input and answer kept for its judgement (the judge sees less)."""
@@ -68,8 +69,9 @@ class OnlineJudge:
         canary = entry.canary if entry is not None else None
         return canary.policy.judge if canary is not None else None
 
-    def offer(self, agent: Agent, variant: Variant, events: Sequence[Event]) -> None:
-        """A run of ``agent`` has answered: score it if it is sampled. Never waits."""
+    def offer(self, agent: Served, variant: Variant, events: Sequence[Event]) -> None:
+        """A run of ``agent`` (an agent, or the name and revision of one another agent
+        called as a tool) has answered: score it if it is sampled. Never waits."""
         policy = self.policy(agent.name)
         if policy is None or random.random() >= policy.sample:
             return
@@ -137,13 +139,13 @@ class OnlineJudge:
         verdict = await judge.rubric(policy.rubric, run.input, run.answer)
         return (verdict.score if verdict.passed else None), verdict.reason
 
-    def _skipped(self, agent: Agent, variant: Variant) -> None:
+    def _skipped(self, agent: Served, variant: Variant) -> None:
         rollouts = self.registry.rollouts
         if rollouts.judged(agent.name, agent.revision, variant, None, skipped=True):
             self.metrics.online_judged.labels(agent.name, variant, "skipped").inc()
 
 
-def _sampled(agent: Agent, variant: Variant, events: Sequence[Event]) -> _Sampled | None:
+def _sampled(agent: Served, variant: Variant, events: Sequence[Event]) -> _Sampled | None:
     """The run's input (its last user message) and answer, from its (masked) events."""
     started = next((e for e in events if isinstance(e, RunStarted)), None)
     final = next((e for e in reversed(events) if isinstance(e, FinalOutput)), None)
