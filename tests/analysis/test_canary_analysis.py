@@ -306,7 +306,11 @@ async def test_online_scores_that_drop_pause_the_canary_by_their_interval(
 
     (score,) = [c for c in status["analysis"]["checks"] if c["name"] == "score"]
     assert score["verdict"] == "fail"
-    assert (score["figures"]["stable_scores"], score["figures"]["canary_scores"]) == (12, 12)
+    # Decided at an interval once each variant had its 10 scores (min_scores): on a busy
+    # machine the last runs may still be judged when it decides.
+    figures = score["figures"]
+    assert figures["stable_scores"] >= 10
+    assert 10 <= figures["canary_scores"] <= 12
     assert score["interval"][1] < -0.2
     assert "allowed drop 0.2" in status["canary"]["pulled"]["reason"]
 
