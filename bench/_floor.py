@@ -30,6 +30,7 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import openai
@@ -145,7 +146,13 @@ async def serve(base_url: str, kind: str, micros: float = 0.0) -> None:
     session = aiohttp.ClientSession(timeout=timeout)
     client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", max_retries=0)
     calls = raw_calls(session, base_url) if kind == "raw" else sdk_calls(client)
-    runner = web.AppRunner(app(*calls, burner(micros)), access_log=None, shutdown_timeout=1)
+    await serve_app(app(*calls, burner(micros)), session.close, client.close)
+
+
+async def serve_app(application: web.Application, *closing: Callable[[], Awaitable[Any]]) -> None:
+    """``application`` on a free loopback port until SIGTERM or SIGINT; ``closing`` after.
+    Prints ``{"url": …}`` once listening and ``{"stopped": true}`` at the end."""
+    runner = web.AppRunner(application, access_log=None, shutdown_timeout=1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -157,8 +164,8 @@ async def serve(base_url: str, kind: str, micros: float = 0.0) -> None:
     print(json.dumps({"url": f"http://{host}:{port}"}), flush=True)
     await stop.wait()
     await runner.cleanup()
-    await session.close()
-    await client.close()
+    for close in closing:
+        await close()
     print(json.dumps({"stopped": True}), flush=True)
 
 

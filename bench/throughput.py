@@ -11,7 +11,10 @@ references making the same one model call (whole against whole, streamed against
   the service on uvloop (``--event-loop uvloop``): what the loop alone takes off;
 - ``floor_workN`` (``--work-floors N …``): the floor spending N µs more CPU per request in
   plain Python, which turns the bars into a budget of microseconds (``bench._budget``):
-  what the service may add to forwarding the call, and what it adds now.
+  what the service may add to forwarding the call, and what it adds now;
+- ``floor_featured`` (``--featured-floor``, whole answers only): the floor plus the least
+  each per-request feature of the default configuration costs (``bench._featured``):
+  what the features themselves ask of that budget.
 
 The service (``dynagent serve``, default configuration), both references and the
 scripted model server each run in their own process on loopback; the load generator is
@@ -69,6 +72,8 @@ ROUTES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "responses": ("/v1/responses", {"model": AGENT, "input": "ping", "store": False}),
 }
+WHOLE_ONLY = frozenset({"floor_featured"})
+"""Floors that serve whole answers only."""
 BAR_ROUTES = ("invoke", "chat_completions")
 """The routes the bars hold for."""
 
@@ -82,6 +87,7 @@ def targets(
     chosen = [
         Target(name + suffix, child.ready["url"] + floor_path, {"input": "ping"}, child.pid)
         for name, child in floors.items()
+        if not (stream and name in WHOLE_ONLY)
     ]
     for name in routes:
         path, body = ROUTES[name]
@@ -187,6 +193,7 @@ async def run(
     uvloop_floor: bool = False,
     event_loop: str = "asyncio",
     works: tuple[int, ...] = (),
+    featured: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
         folder = Path(temporary)
@@ -199,6 +206,8 @@ async def run(
         floors["sdk_proxy"] = Child("bench._floor", model_url, "sdk")
         if uvloop_floor:
             floors["floor_uvloop"] = Child("bench._floor", model_url, "raw", "uvloop")
+        if featured:
+            floors["floor_featured"] = Child("bench._featured", model_url)
         for micros in works:
             floors[work_name(micros)] = Child("bench._floor", model_url, "raw", f"work={micros}")
         async with service, AsyncExitStack() as stack:
@@ -229,7 +238,7 @@ async def run(
                 level: budget(
                     level_figures,
                     works,
-                    routes,
+                    (*routes, "floor_featured"),
                     cpu_ratio=BAR_CPU_RATIO,
                     rps_ratio=BAR_RPS_RATIO,
                     suffix=suffix,
@@ -289,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="US",
         help="also the floor with this many µs of work added per request (e.g. 50 100 200)",
     )
+    parser.add_argument(
+        "--featured-floor",
+        action="store_true",
+        help="also the floor plus the least each feature costs (whole answers)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
@@ -304,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                 uvloop_floor=args.uvloop_floor,
                 event_loop=args.event_loop,
                 works=tuple(args.work_floors),
+                featured=args.featured_floor,
             )
 
     data = asyncio.run(main_async())
