@@ -38,16 +38,11 @@ def budget(
     each route takes beyond the floor (its CPU above the floor's, at the same rate)."""
     floor = figures["floor" + suffix]
     base = floor["server_cpu_ms_per_request"] * 1000
-    cpu = [(0.0, base)]
-    cpu += [
-        (float(w), figures[work_name(w) + suffix]["server_cpu_ms_per_request"] * 1000)
-        for w in works
-    ]
+    worked = [(float(w), figures[work_name(w) + suffix]) for w in works]
+    cpu = [(0.0, base), *((w, f["server_cpu_ms_per_request"] * 1000) for w, f in worked)]
     per_work = _slope(cpu)  # µs of CPU per µs of work added
     # req/s as a share of the floor's falls with work; where it crosses the req/s bar:
-    shares = [(0.0, 1.0)] + [
-        (float(w), figures[work_name(w) + suffix]["rps_ratio_to_floor"]) for w in works
-    ]
+    shares = [(0.0, 1.0), *((w, f["rps_ratio_to_floor"]) for w, f in worked)]
     share_slope = _slope(shares)
     taken = {
         name: round((figures[name]["server_cpu_ms_per_request"] * 1000 - base) / per_work, 1)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from dynagent.core.auth import Caller
-from dynagent.core.called import count_called
 from dynagent.core.drain import Drain, stopped_events
+from dynagent.core.evidence import count_called, count_evidence
 from dynagent.core.routing import RunRequest, select, session_key_of
 from dynagent.core.shadows import ShadowCopy
 from dynagent.core.spend import count_spend
@@ -107,26 +107,16 @@ class _Served:
         shaped = options is not None and options.shapes(agent.spec)
         ok = guard_evidence(error, routed=self.run.pin is None, shaped=shaped)
         if ok is not None:
-            routed = not self.unmatched
-            service.registry.rollouts.observe(
+            count_evidence(
+                service,
                 agent,
                 self.variant,
-                ok=ok,
-                seconds=seconds,
-                routed=bool(self.weight),  # a sample of the split: the weight chose it
-                unmatched=self.unmatched,
-            )
-            service.metrics.observe_evidence(
-                agent.name,
-                agent.revision,
-                self.variant,
-                "routed" if routed else "unmatched",
                 ok,
                 seconds,
-                self.weight,
+                events,
+                weight=self.weight,
+                unmatched=self.unmatched,
             )
-        if error is None and self.run.pin is None:  # scored once answered: the caller never waits
-            service.judging.offer(agent, self.variant, events)
         where = f"{self.run.endpoint} {agent.name}@{agent.revision} ({self.variant})"
         if error:
             run_line("WARNING", trace_id, f"{where} failed: {error}")

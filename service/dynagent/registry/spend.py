@@ -75,7 +75,9 @@ class SpendBook:
 
     def take_unsent(self) -> Unsent:
         """What the fleet's sum lacks, handed over (and forgotten here)."""
-        taken, self._unsent = self._unsent or {}, ({} if self._unsent is not None else None)
+        if self._unsent is None:
+            return {}
+        taken, self._unsent = self._unsent, {}
         return taken
 
     def unsend(self, taken: Unsent) -> None:

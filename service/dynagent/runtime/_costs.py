@@ -45,19 +45,19 @@ class CostMeter:
     used a model without a price has no known cost (None); under a caller's ceiling such
     a model is refused before the call, since its spend could not be counted."""
 
-    __slots__ = ("above", "limit", "model", "own", "prices")
+    __slots__ = ("above", "model", "own", "prices")
 
     def __init__(self, prices: Prices, model: str, limit: float | None, agent: str = "") -> None:
         self.prices = prices
         self.model = model
         """The agent's own ``model.name``: what a call is priced as unless it says."""
-        self.limit = limit
         self.own = Ceiling(agent, limit) if limit is not None else None
+        """The run's own ``limits.max_cost_usd``, if it has one."""
         self.above = CEILINGS.get()
         """The ceilings of the runs that called this one as a tool, outermost first."""
 
     def calling(self) -> _Calling:
-        """The block in which the agents this run calls count toward its ceiling too."""
+        """The block in which the agents this run calls as tools count toward its ceiling."""
         return _Calling(self)
 
     def before_call(self, ctx: RunContext) -> None:
@@ -65,12 +65,12 @@ class CostMeter:
         when = "before another model call"
         own = self.own
         if own is not None and own.spent is not None and own.spent >= own.limit:
-            raise self._over(own, own.spent, when)
+            raise _over(own, own.spent, when)
         for ceiling in self.above:
             if ceiling.spent is not None and ceiling.spent >= ceiling.limit:
-                raise self._over_caller(ceiling, ceiling.spent, when)
+                raise _over_caller(ceiling, ceiling.spent, when)
         if self.above and self.model not in self.prices:
-            raise self._unpriced(self.model, self.above[-1])
+            raise _unpriced(self.model, self.above[-1])
 
     def cost(self, response: ModelResponse) -> float | None:
         """What one call cost, priced by the model that answered (None: it has no price)."""
@@ -84,51 +84,53 @@ class CostMeter:
         if own is not None:
             own.spent = None if cost is None or own.spent is None else own.spent + cost
             if own.spent is not None and own.spent > own.limit:
-                raise self._over(own, own.spent, when)
+                raise _over(own, own.spent, when)
         if not self.above:
             return
         if cost is None:
-            raise self._unpriced(self.model, self.above[-1])
+            raise _unpriced(self.model, self.above[-1])
         for ceiling in self.above:
             if ceiling.spent is not None:
                 ceiling.spent += cost
                 ceiling.called += cost
         for ceiling in self.above:
             if ceiling.spent is not None and ceiling.spent > ceiling.limit:
-                raise self._over_caller(ceiling, ceiling.spent, when)
+                raise _over_caller(ceiling, ceiling.spent, when)
 
-    def _over(self, own: Ceiling, spent: float, when: str) -> CostLimitExceeded:
-        who = "the run and the agents it called" if own.called else "the run"
-        return CostLimitExceeded(
-            f"{who} spent ${spent:.6f} of limits.max_cost_usd = ${own.limit:g} {when}; {_HINT}",
-            spent=spent,
-            limit=own.limit,
-        )
 
-    @staticmethod
-    def _over_caller(ceiling: Ceiling, spent: float, when: str) -> CostLimitExceeded:
-        return CostLimitExceeded(
-            f"the run of agent {ceiling.agent!r} that called this one, with the agents it "
-            f"called, spent ${spent:.6f} of its limits.max_cost_usd = ${ceiling.limit:g} "
-            f"{when}; {_HINT}",
-            spent=spent,
-            limit=ceiling.limit,
-        )
+def _over(own: Ceiling, spent: float, when: str) -> CostLimitExceeded:
+    who = "the run and the agents it called" if own.called else "the run"
+    return CostLimitExceeded(
+        f"{who} spent ${spent:.6f} of limits.max_cost_usd = ${own.limit:g} {when}; {_HINT}",
+        spent=spent,
+        limit=own.limit,
+    )
 
-    @staticmethod
-    def _unpriced(model: str, ceiling: Ceiling) -> CostLimitExceeded:
-        return CostLimitExceeded(
-            f"model {model!r} has no price in the service config's models.prices, so its "
-            f"calls cannot count toward the limits.max_cost_usd of agent {ceiling.agent!r}, "
-            "which called this one; give it a price",
-            spent=ceiling.spent or 0.0,
-            limit=ceiling.limit,
-        )
+
+def _over_caller(ceiling: Ceiling, spent: float, when: str) -> CostLimitExceeded:
+    return CostLimitExceeded(
+        f"the run of agent {ceiling.agent!r} that called this one, with the agents it "
+        f"called, spent ${spent:.6f} of its limits.max_cost_usd = ${ceiling.limit:g} "
+        f"{when}; {_HINT}",
+        spent=spent,
+        limit=ceiling.limit,
+    )
+
+
+def _unpriced(model: str, ceiling: Ceiling) -> CostLimitExceeded:
+    return CostLimitExceeded(
+        f"model {model!r} has no price in the service config's models.prices, so its "
+        f"calls cannot count toward the limits.max_cost_usd of agent {ceiling.agent!r}, "
+        "which called this one; give it a price",
+        spent=ceiling.spent or 0.0,
+        limit=ceiling.limit,
+    )
 
 
 class _Calling:
     """``CEILINGS`` with the run's own ceiling added, for a block (a class, not a
-    generator: every run enters it; a run without a ceiling changes nothing)."""
+    generator: every step that runs tools enters it; without a ceiling it changes
+    nothing)."""
 
     __slots__ = ("_meter", "_token")
 

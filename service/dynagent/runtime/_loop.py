@@ -94,14 +94,12 @@ async def execute_run(
     new_messages = _input_messages(input)
     options = options or RunOptions()
     key = ctx.session_key or ctx.session_id
-    loop = _Loop(agent, ctx, stream, options)
     if agent.sessions is None or key is None:
-        with loop.meter.calling():  # the agents it calls count toward its ceiling
-            return await loop.run(_system(agent, ctx), [], new_messages)
+        return await _Loop(agent, ctx, stream, options).run(_system(agent, ctx), [], new_messages)
     async with agent.sessions.lock(key):
         history = await agent.sessions.load(key)
-        with loop.meter.calling():
-            result = await loop.run(_system(agent, ctx), history, new_messages)
+        loop = _Loop(agent, ctx, stream, options)
+        result = await loop.run(_system(agent, ctx), history, new_messages)
         await agent.sessions.append(key, loop.produced)
         return result
 
@@ -254,10 +252,12 @@ class _Loop:
         return final
 
     async def _run_tools(self, step: int, calls: Sequence[ToolCallRequest]) -> list[Message]:
-        if self.agent.spec.parallel_tool_calls and len(calls) > 1:
-            outcomes = await _all_or_none([self._run_tool(step, c, together=True) for c in calls])
-        else:
-            outcomes = [await self._run_tool(step, c) for c in calls]
+        with self.meter.calling():  # an agent called as a tool spends against our ceiling
+            if self.agent.spec.parallel_tool_calls and len(calls) > 1:
+                tools = [self._run_tool(step, c, together=True) for c in calls]
+                outcomes = await _all_or_none(tools)
+            else:
+                outcomes = [await self._run_tool(step, c) for c in calls]
         return [
             {"role": "tool", "tool_call_id": call.id, "content": outcome.output}
             for call, outcome in zip(calls, outcomes, strict=True)
