@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import jsonschema
 
@@ -45,7 +45,7 @@ from dynagent.models.base import (
 )
 from dynagent.models.prices import Prices, priced_name
 from dynagent.runtime._costs import CostMeter
-from dynagent.runtime._redaction import INLINE_CHARS
+from dynagent.runtime._helpers import all_or_none, off_loop, parsed_arguments, tool_error
 from dynagent.runtime._schema_pair import joined, unfenced
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
@@ -55,7 +55,6 @@ from dynagent.spec._templates import MissingVariable, render
 from dynagent.spec.agent import AgentSpec
 from dynagent.tools.base import Tool
 
-_T = TypeVar("_T")
 AgentInput = str | Sequence[Message]
 """What a run is given: one user message as text, or whole messages."""
 
@@ -91,26 +90,40 @@ async def execute_run(
     options: RunOptions | None = None,
 ) -> tuple[JsonValue, Usage, int]:
     """Run the loop; returns (output, usage, model calls)."""
-    new_messages = _input_messages(input)
+    new_messages = input_messages(input)
     options = options or RunOptions()
     key = ctx.session_key or ctx.session_id
     if agent.sessions is None or key is None:
-        return await _Loop(agent, ctx, stream, options).run(_system(agent, ctx), [], new_messages)
+        return await _Loop(agent, ctx, stream, options).run(
+            system_messages(agent, ctx), [], new_messages
+        )
     async with agent.sessions.lock(key):
         history = await agent.sessions.load(key)
         loop = _Loop(agent, ctx, stream, options)
-        result = await loop.run(_system(agent, ctx), history, new_messages)
+        result = await loop.run(system_messages(agent, ctx), history, new_messages)
         await agent.sessions.append(key, loop.produced)
         return result
 
 
-def _input_messages(input: AgentInput) -> list[Message]:
+async def go_on(
+    agent: Agent,
+    ctx: RunContext,
+    messages: list[Message],
+    answered: ModelResponse,
+    options: RunOptions | None,
+) -> tuple[JsonValue, Usage, int]:
+    """The rest of a whole run whose first model call, on ``messages``, was ``answered``."""
+    loop = _Loop(agent, ctx, False, options or RunOptions())
+    return await loop.run([], [], messages, answered=answered)
+
+
+def input_messages(input: AgentInput) -> list[Message]:
     if isinstance(input, str):
         return [{"role": "user", "content": input}]
     return [dict(m) for m in input]
 
 
-def _system(agent: Agent, ctx: RunContext) -> list[Message]:
+def system_messages(agent: Agent, ctx: RunContext) -> list[Message]:
     return [{"role": "system", "content": ctx.system}] if ctx.system else []
 
 
@@ -146,14 +159,24 @@ class _Loop:
         self.meter = CostMeter(agent.prices, priced_name(agent.model), limit, agent.name)
 
     async def run(
-        self, system: list[Message], history: list[Message], new: list[Message]
+        self,
+        system: list[Message],
+        history: list[Message],
+        new: list[Message],
+        *,
+        answered: ModelResponse | None = None,
     ) -> tuple[JsonValue, Usage, int]:
+        """``answered``: the answer to the run's first model call, made and counted
+        already (``_one_call``)."""
         messages = [*system, *history, *new]
         self.produced.extend(new)
         texts: list[str] = []
         """Every text the model wrote in this turn: the answer, where there is no schema."""
         for step in range(1, self.agent.spec.limits.max_steps + 1):
-            response = await self._model_step(step, messages)
+            if answered is not None:
+                response, answered = answered, None
+            else:
+                response = await self._model_step(step, messages)
             if response.content:
                 texts.append(response.content)
             client_calls = [c for c in response.tool_calls if c.name in self.client_names]
@@ -255,7 +278,7 @@ class _Loop:
         with self.meter.calling():  # an agent called as a tool spends against our ceiling
             if self.agent.spec.parallel_tool_calls and len(calls) > 1:
                 tools = [self._run_tool(step, c, together=True) for c in calls]
-                outcomes = await _all_or_none(tools)
+                outcomes = await all_or_none(tools)
             else:
                 outcomes = [await self._run_tool(step, c) for c in calls]
         return [
@@ -306,13 +329,13 @@ class _Loop:
         tool = self.agent.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.agent.tools) or "none"
-            return _error(f"unknown tool {call.name!r}; available: {known}")
+            return tool_error(f"unknown tool {call.name!r}; available: {known}")
         try:
-            arguments, problem = await _off_loop(_parsed_arguments, tool, call.arguments)
+            arguments, problem = await off_loop(parsed_arguments, tool, call.arguments)
         except ValueError as exc:
-            return _error(f"arguments are not valid JSON ({exc}); send a JSON object")
+            return tool_error(f"arguments are not valid JSON ({exc}); send a JSON object")
         if problem is not None:
-            return _error(f"invalid arguments: {problem}")
+            return tool_error(f"invalid arguments: {problem}")
         try:
             # asyncio.timeout, not wait_for: no extra task per call (and the tool keeps the
             # run's context, e.g. the caller scope agent tools read).
@@ -327,12 +350,12 @@ class _Loop:
         message = str(exc) or type(exc).__name__
         if tool is not None and tool.on_error == "fail":
             raise ToolFailed(f"tool {call.name!r} failed: {message}")
-        return _error(f"{type(exc).__name__}: {message}")
+        return tool_error(f"{type(exc).__name__}: {message}")
 
     async def _checked_output(self, content: str) -> tuple[JsonValue, str | None]:
         if self.validator is None:
             return content, None
-        return await _off_loop(self._check_output, content)
+        return await off_loop(self._check_output, content)
 
     def _check_output(self, content: str) -> tuple[JsonValue, str | None]:
         """The final output, or a message telling the model what to fix."""
@@ -361,33 +384,3 @@ class _Loop:
             f"Your answer does not match the required output schema: {problem}. "
             f"Reply with only a JSON value that validates against this schema: {schema}"
         )
-
-
-async def _all_or_none(calls: list[Coroutine[Any, Any, ToolOutcome]]) -> list[ToolOutcome]:
-    """Like ``gather``, but one failure cancels the calls still running: a run that
-    has ended must not leave tools working in the background."""
-    tasks = [asyncio.ensure_future(call) for call in calls]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-
-
-def _parsed_arguments(tool: Tool, text: str) -> tuple[Any, str | None]:
-    arguments = json.loads(text or "{}")
-    return arguments, tool.argument_errors(arguments)
-
-
-async def _off_loop(check: Callable[..., _T], *args: Any) -> _T:
-    """``check(*args)``, on a worker thread when its text is long: parsing and
-    validating a 1 MB answer must not hold the event loop."""
-    if len(args[-1]) <= INLINE_CHARS:
-        return check(*args)
-    return await asyncio.to_thread(check, *args)
-
-
-def _error(text: str) -> ToolOutcome:
-    return ToolOutcome(f"TOOL_ERROR: {text}", is_error=True)

@@ -29,7 +29,14 @@ from dynagent.models.base import Model
 from dynagent.models.prices import Prices
 from dynagent.runtime._event_text import input_summary, masked, masked_value, redacted
 from dynagent.runtime._health import SourceHealth
-from dynagent.runtime._loop import AgentInput, execute_run, render_system
+from dynagent.runtime._loop import (
+    AgentInput,
+    execute_run,
+    input_messages,
+    render_system,
+    system_messages,
+)
+from dynagent.runtime._one_call import answer, one_call
 from dynagent.runtime._redaction import RedactingEmitter
 from dynagent.runtime._stream import DeltaGate, EventQueue, flushed
 from dynagent.runtime.options import RunOptions
@@ -275,9 +282,13 @@ class Agent:
         try:
             # One timer for the run's limit and its model calls' whole-answer limits.
             with RunDeadline(self.spec.limits.timeout, self.spec.model.timeout):
-                output, usage, steps = await execute_run(
-                    self, ctx, input, stream=stream, options=options
-                )
+                if not stream and one_call(self, options, ctx.session_key or ctx.session_id):
+                    sent = [*system_messages(self, ctx), *input_messages(input)]
+                    output, usage, steps = await answer(self, ctx, sent, options)
+                else:
+                    output, usage, steps = await execute_run(
+                        self, ctx, input, stream=stream, options=options
+                    )
         except TimeoutError:
             error: RunError = RunTimeout(
                 f"run took longer than limits.timeout = {self.spec.limits.timeout} s"
