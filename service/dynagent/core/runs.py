@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +67,11 @@ class _Served:
             self.span = None
             tracer.finish(span, self.agent, self.variant, events, error)
 
-    def scope(self) -> _Scoped:
-        """The caller's key scope and this trace, for the agents the run calls."""
+    def scope(self) -> AbstractContextManager[None]:
+        """The caller's key scope and this trace, for the agents the run calls (an agent
+        without tools calls none)."""
+        if not self.agent.tools:
+            return _NOT_CALLING
         who = self.who
         scope = CallScope(who.agents, who.key_digest or None, self.trace_id, nested=self.nested)
         return _Scoped(scope)
@@ -122,6 +126,9 @@ class _Served:
             run_line("WARNING", trace_id, f"{where} failed: {error}")
         else:
             run_line("INFO", trace_id, f"{where} ok in {seconds * 1000:.0f} ms")
+
+
+_NOT_CALLING = nullcontext()
 
 
 class _Scoped:
