@@ -53,11 +53,20 @@ class Service:
     """``dynagent serve --config FILE --port PORT`` in a child process, ready once
     ``/readyz`` answers 200."""
 
-    def __init__(self, config: Path, port: int, log: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        config: Path,
+        port: int,
+        log: Path,
+        env: Mapping[str, str],
+        *,
+        module: tuple[str, ...] = ("dynagent",),
+    ) -> None:
+        """``module``: what ``python -m`` runs, with its arguments before ``serve``."""
         self.argv = [
             sys.executable,
             "-m",
-            "dynagent",
+            *module,
             "serve",
             "--config",
             str(config),

@@ -14,7 +14,11 @@ references making the same one model call (whole against whole, streamed against
   what the service may add to forwarding the call, and what it adds now;
 - ``floor_featured`` (``--featured-floor``, whole answers only): the floor plus the least
   each per-request feature of the default configuration costs (``bench._featured``):
-  what the features themselves ask of that budget.
+  what the features themselves ask of that budget;
+- ``ROUTE_flat`` and ``ROUTE_flat_bare`` (``--flat-run``, whole answers only): the service
+  with the run path and the runtime made one function for these runs (``bench._flat_serve``),
+  with the records a run ends with, and without them: what the layers cost, and what the
+  records do.
 
 The service (``dynagent serve``, default configuration), both references and the
 scripted model server each run in their own process on loopback; the load generator is
@@ -79,9 +83,16 @@ BAR_ROUTES = ("invoke", "chat_completions")
 
 
 def targets(
-    service: Service, floors: dict[str, Child], routes: tuple[str, ...], *, stream: bool
+    service: Service,
+    floors: dict[str, Child],
+    routes: tuple[str, ...],
+    *,
+    stream: bool,
+    flat: dict[str, Service] | None = None,
 ) -> list[Target]:
-    """The floors and the service's routes, all streamed or none; the raw floor comes first."""
+    """The floors and the service's routes, all streamed or none; the raw floor comes
+    first. ``flat``: the flat-run services by the suffix their routes' names take (whole
+    answers only)."""
     floor_path = "/stream" if stream else "/invoke"
     suffix = "_stream" if stream else ""
     chosen = [
@@ -89,11 +100,12 @@ def targets(
         for name, child in floors.items()
         if not (stream and name in WHOLE_ONLY)
     ]
-    for name in routes:
-        path, body = ROUTES[name]
-        chosen.append(
-            Target(name + suffix, service.url + path, {**body, "stream": stream}, service.pid)
-        )
+    services = {suffix: service, **({} if stream else (flat or {}))}
+    for ending, serving in services.items():
+        for name in routes:
+            path, body = ROUTES[name]
+            url, sent = serving.url + path, {**body, "stream": stream}
+            chosen.append(Target(name + ending, url, sent, serving.pid))
     return chosen
 
 
@@ -183,6 +195,20 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _flat_services(config: Path, folder: Path) -> dict[str, Service]:
+    """The service with its runs made flat (``bench._flat_serve``), records kept and not."""
+    return {
+        f"_flat{ending}": Service(
+            config,
+            free_port(),
+            folder / f"service-flat-{mode}.log",
+            {},
+            module=("bench._flat_serve", mode),
+        )
+        for mode, ending in (("records", ""), ("bare", "_bare"))
+    }
+
+
 async def run(
     model_url: str,
     *,
@@ -194,6 +220,7 @@ async def run(
     event_loop: str = "asyncio",
     works: tuple[int, ...] = (),
     featured: bool = False,
+    flat: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dynagent-bench-") as temporary:
         folder = Path(temporary)
@@ -210,12 +237,15 @@ async def run(
             floors["floor_featured"] = Child("bench._featured", model_url)
         for micros in works:
             floors[work_name(micros)] = Child("bench._floor", model_url, "raw", f"work={micros}")
+        flats = _flat_services(config, folder) if flat else {}
         async with service, AsyncExitStack() as stack:
             for child in floors.values():
                 await stack.enter_async_context(child)
+            for flat_service in flats.values():
+                await stack.enter_async_context(flat_service)
             figures = {
                 kind: await measure(
-                    targets(service, floors, routes, stream=kind == "streamed"),
+                    targets(service, floors, routes, stream=kind == "streamed", flat=flats),
                     levels=levels,
                     seconds=seconds,
                     rounds=rounds,
@@ -252,14 +282,14 @@ async def run(
 
 def table(data: dict[str, Any]) -> str:
     lines = [
-        f"{'conc':>5} {'target':24}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'failed':>8}"
+        f"{'conc':>5} {'target':28}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'failed':>8}"
         f"{'rps/floor':>11}{'p99/floor':>11}{'CPU ms/req':>12}{'CPU/floor':>11}"
     ]
     for key in ("levels", "streamed_levels"):
         for level, figures in data[key].items():
             for name, f in figures.items():
                 lines.append(
-                    f"{level:>5} {name:24}{f['rps']:>9.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
+                    f"{level:>5} {name:28}{f['rps']:>9.1f}{f['p50_ms']:>9.2f}{f['p99_ms']:>9.2f}"
                     f"{f['failed']:>8}{f['rps_ratio_to_floor']:>11.3f}"
                     f"{f['p99_ratio_to_floor']:>11.3f}"
                     f"{f['server_cpu_ms_per_request']:>12.3f}{f['cpu_ratio_to_floor']:>11.3f}"
@@ -303,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also the floor plus the least each feature costs (whole answers)",
     )
+    parser.add_argument(
+        "--flat-run",
+        action="store_true",
+        help="also the service with its run path made one function, with and without "
+        "the records a run ends with (whole answers)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     seconds = 1.0 if args.quick else args.seconds
@@ -319,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                 event_loop=args.event_loop,
                 works=tuple(args.work_floors),
                 featured=args.featured_floor,
+                flat=args.flat_run,
             )
 
     data = asyncio.run(main_async())
