@@ -15,9 +15,11 @@ import yaml
 from dynagent.evals import CaseResult, SuiteRun, load_suite
 from dynagent.exceptions import ConfigError
 from dynagent.http.state import SERVICE
+from dynagent.nacos._http_api import NacosUnavailable
 from dynagent.registry.canary import load_canary
 from dynagent.registry.facade import AgentRegistry
 from dynagent.registry.gate import GateKey, GateRecord, gate_state
+from dynagent.rollout import gate as gate_module
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (
     RunningService,
@@ -264,6 +266,36 @@ async def test_a_claim_its_replica_stopped_renewing_is_taken_over(
     assert gate["run_id"] != crashed["run_id"]
     assert gate["by"] == service.app[SERVICE].gate.replica
     assert [run.id for run in service.app[SERVICE].gate.runs] == [gate["run_id"]]
+
+
+async def test_a_result_the_config_center_refused_is_written_later_not_run_again(
+    service: RunningService, agents_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite ran, but the config center was out when its result was to be written:
+    the replica keeps the run and writes it once the center answers, rather than waiting
+    for its claim to expire and running the suite (its judge's and model's calls) again."""
+    gate = service.app[SERVICE].gate
+    real_edit = gate.decisions.edit
+    refused: list[str] = []
+
+    async def out_once(name: str, revision: str, change: Any) -> bool:
+        if gate.runs and gate.runs[-1].finished_at is not None and not refused:
+            refused.append(name)
+            raise NacosUnavailable("writing the canary document failed: connection refused")
+        return await real_edit(name, revision, change)
+
+    monkeypatch.setattr(gate.decisions, "edit", out_once)
+    monkeypatch.setattr(gate_module, "RETRY_SECONDS", 0.1)
+    write(agents_dir, "bot.evals.yaml", PASSING)
+    await service.registry.wait_for(lambda r: "evals" in r.status("bot"))
+    write(agents_dir, canary_filename("bot"), GATED)
+
+    await service.registry.wait_for(gate_is("passed"))
+
+    assert refused == ["bot"]
+    assert len(gate.runs) == 1  # the suite ran once
+    assert stored_rollout(agents_dir)["gate_record"]["run_id"] == gate.runs[0].id
+    assert await variant(service) == "canary"
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ service records it as an evaluation run with trigger ``gate``."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -13,6 +14,7 @@ from typing import Protocol
 from dynagent.evals.judge import Judge
 from dynagent.evals.runner import CaseResult, SuiteRun, run_suite
 from dynagent.evals.spec import EvalSuite, PassRule
+from dynagent.registry.gate import GatePolicy
 from dynagent.runtime.agent import Agent
 
 
@@ -100,3 +102,29 @@ async def run_gate(request: GateRun, observers: Sequence[GateRunObserver] = ()) 
         for observer in observers:
             observer.finished(run)
     return run
+
+
+def gate_rule(suite: PassRule, gate: GatePolicy) -> PassRule:
+    """The suite's pass rule with the gate's overrides."""
+    overrides = {
+        field: value
+        for field in ("min_pass_rate", "min_mean_score", "no_regressions")
+        if (value := getattr(gate, field)) is not None
+    }
+    return suite.model_copy(update=overrides)
+
+
+class KeptRuns:
+    """The last ``count`` gate runs this replica made, newest last (``CanaryGate.runs``)."""
+
+    def __init__(self, count: int) -> None:
+        self.runs: deque[SuiteRun] = deque(maxlen=count)
+
+    def started(self, run: SuiteRun, stable: SuiteRun | None, by: str) -> None:
+        self.runs.append(run)
+
+    def case_done(self, run: SuiteRun, case: CaseResult) -> None:
+        pass
+
+    def finished(self, run: SuiteRun) -> None:
+        pass

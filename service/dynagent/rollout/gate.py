@@ -32,8 +32,8 @@ from typing import Any
 from loguru import logger
 
 from dynagent.evals.record import KIND, SuiteRecord
-from dynagent.evals.runner import CaseResult, SuiteRun
-from dynagent.evals.spec import EvalSuite, PassRule
+from dynagent.evals.runner import SuiteRun
+from dynagent.evals.spec import EvalSuite
 from dynagent.exceptions import Conflict, DynagentError
 from dynagent.registry.canary import Pulled
 from dynagent.registry.entry import Canary
@@ -47,7 +47,7 @@ from dynagent.registry.gate import (
     stamp,
     written,
 )
-from dynagent.rollout._gate_run import GateRun, GateRunObserver, run_gate
+from dynagent.rollout._gate_run import GateRun, GateRunObserver, KeptRuns, gate_rule, run_gate
 from dynagent.rollout.decisions import RolloutDecisions
 from dynagent.rollout.history import recorded
 from dynagent.runtime.agent import Agent
@@ -80,32 +80,6 @@ def _still_ours(current: GateRecord | None, claim: GateRecord) -> bool:
     return current is None or current.run_id == claim.run_id or current.at < claim.at
 
 
-def gate_rule(suite: PassRule, gate: GatePolicy) -> PassRule:
-    """The suite's pass rule with the gate's overrides."""
-    overrides = {
-        field: value
-        for field in ("min_pass_rate", "min_mean_score", "no_regressions")
-        if (value := getattr(gate, field)) is not None
-    }
-    return suite.model_copy(update=overrides)
-
-
-class _Kept:
-    """The gate runs this replica made, newest last (``CanaryGate.runs``)."""
-
-    def __init__(self) -> None:
-        self.runs: deque[SuiteRun] = deque(maxlen=KEPT_RUNS)
-
-    def started(self, run: SuiteRun, stable: SuiteRun | None, by: str) -> None:
-        self.runs.append(run)
-
-    def case_done(self, run: SuiteRun, case: CaseResult) -> None:
-        pass
-
-    def finished(self, run: SuiteRun) -> None:
-        pass
-
-
 class CanaryGate:
     """Judges, claims, runs and records the gates of this registry's canaries."""
 
@@ -119,11 +93,15 @@ class CanaryGate:
         self.observers: list[GateRunObserver] = []
         """Told of each gate run this replica makes (the service records them as
         evaluation runs with trigger ``gate``)."""
-        self._kept = _Kept()
+        self._kept = KeptRuns(KEPT_RUNS)
         self._local: dict[str, GateRecord] = {}
         """Records of canaries whose document cannot be written (defined in code)."""
         self._busy: set[str] = set()
         self._retry_at: dict[str, float] = {}
+        self._unwritten: dict[str, tuple[GateRecord, SuiteRun]] = {}
+        """A finished run whose result could not be written (the config center out), with
+        the claim it ran under: written when the center is back, not run again once the
+        claim has expired (a suite costs its judge's and its model's calls)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
 
@@ -189,7 +167,13 @@ class CanaryGate:
         inputs = self._inputs(canary.agent, policy)
         state = gate_state(self._record(canary), inputs.key, time.time(), inputs.missing)
         self.registry.rollouts.set_gate(name, state)
-        runnable = state.state in ("pending", "stale") and inputs.suite is not None
+        kept = self._unwritten.get(name)
+        if kept is not None and kept[0].key() != inputs.key:
+            del self._unwritten[name]  # what it judged no longer serves
+            kept = None
+        runnable = (state.state in ("pending", "stale") or kept is not None) and (
+            inputs.suite is not None
+        )
         waiting = self._retry_at.get(name, 0.0) > time.monotonic()
         if runnable and inputs.missing is None and name not in self._busy and not waiting:
             self._busy.add(name)
@@ -198,25 +182,46 @@ class CanaryGate:
     # -- running -----------------------------------------------------------------
 
     async def _gate(self, name: str, canary: Canary, policy: GatePolicy, inputs: _Inputs) -> None:
-        run_id, key, suite = secrets.token_hex(8), inputs.key, inputs.suite
-        assert suite is not None
         try:
-            claim = await self._claim(name, canary, key, run_id)
-            if claim is None:
-                return
-            renewing = asyncio.get_running_loop().create_task(self._renew(name, canary, claim))
+            kept = self._unwritten.pop(name, None)
+            if kept is not None:
+                claim, run = kept
+            else:
+                run_id = secrets.token_hex(8)
+                claimed = await self._claim(name, canary, inputs.key, run_id)
+                if claimed is None:
+                    return
+                run = await self._claimed_run(name, canary, claimed, policy, inputs, run_id)
+                claim = claimed
             try:
-                run = await self._run(canary, policy, suite, inputs.judge, run_id)
-            finally:
-                renewing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewing
-            await self._result(name, canary, claim, run)
+                await self._result(name, canary, claim, run)
+            except DynagentError:
+                self._unwritten[name] = (claim, run)
+                raise
         except DynagentError as exc:
             self._retry_at[name] = time.monotonic() + RETRY_SECONDS
             logger.warning("agent {} canary gate: the run could not be recorded: {}", name, exc)
         finally:
             self._busy.discard(name)
+
+    async def _claimed_run(  # noqa: PLR0917
+        self,
+        name: str,
+        canary: Canary,
+        claim: GateRecord,
+        policy: GatePolicy,
+        inputs: _Inputs,
+        run_id: str,
+    ) -> SuiteRun:
+        """The suite's run under ``claim``, renewed while it runs."""
+        assert inputs.suite is not None
+        renewing = asyncio.get_running_loop().create_task(self._renew(name, canary, claim))
+        try:
+            return await self._run(canary, policy, inputs.suite, inputs.judge, run_id)
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
     async def _claim(
         self, name: str, canary: Canary, key: GateKey, run_id: str
