@@ -15,7 +15,6 @@ import yaml
 from dynagent.evals import CaseResult, SuiteRun, load_suite
 from dynagent.exceptions import ConfigError
 from dynagent.http.state import SERVICE
-from dynagent.nacos._http_api import NacosUnavailable
 from dynagent.registry.canary import load_canary
 from dynagent.registry.facade import AgentRegistry
 from dynagent.registry.gate import GateKey, GateRecord, gate_state
@@ -281,7 +280,7 @@ async def test_a_result_the_config_center_refused_is_written_later_not_run_again
     async def out_once(name: str, revision: str, change: Any) -> bool:
         if gate.runs and gate.runs[-1].finished_at is not None and not refused:
             refused.append(name)
-            raise NacosUnavailable("writing the canary document failed: connection refused")
+            raise ConfigError("the canary document could not be written: its source is out")
         return await real_edit(name, revision, change)
 
     monkeypatch.setattr(gate.decisions, "edit", out_once)
