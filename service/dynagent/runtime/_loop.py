@@ -117,6 +117,31 @@ async def go_on(
     return await loop.run([], [], messages, answered=answered)
 
 
+def response_event(
+    ctx: RunContext,
+    step: int,
+    model: Model,
+    response: ModelResponse,
+    *,
+    started: float,
+    cost: float | None,
+) -> ModelResponseEvent:
+    """The ``model_response`` event of model call ``step``, which started at ``started``
+    (``time.perf_counter``) and cost ``cost``."""
+    return ModelResponseEvent(
+        trace_id=ctx.trace_id,
+        step=step,
+        model=response.model or model.name,
+        content=response.content,
+        tool_calls=[
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
+        ],
+        usage=response.usage,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        cost_usd=rounded_usd(cost),
+    )
+
+
 def input_messages(input: AgentInput) -> list[Message]:
     if isinstance(input, str):
         return [{"role": "user", "content": input}]
@@ -231,21 +256,7 @@ class _Loop:
             response = await self.agent.chain.call_model(ctx, request, handler)
         ctx.usage += response.usage
         cost = self.meter.cost(response)
-        ctx.emit(
-            ModelResponseEvent(
-                trace_id=ctx.trace_id,
-                step=step,
-                model=response.model or self.agent.model.name,
-                content=response.content,
-                tool_calls=[
-                    {"id": c.id, "name": c.name, "arguments": c.arguments}
-                    for c in response.tool_calls
-                ],
-                usage=response.usage,
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                cost_usd=rounded_usd(cost),
-            )
-        )
+        ctx.emit(response_event(ctx, step, self.agent.model, response, started=started, cost=cost))
         self.meter.after_call(ctx, cost)
         return response
 

@@ -17,19 +17,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from dynagent.events import (
-    FinalOutput,
-    JsonValue,
-    ModelRequestEvent,
-    ModelResponseEvent,
-    Usage,
-    rounded_usd,
-)
+from dynagent.events import FinalOutput, JsonValue, ModelRequestEvent, Usage
 from dynagent.interceptors.base import RunContext
 from dynagent.models.base import Message, ModelRequest
 from dynagent.models.prices import priced_name
 from dynagent.runtime._costs import CEILINGS
-from dynagent.runtime._loop import Agent, go_on
+from dynagent.runtime._loop import Agent, go_on, response_event
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
 
@@ -72,20 +65,7 @@ async def answer(
         response = await model.request(request)
     ctx.usage += response.usage
     cost = agent.prices.cost(response.priced_as or priced_name(model), response.usage)
-    ctx.emit(
-        ModelResponseEvent(
-            trace_id=ctx.trace_id,
-            step=1,
-            model=response.model or model.name,
-            content=response.content,
-            tool_calls=[
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
-            ],
-            usage=response.usage,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            cost_usd=rounded_usd(cost),
-        )
-    )
+    ctx.emit(response_event(ctx, 1, model, response, started=started, cost=cost))
     ctx.cost_usd = None if cost is None or ctx.cost_usd is None else ctx.cost_usd + cost
     if response.tool_calls:
         return await go_on(agent, ctx, messages, response, options)
