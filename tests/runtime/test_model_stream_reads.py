@@ -13,10 +13,12 @@ process it would share the event loop (or the GIL) with the reader and pace it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -280,3 +282,44 @@ async def test_a_whole_answer_within_its_limit_is_read(
     agent = make_agent(model={"retries": 0, "max_answer_chars": 1_000_000})
     result = await agent.run("hi")
     assert result.output == "x" * 900_000
+
+
+@contextlib.contextmanager
+def closed_by_the_loop() -> Iterator[list[str]]:
+    """The async generators created in the block that were dropped unfinished: the event
+    loop then closes each in a task of its own, woken from another thread's hook (a
+    ``call_soon_threadsafe``, so a write to its wake-up pipe and a turn of the loop)."""
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+    assert finalizer is not None
+    dropped: list[str] = []
+
+    def counted(generator: AsyncGenerator[object, None]) -> None:
+        dropped.append(getattr(generator, "__qualname__", repr(generator)))
+        finalizer(generator)
+
+    sys.set_asyncgen_hooks(firstiter, counted)
+    try:
+        yield dropped
+    finally:
+        gc.collect()
+        sys.set_asyncgen_hooks(firstiter, finalizer)
+
+
+async def test_reading_a_model_leaves_no_generator_for_the_loop_to_close(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    # Every streamed answer ends at [DONE] with its reader still open: closed where it
+    # ends, not left to the loop (two extra wake-ups and tasks a request, before).
+    model_server.script("gpt-main", [Reply("w " * 50)], cycle=True)
+    model_server.script("gpt-long", [Reply("x" * 1_100_000)])
+    agent = make_agent(model={"retries": 0, "max_answer_chunks": 60, "max_answer_chars": 120})
+    cut = make_agent(model={"retries": 0, "max_answer_chunks": 5}, name="cut")
+    whole = make_agent(model={"name": "gpt-long", "retries": 0, "max_answer_chars": 100})
+    with closed_by_the_loop() as dropped:
+        streamed = [event async for event in agent.stream("hi")]
+        refused = [event async for event in cut.stream("hi")]
+        with pytest.raises(ModelError, match="went past"):
+            await whole.run("hi")
+    assert "".join(e.text for e in streamed if isinstance(e, ModelDelta)) == "w " * 50
+    assert any(isinstance(e, ErrorEvent) for e in refused)
+    assert dropped == []

@@ -18,7 +18,8 @@ An event may not grow past ``MAX_EVENT`` bytes: memory stays bounded whatever ar
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,19 +119,21 @@ def _event(text: bytes, events: list[tuple[bytes, bytes]]) -> None:
 
 async def chunk_blocks(
     response: aiohttp.ClientResponse, request: httpx2.Request
-) -> AsyncIterator[Iterator[JsonValue]]:
+) -> AsyncGenerator[Iterator[JsonValue], None]:
     """The chunks of a chat completions stream, a network block at a time (each taken
     before the next block is read), until ``[DONE]``. An ``error`` in the stream is raised
     as the ``openai.APIError`` the client would raise; transport failures as its timeout
     and connection errors (naming ``request``)."""
     parser = SSEParser()
-    async for block in _blocks(response, request):
-        events = parser.feed_data(block)
-        done = next((i for i, data in enumerate(events.data) if data == b"[DONE]"), None)
-        if events.data and done != 0:
-            yield _chunks(events, done, request)
-        if done is not None:
-            return
+    async with aclosing(paced_blocks(response)) as blocks:
+        with _TransportErrors(request):
+            async for block in blocks:
+                events = parser.feed_data(block)
+                done = next((i for i, data in enumerate(events.data) if data == b"[DONE]"), None)
+                if events.data and done != 0:
+                    yield _chunks(events, done, request)
+                if done is not None:
+                    return
 
 
 async def whole_body(
@@ -146,10 +149,14 @@ async def whole_body(
         with _TransportErrors(request):
             return await response.content.read()
     body = bytearray()
-    async for block in _blocks(response, request):
-        body += block
-        if len(body) > limit:
-            raise ModelError(f"the model's answer went past {limit} bytes (max_answer_chars)")
+    async with aclosing(paced_blocks(response)) as blocks:
+        with _TransportErrors(request):
+            async for block in blocks:
+                body += block
+                if len(body) > limit:
+                    raise ModelError(
+                        f"the model's answer went past {limit} bytes (max_answer_chars)"
+                    )
     return bytes(body)
 
 
@@ -161,16 +168,6 @@ def _identity(response: aiohttp.ClientResponse) -> bool:
         return False
     encoding = headers.get("Content-Encoding")
     return not encoding or encoding.strip().lower() == "identity"
-
-
-async def _blocks(
-    response: aiohttp.ClientResponse, request: httpx2.Request
-) -> AsyncIterator[bytes]:
-    """The body as it arrives, with transport failures raised as the ``openai`` client's
-    timeout and connection errors."""
-    with _TransportErrors(request):
-        async for block in paced_blocks(response):
-            yield block
 
 
 class _TransportErrors:
@@ -199,7 +196,7 @@ FREE_READS = 8
 """Reads of every stream never held: a whole short answer, and its first words."""
 
 
-async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncGenerator[bytes, None]:
     """The body of ``response`` as it arrives; past ``FREE_READS`` reads, at most one
     read of the socket per ``READ_EVERY`` seconds.
 

@@ -13,6 +13,7 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -121,17 +122,18 @@ class OpenAIModel:
             # loop, yet queued deltas can be joined downstream (agent._EventQueue).
             loop = asyncio.get_running_loop()
             paused = loop.time()
-            async for block in chunk_blocks(chunks, self.client.request):
-                texts = [text for text in map(builder.add, block) if text]
-                if builder.chunks > self.max_chunks or builder.size > self.max_chars:
-                    raise _too_long(builder, self.max_chunks, self.max_chars)
-                if len(texts) > JOIN_OVER:
-                    texts = ["".join(texts)]
-                for text in texts:
-                    yield TextDelta(text)
-                if loop.time() - paused > PAUSE_EVERY:
-                    await asyncio.sleep(0)
-                    paused = loop.time()
+            async with aclosing(chunk_blocks(chunks, self.client.request)) as blocks:
+                async for block in blocks:
+                    texts = [text for text in map(builder.add, block) if text]
+                    if builder.chunks > self.max_chunks or builder.size > self.max_chars:
+                        raise _too_long(builder, self.max_chunks, self.max_chars)
+                    if len(texts) > JOIN_OVER:
+                        texts = ["".join(texts)]
+                    for text in texts:
+                        yield TextDelta(text)
+                    if loop.time() - paused > PAUSE_EVERY:
+                        await asyncio.sleep(0)
+                        paused = loop.time()
             response = builder.response()
             permit.succeeded()
         except openai.APIError as exc:
