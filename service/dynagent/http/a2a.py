@@ -138,14 +138,8 @@ async def _stream(
         agent, variant, trace_id, events = await stream_agent(request, run)
     except DynagentError as exc:
         return sse.json(_error(parsed.id, _run_error(exc)), omit="none")
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            **agent_headers(agent, variant, trace_id),
-        }
-    )
-    await response.prepare(request)
+    headers = {**sse.SSE_HEADERS, **agent_headers(agent, variant, trace_id)}
+    response = await sse.open_stream(request, headers, first_event_ready=True)
     asked = parsed.params.message
     updates = TaskUpdates(uuid.uuid4().hex, asked.context_id or uuid.uuid4().hex, trace_id)
     await _send(response, parsed.id, updates.task(asked))

@@ -52,8 +52,20 @@ def _json_response(body: bytes, status: int, headers: Mapping[str, str] | None) 
     )
 
 
-async def open_stream(request: web.Request, headers: dict[str, str]) -> web.StreamResponse:
-    response = web.StreamResponse(headers=headers)
+class _HeadersWithFirstEvent(web.StreamResponse):
+    """A stream whose headers leave with its first event, in one send: aiohttp sends a
+    stream's headers on their own at ``prepare`` unless told otherwise."""
+
+    _send_headers_immediately = False
+
+
+async def open_stream(
+    request: web.Request, headers: dict[str, str], *, first_event_ready: bool = False
+) -> web.StreamResponse:
+    """A stream, its headers sent now, or, ``first_event_ready`` (the caller writes an
+    event at once), with that event."""
+    kind = _HeadersWithFirstEvent if first_event_ready else web.StreamResponse
+    response = kind(headers=headers)
     await response.prepare(request)
     return response
 

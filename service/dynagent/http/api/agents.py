@@ -100,7 +100,7 @@ def _usage(result: RunResult) -> dict[str, int | float]:
 async def write_sse(
     request: web.Request, headers: dict[str, str], events: AsyncIterator[Event]
 ) -> web.StreamResponse:
-    response = await open_stream(request, {**SSE_HEADERS, **headers})
+    response = await open_stream(request, {**SSE_HEADERS, **headers}, first_event_ready=True)
     async for event in events:
         await response.write(sse_event(event.type, event.as_dict()))
     await response.write_eof()

@@ -120,13 +120,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         )
     agent, variant, trace_id, events = await stream_agent(request, run, hold=True)
     headers = {**SSE_HEADERS, **headers_of(agent, variant, trace_id, body, run)}
-    response = await open_stream(request, headers)
+    response = await open_stream(request, headers, first_event_ready=True)
     usage = bool(body.stream_options and body.stream_options.include_usage)
     chunks = _chunks(body.model, trace_id, events, answer_of(agent, run), usage)
     async for chunk in chunks:
         await response.write(b"data: " + dumps(chunk).encode() + b"\n\n")
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
+    await response.write_eof(b"data: [DONE]\n\n")  # one send with the stream's end
     return response
 
 

@@ -120,7 +120,7 @@ async def _streamed(
 ) -> web.StreamResponse:
     agent, variant, trace_id, events = await stream_agent(request, run, hold=True)
     headers = {**SSE_HEADERS, **headers_of(agent, variant, trace_id, body, run)}
-    response = await open_stream(request, headers)
+    response = await open_stream(request, headers, first_event_ready=True)
     writer = _EventWriter(new_response_id(), body, answer_of(agent, run))
     async for name, data in writer.events(events):
         await response.write(event(name, data))
