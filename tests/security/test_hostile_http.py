@@ -143,6 +143,30 @@ async def test_bodies_that_are_not_the_json_asked_for_are_400(
     assert json_error(answer) == (400, kind_on(path, "bad_request"))
 
 
+UNPAIRED = {  # valid JSON, each escaping a UTF-16 surrogate without its pair
+    INVOKE: b'{"input": [{"role": "user", "content": "hi \\ud800"}]}',
+    "/v1/chat/completions": b'{"model": "bot", "messages": [{"role": "user", '
+    b'"content": "\\uDFFF"}]}',
+    "/v1/responses": b'{"model": "bot", "input": [{"role": "user", "content": "a\\udc00b"}]}',
+}
+
+
+@pytest.mark.parametrize("path", list(UNPAIRED))
+async def test_text_that_is_not_unicode_is_400_not_a_model_failure(
+    service: RunningService, path: str
+) -> None:
+    # It parses, but no model (nor store) can take it: before, chat completions sent it on
+    # and answered 502, blaming the model endpoint for the caller's body.
+    answer = await exchange(service, request("POST", path, UNPAIRED[path], **JSON))
+    kind = "bad_request" if path == INVOKE else "invalid_request_error"  # OpenAI's shape
+    assert json_error(answer) == (400, kind)
+    assert "which is not valid Unicode" in parsed(answer)[2]
+    # A surrogate pair escaped (an emoji) is text like any other.
+    paired = UNPAIRED[path].replace(b"\\ud800", b"\\ud83d\\ude00")
+    if paired != UNPAIRED[path]:
+        assert parsed(await exchange(service, request("POST", path, paired, **JSON)))[0] == 200
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 async def test_a_body_that_does_not_decode_is_400(service: RunningService, encoding: str) -> None:
     raw = request("POST", INVOKE, b"not compressed", Content_Encoding=encoding, **JSON)

@@ -116,6 +116,18 @@ async def test_an_agent_answers_a2a_send_and_stream_with_its_card(
             base, content=b"{not json", headers={"Content-Type": "application/json"}
         )
         assert broken.json()["error"]["code"] == -32700
+        # JSON whose text is not Unicode (an unpaired surrogate) is not a request either.
+        unpaired = await http.post(
+            base,
+            content=b'{"jsonrpc": "2.0", "id": 8, "method": "message/send", "params": '
+            b'{"message": {"role": "user", "messageId": "m", "parts": [{"kind": "text", '
+            b'"text": "hi \\udc00"}]}}}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert unpaired.json()["error"] == {
+            "code": -32700,
+            "message": "the request's text holds '\\udc00', which is not valid Unicode",
+        }
         # An id that is neither a string nor an integer: -32600 (no id, as for -32700), not
         # a 500 (found by the OpenAPI fuzz once the A2A route was in the document).
         odd = await http.post(base, json={"jsonrpc": "2.0", "id": {"a": 1}, "method": "x"})

@@ -45,7 +45,7 @@ from dynagent.core.routing import RunRequest
 from dynagent.exceptions import DynagentError
 from dynagent.http import sse
 from dynagent.http._routes import AGENT_ERRORS, SSE, Route, Routes
-from dynagent.http.api.bodies import read_raw
+from dynagent.http.api.bodies import read_raw, unpaired_surrogate
 from dynagent.http.runs import agent_headers, run_agent, stream_agent
 from dynagent.http.state import caller, service
 
@@ -157,10 +157,9 @@ async def _send(response: web.StreamResponse, request_id: Any, result: Task | Up
 
 
 def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSONRPCErrorResponse:
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return _error(None, JSONParseError())
+    data = _decoded(raw)
+    if isinstance(data, JSONRPCErrorResponse):
+        return data
     refused = _envelope_error(data)
     if refused is not None:
         return refused
@@ -182,6 +181,20 @@ def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSO
             ),
         )
     return request
+
+
+def _decoded(raw: bytes) -> Any:
+    """The body's JSON, or the -32700 answer: not JSON, or JSON whose text is not Unicode
+    (an unpaired surrogate parses, but no model takes it; no id is read from either)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return _error(None, JSONParseError())
+    bad = unpaired_surrogate(raw)
+    if bad is not None:
+        message = f"the request's text holds {bad}, which is not valid Unicode"
+        return _error(None, JSONParseError(message=message))
+    return data
 
 
 MAX_VARIABLES = 100

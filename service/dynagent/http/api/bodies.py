@@ -38,10 +38,40 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def unpaired_surrogate(raw: bytes) -> str | None:
+    """The first unpaired UTF-16 surrogate a JSON body escapes (``"\\ud800"``), shown as
+    written, or None. Such a string parses, but is not text: it can be neither encoded
+    for a model nor stored, and fails wherever it goes next. Only a body that escapes a
+    surrogate at all (a rare ``\\ud`` in it) is parsed to look."""
+    if b"\\ud" not in raw and b"\\uD" not in raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None  # not JSON: refused for that
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return ascii(item[exc.start : exc.end])
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 async def read_body(request: web.Request, model: type[Body]) -> Body:
     if request.content_type != "application/json":
         raise web.HTTPUnsupportedMediaType(reason="send the body as application/json")
     raw = await _read(request)
+    bad = unpaired_surrogate(raw)
+    if bad is not None:
+        raise BadRequest(f"the body's text holds {bad}, which is not valid Unicode")
     # Each level opens with a bracket: a body with few of them is not too deep. A body
     # that pydantic parses and validates in one pass is the body the checks below accept;
     # any other takes them, for their messages.
