@@ -92,6 +92,24 @@ async def test_a_model_call_sends_the_api_body_and_the_key_and_nothing_of_a_clie
     assert raw == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+async def test_text_that_is_not_unicode_goes_out_escaped_not_as_a_model_failure(
+    endpoint: Endpoint,
+) -> None:
+    # A tool's output (any outside text) may hold an unpaired surrogate, which has no
+    # UTF-8. It used to fail the call as "malformed response from the model endpoint".
+    pool = ClientPool()
+    try:
+        model = OpenAIModel(pool.get(endpoint.url, "sk-test"), "m", retries=0)
+        messages = ({"role": "tool", "tool_call_id": "c1", "content": "grüß \udc00"},)
+        response = await model.request(ModelRequest(messages))
+    finally:
+        await pool.aclose()
+    assert response.content == "ok"
+    [(_, raw)] = endpoint.seen
+    assert raw.isascii()
+    assert json.loads(raw)["messages"] == list(messages)
+
+
 @pytest.fixture
 async def endless_error() -> AsyncIterator[str]:
     """An endpoint that answers 500 with a body that never ends."""

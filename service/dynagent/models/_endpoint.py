@@ -167,8 +167,15 @@ def status_error(response: httpx2.Response) -> openai.APIStatusError:
 
 def _dumps(body: Mapping[str, Any]) -> bytes:
     """Compact UTF-8 JSON, as the ``openai`` client sends it; what orjson refuses (an
-    integer past 64 bits) goes through ``json``."""
+    integer past 64 bits, a string that is not valid Unicode) goes through ``json``. An
+    unpaired surrogate (from a tool's output, say) has no UTF-8: the body is then sent
+    as ASCII, the surrogate escaped for the endpoint to judge, instead of the call failing
+    as if the endpoint had."""
     try:
         return orjson.dumps(body)
     except TypeError:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode()
