@@ -2,6 +2,7 @@
 # A local Prometheus that scrapes Dynagent replicas, so that a canary's analysis reads
 # the fleet's figures (rollout.analysis.prometheus): Debian's prometheus on 127.0.0.1.
 #
+#   scripts/prometheus.sh install           install prometheus (and promtool) if missing
 #   scripts/prometheus.sh start [--clean]   install prometheus if missing, start, wait until ready
 #   scripts/prometheus.sh stop              TERM (then KILL), wait until the port is free
 #   scripts/prometheus.sh status            exit 0 when running and ready
@@ -149,9 +150,10 @@ cmd_status() {
 }
 
 case "${1:-}" in
+  install) ensure_installed ;;
   start) shift; cmd_start "$@" ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   url) load_run_info; echo "http://$HOST:$PROM_PORT" ;;
-  *) sed -n '2,17p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,18p' "$0" >&2; exit 2 ;;
 esac

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.prometheus import prometheus
+from tests.support.prometheus import installed, prometheus
 from tests.support.service import agent_document, running_service, service_config
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alerts.yml"
 
 
 def test_promtool_accepts_the_rules() -> None:
+    installed()  # this test may run before any that starts a Prometheus
     done = subprocess.run(
         ["promtool", "check", "rules", str(RULES)],
         capture_output=True,

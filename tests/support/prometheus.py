@@ -45,6 +45,14 @@ def _script(home: Path, targets: Sequence[str], interval: str) -> Callable[..., 
     return script
 
 
+def installed() -> None:
+    """Debian's prometheus and its promtool, installed when missing (as ``start`` does)."""
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "install"], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
 @asynccontextmanager
 async def prometheus(
     home: Path, targets: Sequence[str], interval: str = "1s"
