@@ -167,6 +167,24 @@ async def test_text_that_is_not_unicode_is_400_not_a_model_failure(
         assert parsed(await exchange(service, request("POST", path, paired, **JSON)))[0] == 200
 
 
+WRONG_CONVERSATIONS = {  # each parses and validates, but no model endpoint takes it
+    INVOKE: b'{"input": [{"role": "user", "content": null}]}',
+    "/v1/chat/completions": b'{"model": "bot", "messages": [{"role": "tool", "content": "x"}]}',
+    "/v1/responses": b'{"model": "bot", "input": [{"type": "function_call_output", '
+    b'"call_id": "c1", "output": "x"}]}',
+}
+
+
+@pytest.mark.parametrize("path", list(WRONG_CONVERSATIONS))
+async def test_a_conversation_no_model_takes_is_400_not_a_model_failure(
+    service: RunningService, path: str
+) -> None:
+    # Sent on, the endpoint refused it, and the caller got a 502 blaming the endpoint.
+    answer = await exchange(service, request("POST", path, WRONG_CONVERSATIONS[path], **JSON))
+    kind = "bad_request" if path == INVOKE else "invalid_request_error"
+    assert json_error(answer) == (400, kind)
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 async def test_a_body_that_does_not_decode_is_400(service: RunningService, encoding: str) -> None:
     raw = request("POST", INVOKE, b"not compressed", Content_Encoding=encoding, **JSON)

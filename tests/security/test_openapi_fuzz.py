@@ -110,12 +110,17 @@ def no_stack_trace(ctx: Any, response: Any, case: Case[Any]) -> bool | None:
 CROSS_FIELD_REFUSALS = re.compile(
     r"tools listed twice|tool_choice names|has its own output schema|not a valid JSON Schema"
     r"|metadata\.variables must be|^input\[\d+\]|clash with tools of agent"
-    r"|does not accept client tools"
+    r"|does not accept client tools|^(messages\[\d+\]|input): |which is not valid Unicode$"
 )
-"""What the OpenAI routes may refuse in a schema-valid body: constraints between fields,
-or against the agent's definition, that a JSON Schema cannot carry (OpenAI's own API
-refuses them with a 400 too)."""
-OPENAI_RUNS = {("POST", "/v1/chat/completions"), ("POST", "/v1/responses")}
+"""What the run routes may refuse in a schema-valid body: constraints between fields,
+between messages (a tool result must answer a call before it), or against the agent's
+definition, that a JSON Schema cannot carry (OpenAI's own API refuses them with a 400 too),
+and text that is not Unicode (a JSON Schema string admits an unpaired surrogate)."""
+RUN_ROUTES = {
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/responses"),
+    ("POST", "/v1/agents/{name}/invoke"),
+}
 
 
 def valid_bodies_are_refused_only_across_fields(
@@ -168,7 +173,7 @@ def json_rpc_refuses_in_band(ctx: Any, response: Any, case: Case[Any]) -> bool |
 
 def _checks(method: str, path: str) -> tuple[list[Any] | None, list[Any] | None]:
     """(excluded, additional) checks of an operation, where the defaults do not fit."""
-    if (method, path) in OPENAI_RUNS:
+    if (method, path) in RUN_ROUTES:
         return [positive_data_acceptance], [valid_bodies_are_refused_only_across_fields]
     if (method, path) == A2A_RPC:
         return [negative_data_rejection], [json_rpc_refuses_in_band]

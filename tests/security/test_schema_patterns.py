@@ -50,7 +50,6 @@ UNUSABLE: dict[str, tuple[dict[str, Any], str]] = {
         {"type": "object", "patternProperties": {"(?<=x)y": {}}},
         "is not supported",
     ),
-    "a lone surrogate": (_string("\ud800"), "is not supported"),
     "a dangling reference": ({"$ref": "#/$defs/missing"}, "points at nothing"),
     "a reference to itself": ({"$ref": "#"}, "loop"),
     "references round a loop": (
@@ -100,6 +99,22 @@ async def test_a_caller_schema_the_service_cannot_use_is_a_400_naming_response_f
         (status, body["error"]["type"], body["error"]["param"], reason in body["error"]["message"])
         for status, body in answers
     ] == [(400, "invalid_request_error", "response_format", True)] * 2, answers
+    assert model_server.requests == []
+
+
+async def test_a_caller_schema_holding_text_that_is_not_unicode_is_a_400_naming_where(
+    service: RunningService, model_server: ScriptedModelServer
+) -> None:
+    # A lone surrogate is refused with the body, whatever field holds it: the path says
+    # it is the schema's pattern.
+    chat, responses = await post_caller_schema(service, KEY, _string("\ud800"))
+    answers = [(chat.status, await chat.json()), (responses.status, await responses.json())]
+    assert [(status, body["error"]["param"]) for status, body in answers] == [
+        (400, "response_format.json_schema.schema.properties.a.pattern"),
+        (400, "text.format.schema.properties.a.pattern"),
+    ], answers
+    for _, body in answers:
+        assert body["error"]["message"].endswith("holds '\\ud800', which is not valid Unicode")
     assert model_server.requests == []
 
 

@@ -126,7 +126,7 @@ async def test_an_agent_answers_a2a_send_and_stream_with_its_card(
         )
         assert unpaired.json()["error"] == {
             "code": -32700,
-            "message": "the request's text holds '\\udc00', which is not valid Unicode",
+            "message": "params.message.parts.0.text holds '\\udc00', which is not valid Unicode",
         }
         # An id that is neither a string nor an integer: -32600 (no id, as for -32700), not
         # a 500 (found by the OpenAPI fuzz once the A2A route was in the document).

@@ -190,9 +190,10 @@ def _decoded(raw: bytes) -> Any:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return _error(None, JSONParseError())
-    bad = unpaired_surrogate(raw)
-    if bad is not None:
-        message = f"the request's text holds {bad}, which is not valid Unicode"
+    unpaired = unpaired_surrogate(raw)
+    if unpaired is not None:
+        path, bad = unpaired
+        message = f"{path or 'the request'} holds {bad}, which is not valid Unicode"
         return _error(None, JSONParseError(message=message))
     return data
 

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from dynagent.core.conversation import check_conversation
 from dynagent.core.routing import RunRequest
 from dynagent.events import Event
 from dynagent.exceptions import NotFound
@@ -72,6 +73,8 @@ async def invoke(request: web.Request) -> web.StreamResponse:
         pin=pinned_variant(request, None),
         endpoint="invoke",
     )
+    if not isinstance(run.input, str):
+        check_conversation(run.input, field="input", continued=body.session_id is not None)
     if body.stream:
         agent, variant, trace_id, events = await stream_agent(request, run)
         return await write_sse(request, agent_headers(agent, variant, trace_id), events)

@@ -38,10 +38,11 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def unpaired_surrogate(raw: bytes) -> str | None:
-    """The first unpaired UTF-16 surrogate a JSON body escapes (``"\\ud800"``), shown as
-    written, or None. Such a string parses, but is not text: it can be neither encoded
-    for a model nor stored, and fails wherever it goes next. Only a body that escapes a
+def unpaired_surrogate(raw: bytes) -> tuple[str, str] | None:
+    """Where a JSON body first escapes an unpaired UTF-16 surrogate (``"\\ud800"``): its
+    path (``messages.0.content``; ``""`` for the body itself) and the surrogate, shown as
+    written; None when it escapes none. Such a string parses, but is not text: no model
+    or store can take it, and it fails wherever it goes next. Only a body that escapes a
     surrogate at all (a rare ``\\ud`` in it) is parsed to look."""
     if b"\\ud" not in raw and b"\\uD" not in raw:
         return None
@@ -49,19 +50,21 @@ def unpaired_surrogate(raw: bytes) -> str | None:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         return None  # not JSON: refused for that
-    stack = [data]
+    stack: list[tuple[Any, str]] = [(data, "")]
     while stack:
-        item = stack.pop()
+        item, path = stack.pop()
         if isinstance(item, str):
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError as exc:
-                return ascii(item[exc.start : exc.end])
+                return path, ascii(item[exc.start : exc.end])
         elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
+            for key, value in item.items():
+                where = f"{path}.{key}" if path else str(key)
+                stack.append((key, where))
+                stack.append((value, where))
         elif isinstance(item, list):
-            stack.extend(item)
+            stack.extend((value, f"{path}.{i}" if path else str(i)) for i, value in enumerate(item))
     return None
 
 
@@ -69,9 +72,11 @@ async def read_body(request: web.Request, model: type[Body]) -> Body:
     if request.content_type != "application/json":
         raise web.HTTPUnsupportedMediaType(reason="send the body as application/json")
     raw = await _read(request)
-    bad = unpaired_surrogate(raw)
-    if bad is not None:
-        raise BadRequest(f"the body's text holds {bad}, which is not valid Unicode")
+    unpaired = unpaired_surrogate(raw)
+    if unpaired is not None:
+        path, bad = unpaired
+        where = f"{path} holds" if path else "the body holds"
+        raise BadRequest(f"{where} {bad}, which is not valid Unicode", param=path or None)
     # Each level opens with a bracket: a body with few of them is not too deep. A body
     # that pydantic parses and validates in one pass is the body the checks below accept;
     # any other takes them, for their messages.

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from dynagent.core.conversation import check_conversation
 from dynagent.core.routing import RunRequest
 from dynagent.exceptions import BadRequest
 from dynagent.http.openai.schemas import (
@@ -148,6 +149,10 @@ def _run_request(
         if asked
         else None  # the common case: the agent's definition alone decides
     )
+    if not isinstance(input, str):
+        chat = endpoint == "chat_completions"
+        field = "messages" if chat else "input"
+        check_conversation(input, field=field, continued=session_id is not None, indexed=chat)
     run = RunRequest(name, input, session_id, variables, pin, endpoint, options, body.user)
     return replace(run, metadata=body.metadata) if body.metadata else run
 
