@@ -10,15 +10,19 @@ still answered and its trace read on its replica."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import ClientResponse
 from redis.asyncio import Redis
 
+from dynagent.core.response_store import ResponseStore, StoredResponse
 from dynagent.core.shared_runs import SharedRuns
+from dynagent.core.traces import TraceStore
 from tests.support import Reply, ScriptedModelServer
 from tests.support.redis import RedisServer, redis_server
 from tests.support.service import (
@@ -125,6 +129,56 @@ async def test_a_response_continues_on_any_replica_and_after_a_restart(
         for request in model_server.requests
     ]
     assert said == [["first"], ["first", "second"], ["first", "second", "third"]]
+
+
+async def _until(response: ClientResponse, marker: bytes) -> bytes:
+    """Read a stream until ``marker`` has arrived (not to its end); what was read."""
+    seen = b""
+    async for block in response.content.iter_any():
+        seen += block
+        if marker in seen:
+            return seen
+    raise AssertionError(f"the stream ended without {marker!r}: {seen[-300:]!r}")
+
+
+async def test_a_streams_end_event_arrives_once_the_fleet_can_read_the_run(
+    model_server: ScriptedModelServer, replica: Replica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client that acts on run_finished (or response.completed) without waiting for the
+    # stream to close must find the run on another replica. The shared writes are slowed,
+    # so that an end event sent before them would be read before the fleet has the run.
+    model_server.script("gpt-main", [Reply("streamed answer")], cycle=True)
+    shared: list[str] = []
+    written, keep = TraceStore.written, ResponseStore.keep
+
+    async def slow_written(self: TraceStore, trace_id: str) -> None:
+        await asyncio.sleep(0.2)
+        await written(self, trace_id)
+        shared.append("trace")
+
+    async def slow_keep(self: ResponseStore, stored: StoredResponse) -> None:
+        await asyncio.sleep(0.2)
+        await keep(self, stored)
+        shared.append("response")
+
+    monkeypatch.setattr(TraceStore, "written", slow_written)
+    monkeypatch.setattr(ResponseStore, "keep", slow_keep)
+    async with replica("one") as one, replica("two") as two:
+        body = {"input": "hi", "stream": True}
+        async with one.client.post("/v1/agents/bot/invoke", json=body, headers=auth()) as streamed:
+            await _until(streamed, b"event: run_finished")
+            assert shared == ["trace"]
+            status, trace = await _call(two, "GET", f"/v1/traces/{streamed.headers['X-Trace-Id']}")
+        assert status == 200, trace
+        asked = {"model": "bot", "input": [{"role": "user", "content": "hi"}], "stream": True}
+        async with one.client.post("/v1/responses", json=asked, headers=auth()) as streamed:
+            seen = await _until(streamed, b"event: response.completed")
+            assert shared == ["trace", "trace", "response"]
+        completed = seen.split(b"event: response.completed\ndata: ", 1)[1].split(b"\n", 1)[0]
+        response_id = json.loads(completed)["response"]["id"]
+        later = {"model": "bot", "input": "again", "previous_response_id": response_id}
+        status, answer = await _call(two, "POST", "/v1/responses", body=later)
+        assert status == 200, answer
 
 
 async def test_with_redis_out_a_run_is_answered_and_its_trace_read_on_its_replica(

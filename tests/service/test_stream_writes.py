@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from dynagent.http.sse import SSE_HEADERS, open_stream
+from dynagent.http.sse import SSE_HEADERS, EventStream, open_stream
 
 
 @asynccontextmanager
@@ -70,3 +70,55 @@ async def test_a_streams_headers_leave_with_its_first_event_when_it_is_ready(
         assert b"event: first" not in sends[0]
     assert sends[-1].endswith(b"0\r\n\r\n")
     assert b"event: last" in sends[-1]
+
+
+def _counting(request: web.Request, sends: list[bytes]) -> None:
+    transport = request.transport
+    assert transport is not None
+    write = transport.write
+
+    def counted(data: bytes | bytearray | memoryview) -> None:
+        sends.append(bytes(data))
+        write(data)
+
+    transport.write = counted  # type: ignore[method-assign]
+
+
+async def _sent(events: list[tuple[bytes, bool]], end: bytes) -> tuple[list[bytes], bytes]:
+    """The sends of a stream of ``events`` (data, last?) ended with ``end``, and the body
+    a client read."""
+    sends: list[bytes] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        _counting(request, sends)
+        response = await open_stream(request, dict(SSE_HEADERS), first_event_ready=True)
+        stream = EventStream(response)
+        for data, last in events:
+            await stream.write(data, last=last)
+        await stream.end(end)
+        return response
+
+    async with (
+        _served(handler) as url,
+        aiohttp.ClientSession() as session,
+        session.get(url) as answer,
+    ):
+        return sends, await answer.read()
+
+
+async def test_a_streams_last_events_leave_with_its_end_in_one_send() -> None:
+    events = [(b"a\n\n", False), (b"b\n\n", False), (b"c\n\n", True), (b"d\n\n", True)]
+    sends, body = await _sent(events, b"[DONE]\n\n")
+    assert body == b"a\n\nb\n\nc\n\nd\n\n[DONE]\n\n"
+    assert len(sends) == 3  # headers with a; b; the last two, the end and the terminator
+    assert b"a\n\n" in sends[0]
+    assert b"c\n\nd\n\n[DONE]\n\n" in sends[2]
+    assert sends[2].endswith(b"0\r\n\r\n")
+
+
+async def test_an_event_after_the_last_ones_leaves_after_them() -> None:
+    # A run the drain cuts short after its end was marked: nothing is lost or reordered.
+    events = [(b"a\n\n", False), (b"end\n\n", True), (b"late\n\n", False)]
+    sends, body = await _sent(events, b"")
+    assert body == b"a\n\nend\n\nlate\n\n"
+    assert len(sends) == 3

@@ -70,6 +70,34 @@ async def open_stream(
     return response
 
 
+class EventStream:
+    """Writes a stream's events as they come, except its last ones (the answer's end:
+    ``run_finished``, the finish and usage chunks, ``response.completed``), which are
+    held and leave with the stream's end, in one send, once the run has been recorded:
+    a caller who reads the end can already find the run (its trace, its stored response)
+    on any replica, as it can once a whole answer arrives."""
+
+    __slots__ = ("_held", "_response")
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        self._response = response
+        self._held: list[bytes] = []
+
+    async def write(self, data: bytes, *, last: bool = False) -> None:
+        if last:
+            self._held.append(data)
+            return
+        if self._held:  # an event after the end (a run the drain cut short): in order
+            data = b"".join([*self._held, data])
+            self._held.clear()
+        await self._response.write(data)
+
+    async def end(self, data: bytes = b"") -> None:
+        """Write what was held, then ``data``, with the stream's end."""
+        await self._response.write_eof(b"".join([*self._held, data]))
+        self._held.clear()
+
+
 def event(name: str, data: Any) -> bytes:
     """One named server-sent event."""
     return f"event: {name}\ndata: {_encode(data)}\n\n".encode()

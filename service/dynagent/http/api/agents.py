@@ -8,13 +8,13 @@ from aiohttp import web
 
 from dynagent.core.conversation import check_conversation
 from dynagent.core.routing import RunRequest
-from dynagent.events import Event
+from dynagent.events import Event, RunFinished
 from dynagent.exceptions import NotFound
 from dynagent.http._routes import AGENT_ERRORS, ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
 from dynagent.http.api.schemas import AgentList, AgentStatus, InvokeRequest, InvokeResponse, Trace
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, json, open_stream
+from dynagent.http.sse import SSE_HEADERS, EventStream, json, open_stream
 from dynagent.http.sse import event as sse_event
 from dynagent.http.state import caller, service
 from dynagent.runtime.agent import RunResult
@@ -104,9 +104,11 @@ async def write_sse(
     request: web.Request, headers: dict[str, str], events: AsyncIterator[Event]
 ) -> web.StreamResponse:
     response = await open_stream(request, {**SSE_HEADERS, **headers}, first_event_ready=True)
+    stream = EventStream(response)
     async for event in events:
-        await response.write(sse_event(event.type, event.as_dict()))
-    await response.write_eof()
+        data = sse_event(event.type, event.as_dict())
+        await stream.write(data, last=isinstance(event, RunFinished))
+    await stream.end()
     return response
 
 

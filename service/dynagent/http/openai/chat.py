@@ -28,7 +28,7 @@ from dynagent.http.openai.schemas import (
     OpenAIError,
 )
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, dumps, json, open_stream
+from dynagent.http.sse import SSE_HEADERS, EventStream, dumps, json, open_stream
 from dynagent.runtime.agent import Agent, RunResult
 
 routes = Routes("openai", error_body=OpenAIError)
@@ -123,17 +123,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     response = await open_stream(request, headers, first_event_ready=True)
     usage = bool(body.stream_options and body.stream_options.include_usage)
     chunks = _chunks(body.model, trace_id, events, answer_of(agent, run), usage)
-    async for chunk in chunks:
-        await response.write(b"data: " + dumps(chunk).encode() + b"\n\n")
-    await response.write_eof(b"data: [DONE]\n\n")  # one send with the stream's end
+    stream = EventStream(response)
+    async for chunk, last in chunks:
+        await stream.write(b"data: " + dumps(chunk).encode() + b"\n\n", last=last)
+    await stream.end(b"data: [DONE]\n\n")
     return response
 
 
 async def _chunks(
     model: str, trace_id: str, events: AsyncIterator[Event], answer: AnswerText, usage: bool
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncIterator[tuple[dict[str, Any], bool]]:
     """Chat completion chunks: role, text deltas, client tool calls, a finish chunk,
-    and the usage chunk when ``stream_options.include_usage`` asked for it."""
+    and the usage chunk when ``stream_options.include_usage`` asked for it; each with
+    whether it is one of the answer's last (``EventStream``)."""
     base: dict[str, Any] = {
         "id": f"chatcmpl-{trace_id}",
         "object": "chat.completion.chunk",
@@ -146,21 +148,21 @@ async def _chunks(
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-    yield chunk({"role": "assistant", "content": ""})
+    yield chunk({"role": "assistant", "content": ""}), False
     async for event in events:
         text = answer.feed(event)
         if text:
-            yield chunk({"content": text})
+            yield chunk({"content": text}), False
         elif isinstance(event, ErrorEvent):
             kind: ErrorKind = event.error_type  # type: ignore[assignment]
-            yield openai_error_body(kind, event.message, STATUS.get(kind, 502))
+            yield openai_error_body(kind, event.message, STATUS.get(kind, 502)), True
             async for _ in events:  # run_finished: the run is recorded before the answer ends
                 pass
             return
         elif isinstance(event, RunFinished):
             calls = answer.client_calls()
             for index, call in enumerate(calls):
-                yield chunk({"tool_calls": [{"index": index, **tool_call_body(call)}]})
-            yield chunk({}, "tool_calls" if calls else "stop")
+                yield chunk({"tool_calls": [{"index": index, **tool_call_body(call)}]}), True
+            yield chunk({}, "tool_calls" if calls else "stop"), True
             if usage:
-                yield {**base, "choices": [], "usage": usage_body(event.usage)}
+                yield {**base, "choices": [], "usage": usage_body(event.usage)}, True

@@ -32,7 +32,7 @@ from dynagent.http.openai.responses_items import (
 )
 from dynagent.http.openai.schemas import OpenAIError, ResponseObject, ResponsesRequest
 from dynagent.http.runs import pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, event, json, open_stream
+from dynagent.http.sse import SSE_HEADERS, EventStream, event, json, open_stream
 from dynagent.http.state import caller, service
 from dynagent.models.base import Message
 
@@ -122,11 +122,12 @@ async def _streamed(
     headers = {**SSE_HEADERS, **headers_of(agent, variant, trace_id, body, run)}
     response = await open_stream(request, headers, first_event_ready=True)
     writer = _EventWriter(new_response_id(), body, answer_of(agent, run))
-    async for name, data in writer.events(events):
-        await response.write(event(name, data))
-    if writer.final is not None:
+    stream = EventStream(response)
+    async for name, data, last in writer.events(events):
+        await stream.write(event(name, data), last=last)
+    if writer.final is not None:  # stored before response.completed reaches the caller
         await _keep(request, body, run, lead, writer.final)
-    await response.write_eof()
+    await stream.end()
     return response
 
 
@@ -150,29 +151,32 @@ class _EventWriter:
     def _response(self, status: str, **fields: Any) -> dict[str, Any]:
         return response_body(self.response_id, self.body, status=status, **fields)
 
-    async def events(self, run: AsyncIterator[Event]) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def events(
+        self, run: AsyncIterator[Event]
+    ) -> AsyncIterator[tuple[str, dict[str, Any], bool]]:
+        """The typed events, each with whether it is one of the answer's last
+        (``EventStream``)."""
         started = self._response("in_progress", output=[])
-        yield self._event("response.created", response=started)
-        yield self._event("response.in_progress", response=started)
+        yield *self._event("response.created", response=started), False
+        yield *self._event("response.in_progress", response=started), False
         async for item in run:
             piece = self.answer.feed(item)
             if piece:
                 for out in self._text_delta(piece):
-                    yield out
+                    yield *out, False
             elif isinstance(item, ErrorEvent):
                 kind: ErrorKind = item.error_type  # type: ignore[assignment]
                 detail = openai_error_body(kind, item.message, STATUS.get(kind, 502))["error"]
                 error = {"code": detail["code"], "message": detail["message"]}
                 output = self._message_done() if self.text else []
-                yield self._event(
-                    "response.failed", response=self._response("failed", output=output, error=error)
-                )
+                failed = self._response("failed", output=output, error=error)
+                yield *self._event("response.failed", response=failed), True
                 async for _ in run:  # run_finished: the run is recorded before the answer ends
                     pass
                 return
             elif isinstance(item, RunFinished):
                 for out in self._finish(item.usage):
-                    yield out
+                    yield *out, True
 
     @property
     def _item_id(self) -> str:
