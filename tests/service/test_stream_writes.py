@@ -85,7 +85,7 @@ def _counting(request: web.Request, sends: list[bytes]) -> None:
 
 
 async def _sent(events: list[tuple[bytes, bool]], end: bytes) -> tuple[list[bytes], bytes]:
-    """The sends of a stream of ``events`` (data, last?) ended with ``end``, and the body
+    """The sends of a stream of ``events`` (data, held?) ended with ``end``, and the body
     a client read."""
     sends: list[bytes] = []
 
@@ -93,8 +93,8 @@ async def _sent(events: list[tuple[bytes, bool]], end: bytes) -> tuple[list[byte
         _counting(request, sends)
         response = await open_stream(request, dict(SSE_HEADERS), first_event_ready=True)
         stream = EventStream(response)
-        for data, last in events:
-            await stream.write(data, last=last)
+        for data, held in events:
+            await stream.write(data, held=held)
         await stream.end(end)
         return response
 
@@ -116,9 +116,10 @@ async def test_a_streams_last_events_leave_with_its_end_in_one_send() -> None:
     assert sends[2].endswith(b"0\r\n\r\n")
 
 
-async def test_an_event_after_the_last_ones_leaves_after_them() -> None:
-    # A run the drain cuts short after its end was marked: nothing is lost or reordered.
-    events = [(b"a\n\n", False), (b"end\n\n", True), (b"late\n\n", False)]
+async def test_a_held_event_leaves_with_the_next_one() -> None:
+    # model_response then final_output (ready together) in one send; nothing reordered.
+    events = [(b"a\n\n", False), (b"held\n\n", True), (b"next\n\n", False)]
     sends, body = await _sent(events, b"")
-    assert body == b"a\n\nend\n\nlate\n\n"
-    assert len(sends) == 3
+    assert body == b"a\n\nheld\n\nnext\n\n"
+    assert len(sends) == 3  # headers with a; held with next; the end
+    assert b"held\n\nnext\n\n" in sends[1]

@@ -71,11 +71,13 @@ async def open_stream(
 
 
 class EventStream:
-    """Writes a stream's events as they come, except its last ones (the answer's end:
-    ``run_finished``, the finish and usage chunks, ``response.completed``), which are
-    held and leave with the stream's end, in one send, once the run has been recorded:
-    a caller who reads the end can already find the run (its trace, its stored response)
-    on any replica, as it can once a whole answer arrives."""
+    """Writes a stream's events as they come, except those marked ``held``: an event
+    another follows at once (a final answer's ``model_response``, ``final_output``) waits
+    for it, so that both leave in one send; the answer's last ones (``run_finished``, the
+    finish and usage chunks, ``response.completed``) leave with the stream's end, once the
+    run has been recorded, so that a caller who reads the end can already find the run
+    (its trace, its stored response) on any replica, as it can once a whole answer
+    arrives."""
 
     __slots__ = ("_held", "_response")
 
@@ -83,17 +85,17 @@ class EventStream:
         self._response = response
         self._held: list[bytes] = []
 
-    async def write(self, data: bytes, *, last: bool = False) -> None:
-        if last:
+    async def write(self, data: bytes, *, held: bool = False) -> None:
+        if held:
             self._held.append(data)
             return
-        if self._held:  # an event after the end (a run the drain cut short): in order
+        if self._held:
             data = b"".join([*self._held, data])
             self._held.clear()
         await self._response.write(data)
 
     async def end(self, data: bytes = b"") -> None:
-        """Write what was held, then ``data``, with the stream's end."""
+        """Write what is held, then ``data``, with the stream's end."""
         await self._response.write_eof(b"".join([*self._held, data]))
         self._held.clear()
 

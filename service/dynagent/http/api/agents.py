@@ -8,7 +8,7 @@ from aiohttp import web
 
 from dynagent.core.conversation import check_conversation
 from dynagent.core.routing import RunRequest
-from dynagent.events import Event, RunFinished
+from dynagent.events import Event, FinalOutput, ModelResponseEvent, RunFinished
 from dynagent.exceptions import NotFound
 from dynagent.http._routes import AGENT_ERRORS, ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
@@ -106,10 +106,19 @@ async def write_sse(
     response = await open_stream(request, {**SSE_HEADERS, **headers}, first_event_ready=True)
     stream = EventStream(response)
     async for event in events:
-        data = sse_event(event.type, event.as_dict())
-        await stream.write(data, last=isinstance(event, RunFinished))
+        await stream.write(sse_event(event.type, event.as_dict()), held=_followed(event))
     await stream.end()
     return response
+
+
+def _followed(event: Event) -> bool:
+    """Whether another event follows ``event`` at once, or it is the run's last: a
+    ``model_response`` that asks for no tool is followed by ``final_output`` (or, its
+    answer refused by the output schema, by the retry's ``model_request``), and
+    ``final_output`` by ``run_finished``."""
+    if isinstance(event, ModelResponseEvent):
+        return not event.tool_calls
+    return isinstance(event, FinalOutput | RunFinished)
 
 
 @routes.add(

@@ -125,7 +125,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     chunks = _chunks(body.model, trace_id, events, answer_of(agent, run), usage)
     stream = EventStream(response)
     async for chunk, last in chunks:
-        await stream.write(b"data: " + dumps(chunk).encode() + b"\n\n", last=last)
+        await stream.write(b"data: " + dumps(chunk).encode() + b"\n\n", held=last)
     await stream.end(b"data: [DONE]\n\n")
     return response
 

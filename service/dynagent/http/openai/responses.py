@@ -124,7 +124,7 @@ async def _streamed(
     writer = _EventWriter(new_response_id(), body, answer_of(agent, run))
     stream = EventStream(response)
     async for name, data, last in writer.events(events):
-        await stream.write(event(name, data), last=last)
+        await stream.write(event(name, data), held=last)
     if writer.final is not None:  # stored before response.completed reaches the caller
         await _keep(request, body, run, lead, writer.final)
     await stream.end()
