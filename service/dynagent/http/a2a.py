@@ -142,18 +142,19 @@ async def _stream(
     response = await sse.open_stream(request, headers, first_event_ready=True)
     asked = parsed.params.message
     updates = TaskUpdates(uuid.uuid4().hex, asked.context_id or uuid.uuid4().hex, trace_id)
-    await _send(response, parsed.id, updates.task(asked))
+    stream = sse.EventStream(response)
+    await stream.write(_event(parsed.id, updates.task(asked)))
     async for event in events:
-        for update in updates.of(event):
-            await _send(response, parsed.id, update)
-    await response.write_eof()
+        for update in updates.of(event):  # the final ones leave with the stream's end
+            await stream.write(_event(parsed.id, update), held=updates.done)
+    await stream.end()
     return response
 
 
-async def _send(response: web.StreamResponse, request_id: Any, result: Task | Update) -> None:
+def _event(request_id: Any, result: Task | Update) -> bytes:
     """One server-sent event: a JSON-RPC response carrying ``result``."""
     answer = SendStreamingMessageSuccessResponse(id=request_id, result=result)
-    await response.write(f"data: {sse.dumps(_wire(answer))}\n\n".encode())
+    return f"data: {sse.dumps(_wire(answer))}\n\n".encode()
 
 
 def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSONRPCErrorResponse:
