@@ -31,6 +31,18 @@ async def _served(
         await runner.cleanup()
 
 
+def _counting(request: web.Request, sends: list[bytes]) -> None:
+    transport = request.transport
+    assert transport is not None
+    write = transport.write
+
+    def counted(data: bytes | bytearray | memoryview) -> None:
+        sends.append(bytes(data))
+        write(data)
+
+    transport.write = counted  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize("first_event_ready", [True, False])
 async def test_a_streams_headers_leave_with_its_first_event_when_it_is_ready(
     first_event_ready: bool,
@@ -38,15 +50,7 @@ async def test_a_streams_headers_leave_with_its_first_event_when_it_is_ready(
     sends: list[bytes] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        transport = request.transport
-        assert transport is not None
-        write = transport.write
-
-        def counted(data: bytes | bytearray | memoryview) -> None:
-            sends.append(bytes(data))
-            write(data)
-
-        transport.write = counted  # type: ignore[method-assign]
+        _counting(request, sends)
         response = await open_stream(
             request, dict(SSE_HEADERS), first_event_ready=first_event_ready
         )
@@ -70,18 +74,6 @@ async def test_a_streams_headers_leave_with_its_first_event_when_it_is_ready(
         assert b"event: first" not in sends[0]
     assert sends[-1].endswith(b"0\r\n\r\n")
     assert b"event: last" in sends[-1]
-
-
-def _counting(request: web.Request, sends: list[bytes]) -> None:
-    transport = request.transport
-    assert transport is not None
-    write = transport.write
-
-    def counted(data: bytes | bytearray | memoryview) -> None:
-        sends.append(bytes(data))
-        write(data)
-
-    transport.write = counted  # type: ignore[method-assign]
 
 
 async def _sent(events: list[tuple[bytes, bool]], end: bytes) -> tuple[list[bytes], bytes]:
