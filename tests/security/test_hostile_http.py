@@ -185,6 +185,27 @@ async def test_a_conversation_no_model_takes_is_400_not_a_model_failure(
     assert json_error(answer) == (400, kind)
 
 
+NOT_FINITE = [
+    (
+        "/v1/chat/completions",
+        b'{"model": "bot", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}',
+    ),
+    ("/v1/responses", b'{"model": "bot", "input": "hi", "top_p": -Infinity}'),
+    ("/v1/traces/0123/feedback", b'{"score": NaN}'),
+]
+
+
+@pytest.mark.parametrize(("path", "raw"), NOT_FINITE, ids=[p for p, _ in NOT_FINITE])
+async def test_a_number_that_is_not_finite_is_400_saying_so(
+    service: RunningService, path: str, raw: bytes
+) -> None:
+    # JSON has no NaN, but parsers take it: it is refused as what it is, not by a bound.
+    answer = await exchange(service, request("POST", path, raw, **JSON))
+    status, _, text = parsed(answer)
+    assert status == 400
+    assert "finite number" in text
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 async def test_a_body_that_does_not_decode_is_400(service: RunningService, encoding: str) -> None:
     raw = request("POST", INVOKE, b"not compressed", Content_Encoding=encoding, **JSON)

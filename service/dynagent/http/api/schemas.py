@@ -14,9 +14,12 @@ class CallerBody(BaseModel):
     The JSON parser keeps a process-wide cache of the short strings it has seen, to reuse
     them; a caller's values (session ids, inputs, tokens in them) would sit there long
     after the request, and the cache would fill with strings every caller makes up anew.
-    Only keys, a small set every body repeats, are cached."""
+    Only keys, a small set every body repeats, are cached.
 
-    model_config = ConfigDict(cache_strings="keys")
+    A number is finite: ``NaN`` and ``Infinity`` (which JSON has not, but parsers take)
+    are refused as such, not by whichever bound they happen to fail."""
+
+    model_config = ConfigDict(cache_strings="keys", allow_inf_nan=False)
 
 
 class ChatMessage(BaseModel):
