@@ -154,16 +154,18 @@ class _EventWriter:
     async def events(
         self, run: AsyncIterator[Event]
     ) -> AsyncIterator[tuple[str, dict[str, Any], bool]]:
-        """The typed events, each with whether it is one of the answer's last
-        (``EventStream``)."""
+        """The typed events, each with whether ``EventStream`` holds it: one of the
+        answer's last, or made together with the next."""
         started = self._response("in_progress", output=[])
         yield *self._event("response.created", response=started), False
         yield *self._event("response.in_progress", response=started), False
         async for item in run:
             piece = self.answer.feed(item)
-            if piece:
-                for out in self._text_delta(piece):
-                    yield *out, False
+            if piece:  # the item and part opened with the first words leave with them
+                *opened, delta = self._text_delta(piece)
+                for out in opened:
+                    yield *out, True
+                yield *delta, False
             elif isinstance(item, ErrorEvent):
                 kind: ErrorKind = item.error_type  # type: ignore[assignment]
                 detail = openai_error_body(kind, item.message, STATUS.get(kind, 502))["error"]
