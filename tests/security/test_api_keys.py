@@ -63,6 +63,27 @@ async def status(service: RunningService, method: str, path: str, key: str, **bo
         return r.status
 
 
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (f"Bearer {FRONTEND}", 200),
+        (f"bearer {FRONTEND}", 200),  # the scheme is compared without regard to case
+        (f"BEARER  {FRONTEND} ", 200),
+        (f"Basic {FRONTEND}", 401),
+        ("Bearer", 401),
+        ("Bearer ", 401),
+        (f"Bearer{FRONTEND}", 401),
+        (f"Bearer {FRONTEND}x", 401),
+    ],
+    ids=["Bearer", "bearer", "spaced", "Basic", "no key", "empty key", "no space", "wrong key"],
+)
+async def test_a_bearer_key_is_read_whatever_the_schemes_case(
+    service: RunningService, header: str, expected: int
+) -> None:
+    async with service.client.get("/v1/models", headers={"Authorization": header}) as answer:
+        assert answer.status == expected, await answer.text()
+
+
 async def test_every_request_compares_digests_of_every_key_in_constant_time(
     service: RunningService, monkeypatch: pytest.MonkeyPatch
 ) -> None:

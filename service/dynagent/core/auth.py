@@ -133,9 +133,12 @@ class ApiKeys:
     def authenticate(self, header: str | None) -> Caller:
         if not self.enabled:
             return ANONYMOUS
-        if not header or not header.startswith("Bearer "):
+        # The scheme is a token compared without regard to case (RFC 9110, 11.1):
+        # "bearer <key>" is a bearer key too.
+        scheme, _, key = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
             raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")
-        digest = _digest(header[len("Bearer ") :].strip())
+        digest = _digest(key.strip())
         found: Caller | None = None
         for known, caller in self._entries:
             if hmac.compare_digest(known, digest) and found is None:
