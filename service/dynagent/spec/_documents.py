@@ -145,8 +145,16 @@ def check_values(value: Any) -> None:
 
 
 def _check_unicode(text: str) -> None:
+    bad = not_unicode(text)
+    if bad is not None:
+        raise DocumentRefused(f"text holds {bad}, which is not valid Unicode")
+
+
+def not_unicode(text: str) -> str | None:
+    """The first characters of ``text`` that UTF-8 cannot encode (an unpaired surrogate),
+    shown as escaped (``'\\ud800'``); None when it is all valid Unicode."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = ascii(text[exc.start : exc.end])
-        raise DocumentRefused(f"text holds {bad}, which is not valid Unicode") from None
+        return ascii(text[exc.start : exc.end])
+    return None

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from dynagent.exceptions import BadRequest, DynagentError, ErrorKind
 from dynagent.http.api.schemas import CallerBody
+from dynagent.spec._documents import not_unicode
 from dynagent.spec.agent import issues_from
 
 Body = TypeVar("Body", bound=CallerBody)
@@ -54,10 +55,9 @@ def unpaired_surrogate(raw: bytes) -> tuple[str, str] | None:
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return path, ascii(item[exc.start : exc.end])
+            bad = not_unicode(item)
+            if bad is not None:
+                return path, bad
         elif isinstance(item, dict):
             for key, value in item.items():
                 where = f"{path}.{key}" if path else str(key)
