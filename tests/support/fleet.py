@@ -151,9 +151,16 @@ class Fleet:
         return [master, *(int(c) for c in children)]
 
     def kill_replica(self, n: int) -> int:
-        """SIGKILL replica ``n``; its pid."""
+        """SIGKILL replica ``n`` and wait until it has exited (a zombie, or gone); its pid.
+
+        The signal is delivered at once but a process of many threads takes a moment to
+        exit, and until it has, ``fleet.sh`` rightly takes it for a replica still running:
+        a start-replica then started nothing (seen once on a loaded machine)."""
         pid = self.replica_pid(n)
         os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         return pid
 
     def restart_redis(self) -> None:
@@ -200,3 +207,12 @@ class Fleet:
         )
         if check and done.returncode != 0:
             raise RuntimeError(f"scripts/fleet.sh {' '.join(args)} failed:\n{done.stderr}")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited yet (neither gone nor a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
