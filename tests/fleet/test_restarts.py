@@ -141,6 +141,12 @@ def exited(pid: int) -> bool:
         return True
 
 
+def nginx_errors(fleet: Fleet) -> str:
+    """What nginx logged: why it answered 502 for a request that failed."""
+    log = fleet.home / "nginx" / "error.log"
+    return log.read_text(errors="replace")[-4000:] if log.exists() else "(no nginx error log)"
+
+
 def summary(load: MixedLoad) -> str:
     by_kind = {k: sum(o.kind == k for o in load.outcomes) for k in kinds("-")}
     return f"{len(load.failures())} of {len(load.outcomes)} failed ({by_kind})"
@@ -162,7 +168,7 @@ async def test_a_rolling_restart_of_every_replica_under_load_fails_no_request(
     after = [fleet.replica_pid(n) for n in range(1, 4)]
     assert all(a != b for a, b in zip(after, before, strict=True)), (before, after)
     print(f"\nrolling restart of 3 replicas ({took:.1f} s) under load: {summary(load)}")
-    assert load.failures() == []
+    assert load.failures() == [], nginx_errors(fleet)
     assert {o.kind for o in load.outcomes[80:during]} == set(kinds(name))
 
 
@@ -189,5 +195,5 @@ async def test_sigterm_of_one_replica_under_load_fails_no_request(
         await load.until(stopped + 80)  # the two others carry the load
 
     print(f"\nSIGTERM of 1 of 3 replicas under load: {summary(load)}")
-    assert load.failures() == []
+    assert load.failures() == [], nginx_errors(fleet)
     await asyncio.to_thread(fleet.start_replica, 2)

@@ -5,6 +5,8 @@ until the time is up or a second signal comes; then it closes its port, drains a
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +66,32 @@ async def test_a_stopping_service_serves_unready_closing_each_connection_until_i
     assert unready == (503, {"status": "stopping", "agents": 1, "degraded": {}}, "close")
     assert (during[0], during[1]["output"], during[2]) == (200, "while stopping", "close")
     assert (open_while_stopping, refused, code) == (True, True, 0)
+
+
+async def test_a_connection_opened_while_stopping_is_served_when_its_request_comes_late(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    # A balancer opened the connection during the lame duck and sends its request only
+    # after the port has closed: closing the connection then would drop that request.
+    model_server.script("gpt-main", [Reply("served late")])
+    config = lame_duck_service(tmp_path, model_server, seconds=2)
+    async with serve_process(config, free_port()) as served:
+        served.terminate()
+        await served.wait_log("stopping: /readyz answers 503")
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        await served.wait_log("stopping: the port is closed; 1 open connection(s)")
+        refused = await connection_refused(served.port)
+        body = b'{"input": "hi"}'
+        writer.write(
+            b"POST /v1/agents/bot/invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        answer = await reader.read()  # to the end: the service closes the connection
+        writer.close()
+        code = await served.exit_code(within=10)
+
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == b"HTTP/1.1 200 OK", answer[:300]
+    assert b"connection: close" in head.lower()
+    assert json.loads(payload)["output"] == "served late"
+    assert (refused, code) == (True, 0)

@@ -1,4 +1,12 @@
-"""aiohttp's connection, paused under its feet.
+"""aiohttp's internals, reached in three places.
+
+- A stream's headers sent with its first event (``http/sse.py``): aiohttp sends them on
+  their own at ``prepare`` unless a response class says otherwise
+  (``_send_headers_immediately``).
+- Whether a served connection carries a request (``http/serving.py``, when it stops):
+  aiohttp's server closes every connection without a running handler, including one
+  whose request has arrived but whose handler has not started yet.
+- A client connection paused under its feet, below.
 
 Pacing the reads of a model's flood (``models/_sse.py``) stops the socket of an aiohttp
 response from being read for a moment: the kernel gathers what arrives, and one read
@@ -11,23 +19,50 @@ resumes before aiohttp's buffer is read again.
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from dynagent._compat.versions import Tested
 
 if TYPE_CHECKING:
     import aiohttp
+    from aiohttp import web
 
 TESTED = Tested("aiohttp", "3.14.5", "3.15")
 PRIVATE_PARTS = (
     "aiohttp.client_reqrep:ClientResponse.connection",
     "aiohttp.connector:Connection.transport",
+    "aiohttp.web_response:StreamResponse._send_headers_immediately",
+    "aiohttp.web_protocol:RequestHandler._request_in_progress",
+    "aiohttp.web_protocol:RequestHandler._messages",
 )
 """What this module reaches, as ``module:attribute``."""
 
 
 def check() -> None:
     TESTED.check()
+
+
+def stream_sending_headers_late(headers: Mapping[str, str]) -> web.StreamResponse:
+    """A stream whose headers leave with the first write after ``prepare``, in one send."""
+    return _late_headers_class()(headers=headers)
+
+
+@functools.cache
+def _late_headers_class() -> type[web.StreamResponse]:
+    from aiohttp import web
+
+    class StreamSendingHeadersLate(web.StreamResponse):
+        _send_headers_immediately = False
+
+    return StreamSendingHeadersLate
+
+
+def carries_no_request(connection: web.RequestHandler) -> bool:
+    """Whether a served connection has no request on it: none running, none read and
+    waiting for its handler."""
+    return not connection._request_in_progress and not connection._messages
 
 
 async def leave_unread(response: aiohttp.ClientResponse, seconds: float) -> None:

@@ -8,8 +8,12 @@ holds get used up instead of being closed under a request it has just sent (it d
 send a POST twice). Then the port closes. The connections already waiting in the kernel's
 accept queue are accepted and served first: closing the port would reset them, after the
 balancer had sent its request on them. A connection after that is refused, which a
-balancer safely retries on another replica since nothing was sent. Running requests get
-``listen.drain_seconds`` (``dynagent.core.drain``), then the process exits.
+balancer safely retries on another replica since nothing was sent. A connection still
+open without a request on it (one just accepted, whose request is on its way; one the
+balancer still keeps) gets up to ``listen.lame_duck_seconds`` more for one, served with
+``Connection: close``: closing it would drop a request sent on it at that moment, which
+a balancer does not retry. Running requests get ``listen.drain_seconds``
+(``dynagent.core.drain``), then the process exits.
 
 SIGINT (Ctrl-C at a terminal), or a second signal, skips the lame-duck time.
 
@@ -20,12 +24,15 @@ served request; why it is not the default is said there).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from loguru import logger
 
+from dynagent._compat import aiohttp as aiohttp_compat
 from dynagent.exceptions import StartupError
 from dynagent.http.state import SERVICE
 
@@ -33,6 +40,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 KEEPALIVE_SECONDS = 75.0
 """An idle kept-alive connection is closed after this long (aiohttp's ``run_app`` default;
 a balancer keeping connections closes its idle ones sooner, see ``scripts/fleet.sh``)."""
+IDLE_POLL_SECONDS = 0.01
+"""How often a stopping service looks for connections without a request (aiohttp has no
+event for a request's arrival)."""
 
 
 def run(app: web.Application, listening: socket.socket, on_started: Callable[[], None]) -> None:
@@ -77,10 +87,16 @@ async def _serve(
         site = web.SockSite(runner, listening)
         await site.start()
         on_started()
-        if await signals.get() == signal.SIGTERM and listen.lame_duck_seconds:
+        lame_duck = listen.lame_duck_seconds if await signals.get() == signal.SIGTERM else 0.0
+        unused = _without_request(runner.server)
+        if lame_duck:
             await app[SERVICE].begin_stopping()
-            await _unless_signalled(asyncio.sleep(listen.lame_duck_seconds), signals)
+            if not await _unless_signalled(asyncio.sleep(lame_duck), signals):
+                lame_duck = 0.0  # a second signal: stop now
         await _close_port(listening, site, runner.server)
+        if lame_duck:
+            waited = _until_requests_arrive(runner.server, unused, lame_duck)
+            await _unless_signalled(waited, signals)
     finally:
         await runner.cleanup()  # closes idle connections, drains, runs the cleanup contexts
         for signum in STOP_SIGNALS:
@@ -123,6 +139,34 @@ async def _close_port(
     # Their requests, already in the socket buffers, are read in the loop's next turn:
     # before the shutdown closes the connections that have none.
     await asyncio.sleep(0)
+
+
+def _without_request(server: web.Server | None) -> set[web.RequestHandler]:
+    """The open connections that have no request on them."""
+    connections = server.connections if server is not None else []
+    return set(filter(aiohttp_compat.carries_no_request, connections))
+
+
+async def _until_requests_arrive(
+    server: web.Server | None, unused: set[web.RequestHandler], within: float
+) -> None:
+    """Wait, at most ``within`` s, until each open connection without a request gets one
+    (and so closes after its answer) or is closed. Those in ``unused``, without a request
+    since the lame duck began, are not waited for: their client does not use them."""
+    waiting = _without_request(server) - unused
+    if not waiting:
+        return
+    logger.info(
+        "stopping: the port is closed; {} open connection(s) without a request have up to "
+        "{:g} s for one",
+        len(waiting),
+        within,
+    )
+    with contextlib.suppress(TimeoutError):  # past the time: closed with the rest
+        async with asyncio.timeout(within):
+            # aiohttp has no event for a connection's request nor for its closing
+            while _without_request(server) - unused:  # noqa: ASYNC110
+                await asyncio.sleep(IDLE_POLL_SECONDS)
 
 
 def _accept_waiting(listening: socket.socket) -> list[socket.socket]:

@@ -10,6 +10,8 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
+from dynagent._compat import aiohttp as aiohttp_compat
+
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 _encode = _json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
@@ -52,20 +54,15 @@ def _json_response(body: bytes, status: int, headers: Mapping[str, str] | None) 
     )
 
 
-class _HeadersWithFirstEvent(web.StreamResponse):
-    """A stream whose headers leave with its first event, in one send: aiohttp sends a
-    stream's headers on their own at ``prepare`` unless told otherwise."""
-
-    _send_headers_immediately = False
-
-
 async def open_stream(
     request: web.Request, headers: dict[str, str], *, first_event_ready: bool = False
 ) -> web.StreamResponse:
     """A stream, its headers sent now, or, ``first_event_ready`` (the caller writes an
     event at once), with that event."""
-    kind = _HeadersWithFirstEvent if first_event_ready else web.StreamResponse
-    response = kind(headers=headers)
+    if first_event_ready:
+        response = aiohttp_compat.stream_sending_headers_late(headers)
+    else:
+        response = web.StreamResponse(headers=headers)
     await response.prepare(request)
     return response
 
