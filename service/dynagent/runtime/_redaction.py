@@ -67,10 +67,6 @@ def event_text_size(event: object, limit: int = INLINE_CHARS) -> int:
     return total
 
 
-def _event_size(event: Event) -> int:
-    return event_text_size(event)
-
-
 def trace_size(event: Event) -> int:
     """About how many bytes ``event`` holds in a trace: its text, plus a little. Counted
     where it was masked (``RedactingEmitter``) when it went through one, else here."""
@@ -78,22 +74,18 @@ def trace_size(event: Event) -> int:
     return 200 + (size if size >= 0 else event_text_size(event, limit=1 << 62))
 
 
-def _remember(event: Event, size: int) -> Event:
-    """``event`` with its text size kept for its trace (a slot, not a field)."""
-    keep_size(event, size)
-    return event
-
-
 def _shown_sized(shown: Callable[[Event], Event], event: Event) -> Event:
     """``shown(event)``, its size counted whole: for a long text, on the worker thread."""
     masked = shown(event)
-    return _remember(masked, event_text_size(masked, limit=1 << 62))
+    keep_size(masked, event_text_size(masked, limit=1 << 62))
+    return masked
 
 
 class RedactingEmitter:
     """Hands each event to ``sink`` as ``shown`` makes it (masked), in emission order;
     an event with more than ``INLINE_CHARS`` of text is masked on a worker thread. Each
-    event's text is counted once, and the count kept with it for its trace."""
+    event's text is counted once, and the count kept with it for its trace. Every event
+    of every run passes here: it is written flat."""
 
     def __init__(self, sink: Callable[[Event], None], shown: Callable[[Event], Event]) -> None:
         self._sink = sink
@@ -105,7 +97,7 @@ class RedactingEmitter:
         if self._pending:  # after the ones waiting for a worker thread, counted there
             self._pending.append((event, -1))
             return
-        size = _event_size(event)
+        size = event_text_size(event)
         if size <= INLINE_CHARS:
             self._sink(self._inline(event, size))
             return
@@ -117,14 +109,16 @@ class RedactingEmitter:
         """``event`` masked here; its count (whole, at most ``INLINE_CHARS``) kept for
         its trace unless masking made it another event."""
         shown = self._shown(event)
-        return _remember(shown, size) if shown is event else shown
+        if shown is event:
+            keep_size(event, size)
+        return shown
 
     async def _drain(self) -> None:
         try:
             while self._pending:
                 event, size = self._pending[0]
                 if size < 0:
-                    size = _event_size(event)
+                    size = event_text_size(event)
                 if size > INLINE_CHARS:
                     masked = await asyncio.to_thread(_shown_sized, self._shown, event)
                 else:

@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from dynagent.deadlines import RunDeadline
@@ -224,7 +225,7 @@ class Agent:
             tools=self.tools,
         )
         # Masked inline, or on a worker thread when an event carries a long text.
-        shown = RedactingEmitter(emit, lambda event: self._shown(event, ctx))
+        shown = RedactingEmitter(emit, partial(self._shown, ctx=ctx))
         if streamed and self.secrets:  # only streamed runs have deltas
             ctx.emit = DeltaGate(StreamMask(self.secrets), shown)
         else:
