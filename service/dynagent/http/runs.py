@@ -4,7 +4,6 @@ the canary key and the trace context; the run itself is the service's."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 from aiohttp import web
 
@@ -36,17 +35,31 @@ def agent_headers(agent: Agent, variant: Variant, trace_id: str) -> dict[str, st
     return {REVISION_HEADER: agent.revision, VARIANT_HEADER: variant, TRACE_HEADER: trace_id}
 
 
-def _from(request: web.Request, run: RunRequest) -> RunRequest:
-    return replace(run, canary_key=request.headers.get(CANARY_KEY_HEADER), carrier=request.headers)
+def with_headers(request: web.Request, run: RunRequest) -> RunRequest:
+    """``run`` with the caller's canary key and trace context, from the request's headers.
+    Built field by field: ``dataclasses.replace`` costs some twenty calls, on every run."""
+    return RunRequest(
+        run.name,
+        run.input,
+        run.session_id,
+        run.variables,
+        run.pin,
+        run.endpoint,
+        run.options,
+        run.sticky,
+        request.headers.get(CANARY_KEY_HEADER),
+        request.headers,
+        run.metadata,
+    )
 
 
 async def run_agent(request: web.Request, run: RunRequest) -> tuple[Agent, RunResult]:
-    return await runs.run_agent(service(request), caller(request), _from(request, run))
+    return await runs.run_agent(service(request), caller(request), with_headers(request, run))
 
 
 async def stream_agent(
     request: web.Request, run: RunRequest, *, hold: bool = False
 ) -> tuple[Agent, Variant, str, AsyncIterator[Event]]:
     return await runs.stream_agent(
-        service(request), caller(request), _from(request, run), hold=hold
+        service(request), caller(request), with_headers(request, run), hold=hold
     )
