@@ -115,10 +115,11 @@ class Agent:
     masks them while this agent is in the registry, and this agent's runs always."""
     prices: Prices = field(default_factory=Prices)
     """The service's ``models.prices``: what its runs' model calls cost."""
+    name: str = field(init=False, repr=False)
+    """``spec.name``, kept: a run reads it a dozen times."""
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.spec.name)
 
     async def run(
         self,
