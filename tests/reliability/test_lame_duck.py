@@ -1,7 +1,9 @@
 """A real ``dynagent serve`` with ``listen.lame_duck_seconds`` on SIGTERM: it goes on
 serving with ``/readyz`` at 503 and every response closing its connection (a balancer holding
 kept-alive connections drops them instead of sending on one the service is about to close),
-until the time is up or a second signal comes; then it closes its port, drains and exits 0."""
+until the time is up or a second signal comes; then it closes its port, serves a request still
+coming on a connection it holds (one opened late, one kept after a stream begun before the
+signal), drains and exits 0."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.support import Reply, ScriptedModelServer
+from tests.support import Reply, ScriptedModelServer, Slow
 from tests.support.process import free_port, serve_process, write_config
 from tests.support.service import agent_document, write_agent
 
@@ -79,7 +81,9 @@ async def test_a_connection_opened_while_stopping_is_served_when_its_request_com
         served.terminate()
         await served.wait_log("stopping: /readyz answers 503")
         reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
-        await served.wait_log("stopping: the port is closed; 1 open connection(s)")
+        await served.wait_log(
+            "stopping: the port is closed; 1 open connection(s) may still get a request"
+        )
         refused = await connection_refused(served.port)
         body = b'{"input": "hi"}'
         writer.write(
@@ -95,3 +99,54 @@ async def test_a_connection_opened_while_stopping_is_served_when_its_request_com
     assert b"connection: close" in head.lower()
     assert json.loads(payload)["output"] == "served late"
     assert (refused, code) == (True, 0)
+
+
+async def read_answer(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One answer off a kept connection, whole or chunked: its head and its body."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" in head.lower():
+        return head, await reader.readuntil(b"\r\n0\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    return head, await reader.readexactly(length)
+
+
+def invoke_bytes(text: str, *, stream: bool = False) -> bytes:
+    body = json.dumps({"input": text, "stream": stream}).encode()
+    return (
+        b"POST /v1/agents/bot/invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+
+async def test_a_connection_kept_by_a_stream_begun_before_stopping_serves_its_next_request(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    # The stream's headers left before SIGTERM, so they could not say "Connection:
+    # close", and it ends after the port has closed: a balancer keeps the connection and
+    # may send on it at once. Closing it straight after the stream would drop that request.
+    model_server.script("gpt-main", [Slow(4.0, Reply("begun before")), Reply("sent after")])
+    config = lame_duck_service(tmp_path, model_server, seconds=3)
+    async with serve_process(config, free_port()) as served:
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(invoke_bytes("first", stream=True))
+        await model_server.wait_for_requests(1)
+        served.terminate()
+        await served.wait_log(
+            "stopping: the port is closed; 1 open connection(s) may still get a request"
+        )
+        first_head, first = await read_answer(reader)
+        writer.write(invoke_bytes("second"))
+        second_head, second = await read_answer(reader)
+        closed = await reader.read() == b""
+        writer.close()
+        code = await served.exit_code(within=15)
+
+    assert b"connection: close" not in first_head.lower()
+    assert b'"begun before"' in first and b"event: run_finished" in first
+    assert b"connection: close" in second_head.lower()
+    assert json.loads(second)["output"] == "sent after"
+    assert (closed, code) == (True, 0)

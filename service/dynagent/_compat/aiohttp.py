@@ -3,9 +3,10 @@
 - A stream's headers sent with its first event (``http/sse.py``): aiohttp sends them on
   their own at ``prepare`` unless a response class says otherwise
   (``_send_headers_immediately``).
-- Whether a served connection carries a request (``http/serving.py``, when it stops):
-  aiohttp's server closes every connection without a running handler, including one
-  whose request has arrived but whose handler has not started yet.
+- Whether a served connection carries a request, and how many it has read
+  (``http/serving.py``, when it stops): aiohttp's server closes every connection without
+  a running handler, including one whose request has arrived but whose handler has not
+  started yet.
 - A client connection paused under its feet, below.
 
 Pacing the reads of a model's flood (``models/_sse.py``) stops the socket of an aiohttp
@@ -36,6 +37,7 @@ PRIVATE_PARTS = (
     "aiohttp.web_response:StreamResponse._send_headers_immediately",
     "aiohttp.web_protocol:RequestHandler._request_in_progress",
     "aiohttp.web_protocol:RequestHandler._messages",
+    "aiohttp.web_protocol:RequestHandler._request_count",
 )
 """What this module reaches, as ``module:attribute``."""
 
@@ -63,6 +65,12 @@ def carries_no_request(connection: web.RequestHandler) -> bool:
     """Whether a served connection has no request on it: none running, none read and
     waiting for its handler."""
     return not connection._request_in_progress and not connection._messages
+
+
+def requests_read(connection: web.RequestHandler) -> int:
+    """How many requests a served connection has read."""
+    count: int = connection._request_count
+    return count
 
 
 async def leave_unread(response: aiohttp.ClientResponse, seconds: float) -> None:

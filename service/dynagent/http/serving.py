@@ -8,11 +8,12 @@ holds get used up instead of being closed under a request it has just sent (it d
 send a POST twice). Then the port closes. The connections already waiting in the kernel's
 accept queue are accepted and served first: closing the port would reset them, after the
 balancer had sent its request on them. A connection after that is refused, which a
-balancer safely retries on another replica since nothing was sent. A connection still
-open without a request on it (one just accepted, whose request is on its way; one the
-balancer still keeps) gets up to ``listen.lame_duck_seconds`` more for one, served with
-``Connection: close``: closing it would drop a request sent on it at that moment, which
-a balancer does not retry. Running requests get ``listen.drain_seconds``
+balancer safely retries on another replica since nothing was sent. A connection that
+may still get a request (one just accepted, whose request is on its way; one whose
+answer began before SIGTERM, without ``Connection: close``, which the balancer keeps
+after it) is served for up to ``listen.lame_duck_seconds`` more, until it has a request
+whose answer closes it, or is closed: closing it would drop a request sent on it at that
+moment, which a balancer does not retry. Running requests get ``listen.drain_seconds``
 (``dynagent.core.drain``), then the process exits.
 
 SIGINT (Ctrl-C at a terminal), or a second signal, skips the lame-duck time.
@@ -40,9 +41,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 KEEPALIVE_SECONDS = 75.0
 """An idle kept-alive connection is closed after this long (aiohttp's ``run_app`` default;
 a balancer keeping connections closes its idle ones sooner, see ``scripts/fleet.sh``)."""
-IDLE_POLL_SECONDS = 0.01
-"""How often a stopping service looks for connections without a request (aiohttp has no
-event for a request's arrival)."""
+STOPPING_POLL_SECONDS = 0.01
+"""How often a stopping service looks again at the connections that may still get a
+request (aiohttp has no event for a request's arrival)."""
 
 
 def run(app: web.Application, listening: socket.socket, on_started: Callable[[], None]) -> None:
@@ -88,14 +89,14 @@ async def _serve(
         await site.start()
         on_started()
         lame_duck = listen.lame_duck_seconds if await signals.get() == signal.SIGTERM else 0.0
-        unused = _without_request(runner.server)
+        at_stop = _AtStop(runner.server)
         if lame_duck:
             await app[SERVICE].begin_stopping()
             if not await _unless_signalled(asyncio.sleep(lame_duck), signals):
                 lame_duck = 0.0  # a second signal: stop now
         await _close_port(listening, site, runner.server)
         if lame_duck:
-            waited = _until_requests_arrive(runner.server, unused, lame_duck)
+            waited = _until_requests_arrive(runner.server, at_stop, lame_duck)
             await _unless_signalled(waited, signals)
     finally:
         await runner.cleanup()  # closes idle connections, drains, runs the cleanup contexts
@@ -141,32 +142,49 @@ async def _close_port(
     await asyncio.sleep(0)
 
 
-def _without_request(server: web.Server | None) -> set[web.RequestHandler]:
-    """The open connections that have no request on them."""
-    connections = server.connections if server is not None else []
-    return set(filter(aiohttp_compat.carries_no_request, connections))
+class _AtStop:
+    """The connections open when the service was told to stop: how many requests each
+    had read, and whether one was under way."""
+
+    def __init__(self, server: web.Server | None) -> None:
+        self._seen = {
+            c: (aiohttp_compat.requests_read(c), not aiohttp_compat.carries_no_request(c))
+            for c in (server.connections if server is not None else ())
+        }
+
+    def may_get_a_request(self, connection: web.RequestHandler) -> bool:
+        """Whether closing ``connection`` now could drop a request its client is sending:
+        one opened since, whose first request is on its way; one whose answer began
+        before (without ``Connection: close``: it is kept after that answer). Not one
+        that read a request since (its answer closes it), nor one unused throughout."""
+        seen = self._seen.get(connection)
+        if seen is None:
+            return aiohttp_compat.carries_no_request(connection)
+        read, busy = seen
+        return busy and aiohttp_compat.requests_read(connection) == read
 
 
 async def _until_requests_arrive(
-    server: web.Server | None, unused: set[web.RequestHandler], within: float
+    server: web.Server | None, at_stop: _AtStop, within: float
 ) -> None:
-    """Wait, at most ``within`` s, until each open connection without a request gets one
-    (and so closes after its answer) or is closed. Those in ``unused``, without a request
-    since the lame duck began, are not waited for: their client does not use them."""
-    waiting = _without_request(server) - unused
+    """Wait, at most ``within`` s, until no open connection may still get a request
+    (each has one whose answer closes it, or is closed)."""
+    if server is None:
+        return
+    waiting = sum(map(at_stop.may_get_a_request, server.connections))
     if not waiting:
         return
     logger.info(
-        "stopping: the port is closed; {} open connection(s) without a request have up to "
-        "{:g} s for one",
-        len(waiting),
+        "stopping: the port is closed; {} open connection(s) may still get a request, "
+        "served for up to {:g} s",
+        waiting,
         within,
     )
     with contextlib.suppress(TimeoutError):  # past the time: closed with the rest
         async with asyncio.timeout(within):
             # aiohttp has no event for a connection's request nor for its closing
-            while _without_request(server) - unused:  # noqa: ASYNC110
-                await asyncio.sleep(IDLE_POLL_SECONDS)
+            while any(map(at_stop.may_get_a_request, server.connections)):  # noqa: ASYNC110
+                await asyncio.sleep(STOPPING_POLL_SECONDS)
 
 
 def _accept_waiting(listening: socket.socket) -> list[socket.socket]:
