@@ -11,14 +11,13 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.support import Reply, ScriptedModelServer, Slow
-from tests.support.fleet import Fleet, until
+from tests.support.fleet import Fleet, exited, until
 from tests.support.nacos import NacosAdmin, yaml_text
 from tests.support.service import agent_document, parse_sse, revision_of
 
@@ -131,14 +130,6 @@ async def steady_agent(
     await serving_everywhere(http, fleet, name, revision_of(document))
     model.script(name, [Slow(0.05, Reply(ANSWER, gap=0.02))], cycle=True)
     return name
-
-
-def exited(pid: int) -> bool:
-    """Gone, or a zombie left for init to reap."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def nginx_errors(fleet: Fleet) -> str:

@@ -159,7 +159,7 @@ class Fleet:
         pid = self.replica_pid(n)
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while _running(pid) and time.monotonic() < deadline:
+        while not exited(pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         return pid
 
@@ -209,10 +209,10 @@ class Fleet:
             raise RuntimeError(f"scripts/fleet.sh {' '.join(args)} failed:\n{done.stderr}")
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not exited yet (neither gone nor a zombie)."""
+def exited(pid: int) -> bool:
+    """Whether ``pid`` has exited: gone, or a zombie left for its parent to reap."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
