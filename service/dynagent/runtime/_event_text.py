@@ -4,12 +4,11 @@ every text field of an event before anyone sees it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, get_args
 
 from dynagent.events import Event, JsonValue
-from dynagent.interceptors.base import RunContext
 from dynagent.runtime._loop import AgentInput
 
 
@@ -20,12 +19,20 @@ def input_summary(input: AgentInput) -> JsonValue:
 _TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
 
 
-def redacted(event: Event, ctx: RunContext) -> Event:
+def redacted(event: Event, redactors: Sequence[Callable[[str], str]]) -> Event:
+    """Every text of ``event`` through each of ``redactors`` in turn (a run's
+    ``RunContext.redactors``, which its interceptors may add to while it runs)."""
+
+    def redact(text: str) -> str:
+        for redactor in redactors:
+            text = redactor(text)
+        return text
+
     changes: dict[str, Any] = {}
     for name in _TEXT_FIELDS:
         value = getattr(event, name, None)
         if value is not None:
-            changes[name] = _redact_value(value, ctx.redact)
+            changes[name] = _redact_value(value, redact)
     return dataclasses.replace(event, **changes) if changes else event
 
 

@@ -225,18 +225,20 @@ class Agent:
             system=render_system(self, merged),
             tools=self.tools,
         )
-        # Masked inline, or on a worker thread when an event carries a long text.
-        shown = RedactingEmitter(emit, partial(self._shown, ctx=ctx))
+        # Masked inline, or on a worker thread when an event carries a long text. The
+        # emitter holds the run's redactors, not the run's context that holds it: no
+        # cycle, so a run's objects are freed when it ends, not by the garbage collector.
+        shown = RedactingEmitter(emit, partial(self._shown, redactors=ctx.redactors))
         if streamed and self.secrets:  # only streamed runs have deltas
             ctx.emit = DeltaGate(StreamMask(self.secrets), shown)
         else:
             ctx.emit = shown
         return ctx
 
-    def _shown(self, event: Event, ctx: RunContext) -> Event:
+    def _shown(self, event: Event, redactors: list[Callable[[str], str]]) -> Event:
         """The event as traces, streams and logs may see it."""
-        if ctx.redactors:
-            event = redacted(event, ctx)
+        if redactors:
+            event = redacted(event, redactors)
         if self.secrets:
             event = masked(event, self.secrets.mask)
         return event
