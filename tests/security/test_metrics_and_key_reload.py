@@ -75,7 +75,7 @@ async def scrape(service: RunningService, key: str | None) -> tuple[int, Any]:
         return 200, {
             family.name: sorted({s.labels.get("agent", "-") for s in family.samples})
             for family in families
-            if family.name.startswith("dynagent_") and family.samples
+            if family.name.startswith(("dynagent_", "process_", "python_")) and family.samples
         }
 
 
@@ -92,6 +92,9 @@ async def test_metrics_need_an_admin_or_a_metrics_key_and_follow_its_agents(
     status, everything = await scrape(service, ADMIN)
     assert status == 200
     assert everything["dynagent_agents"] == ["-"]  # a total over all agents
+    # The process's own series are for keys that see every agent.
+    assert everything["process_resident_memory_bytes"] == everything["python_gc_collections"]
+    assert everything["python_gc_collections"] == ["-"]
     per_agent = {name: agents for name, agents in everything.items() if agents != ["-"]}
     assert {"dynagent_requests", "dynagent_tokens", "dynagent_reloads"} <= per_agent.keys()
     assert all(agents == ["bot", "other"] for agents in per_agent.values()), everything

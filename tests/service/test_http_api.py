@@ -310,6 +310,22 @@ async def test_metrics_count_runs_per_agent_and_variant(
     assert value("dynagent_agents") == 1
 
 
+async def test_metrics_describe_the_process_and_its_garbage_collector(
+    service: RunningService,
+) -> None:
+    found = samples(await (await service.client.get("/metrics")).text())
+    names = {name for name, _ in found}
+    rss = found[("process_resident_memory_bytes", frozenset())]
+    fds = found[("process_open_fds", frozenset())]
+    assert rss > 1_000_000
+    assert 0 < fds <= found[("process_max_fds", frozenset())]
+    assert found[("process_cpu_seconds_total", frozenset())] > 0
+    assert ("python_info" in names) and ("python_gc_collections_total" in names)
+    assert {labels for name, labels in found if name == "python_gc_objects_collected_total"} == {
+        frozenset({("generation", str(generation))}) for generation in range(3)
+    }
+
+
 def served(app: web.Application) -> set[tuple[str, str]]:
     """(method, path) of every route the app serves, less the HEAD beside each GET and
     the routes the document leaves out on purpose (each with its reason)."""

@@ -17,7 +17,7 @@ from tests.support import Fail, Reply, ScriptedModelServer
 from tests.support.service import agent_document, running_service, service_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-METRIC = re.compile(r"\bdynagent_[a-z0-9_]+\b")
+METRIC = re.compile(r"\b(?:dynagent|process|python)_[a-z0-9_]+\b")
 
 
 def dashboard_expressions() -> list[str]:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -18,9 +27,20 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120
 EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome", "weight")
 
 
+def _registry() -> CollectorRegistry:
+    """A registry with what every Prometheus exporter of a Python process has: the
+    interpreter (``python_info``) and its garbage collector (``python_gc_*``); CPU, memory,
+    descriptors and start time (``process_*``, read from /proc) are added by
+    ``Metrics.exposition``. All read at scrape time, nothing per run."""
+    registry = CollectorRegistry()
+    for collector in (PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    return registry
+
+
 class Metrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        self.registry = _registry()
         labels = ("agent", "variant")
         self.requests = Counter(
             "dynagent_requests",
@@ -268,10 +288,13 @@ class Metrics:
             if step is not None:
                 self.canary_step.labels(agent).set(step)
 
-    def exposition(self, agents: frozenset[str] | None = None) -> bytes:
-        """The text format; with ``agents``, only their series (no totals over all)."""
+    def exposition(
+        self, agents: frozenset[str] | None = None, process: Sequence[Metric] = ()
+    ) -> bytes:
+        """The text format; with ``agents``, only their series (no totals over all, no
+        ``process``: the families of ``process_families``, read beforehand)."""
         if agents is None:
-            return generate_latest(self.registry)
+            return generate_latest(self.registry) + generate_latest(_Families(process))
         only = CollectorRegistry(auto_describe=False)
         only.register(_AgentsOnly(self.registry, agents))
         return generate_latest(only)
@@ -293,6 +316,22 @@ def _outcome(error: str | None) -> str:
     if error is None:
         return "ok"
     return "unavailable" if error == "unavailable" else "error"
+
+
+def process_families() -> list[Metric]:
+    """The process's CPU seconds, memory, open and most descriptors and start time: files
+    of /proc read, so a scrape reads them on a worker thread, off the event loop."""
+    return list(PROCESS_COLLECTOR.collect())
+
+
+class _Families(Collector):
+    """Families collected beforehand."""
+
+    def __init__(self, families: Sequence[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
 
 
 class _AgentsOnly(Collector):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Literal
 
 from aiohttp import web
 
+from dynagent.core.metrics import process_families
 from dynagent.http._routes import DOCUMENT, Route, Routes
 from dynagent.http.api.schemas import Health, Readiness
 from dynagent.http.sse import json
@@ -68,7 +70,8 @@ async def metrics(request: web.Request) -> web.Response:
         for e in the.registry
         if e.canary is not None
     )
-    body = the.metrics.exposition(agents)
+    process = await asyncio.to_thread(process_families) if agents is None else ()
+    body = the.metrics.exposition(agents, process)
     return web.Response(body=body, content_type="text/plain")
 
 
