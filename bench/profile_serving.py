@@ -20,7 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import aiohttp
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench._load import load
 from bench._process import Child, free_port
@@ -72,9 +74,13 @@ async def profile(
             await load(service.url + path, body, concurrency=concurrency, seconds=0.5)
             process = service.process
             assert process is not None
+            counts = await collector_counts(service.url)
             if profiler == "cpu":  # the measured load only: figures per request
                 process.send_signal(signal.SIGUSR1)
             result = await load(service.url + path, body, concurrency=concurrency, seconds=seconds)
+            collector = collector_per_request(
+                counts, await collector_counts(service.url), result.ok
+            )
             if profiler == "cpu":
                 process.send_signal(signal.SIGUSR2)
                 async with asyncio.timeout(30):
@@ -84,6 +90,7 @@ async def profile(
             await process.wait()
         text = io.StringIO()
         print(f"{result.ok} requests, failures {dict(result.failures)}", file=text)
+        print(collector, file=text)
         stats = pstats.Stats(str(output), stream=text)
         if save is not None:
             stats.dump_stats(save)
@@ -92,6 +99,32 @@ async def profile(
         stats.sort_stats("tottime").print_stats(top)
         stats.sort_stats("cumulative").print_stats(top)
         return text.getvalue()
+
+
+async def collector_counts(url: str) -> tuple[float, float]:
+    """The garbage collector's passes and the objects it found, all generations, so far
+    (``python_gc_*`` in ``/metrics``)."""
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as response:
+        response.raise_for_status()
+        text = await response.text()
+    totals = {"python_gc_collections": 0.0, "python_gc_objects_collected": 0.0}
+    for family in text_string_to_metric_families(text):
+        if family.name in totals:
+            totals[family.name] = sum(sample.value for sample in family.samples)
+    return totals["python_gc_collections"], totals["python_gc_objects_collected"]
+
+
+def collector_per_request(
+    before: tuple[float, float], after: tuple[float, float], requests: int
+) -> str:
+    """What the garbage collector did during the measured load, per request: objects the
+    service leaves in reference cycles, which only the collector frees."""
+    per = max(requests, 1)
+    passes, found = (now - then for now, then in zip(after, before, strict=True))
+    return (
+        f"garbage collector: {passes * 1000 / per:.1f} passes per 1,000 requests, "
+        f"{found / per:.2f} objects found in cycles per request"
+    )
 
 
 def per_request(stats: pstats.Stats, requests: int, top: int) -> str:
