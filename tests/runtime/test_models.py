@@ -23,11 +23,13 @@ RETRY_NOW = {"retry-after": "0"}
 @pytest.mark.parametrize(
     "failure",
     [
+        Fail(408, headers=RETRY_NOW),
+        Fail(409, headers=RETRY_NOW),
         Fail(429, headers=RETRY_NOW),
         Fail(500, headers=RETRY_NOW),
         Fail(503, headers={"retry-after-ms": "0"}),
     ],
-    ids=["429", "500", "503"],
+    ids=["408", "409", "429", "500", "503"],
 )
 async def test_a_retryable_failure_then_success(
     make_agent: AgentFactory, model_server: ScriptedModelServer, failure: Fail

@@ -35,6 +35,11 @@ _HINTS = {
 }
 
 
+_TRANSIENT = frozenset({408, 409, 429})
+"""The 4xx statuses worth another try, as the ``openai`` SDK has them: the endpoint's
+request timeout, a conflict (a lock it timed out on) and its rate limit."""
+
+
 def timeout_error(seconds: float | None) -> ModelTimeout:
     within = f" within model.timeout = {seconds:g} s" if seconds is not None else ""
     return ModelTimeout(f"the model endpoint did not answer{within}", retryable=True)
@@ -47,7 +52,7 @@ def model_error(exc: openai.APIError, timeout: float | None = None) -> ModelErro
         return ModelError(
             f"the model endpoint answered {status}: {short(exc.message)}{_HINTS.get(status, '')}",
             status=status,
-            retryable=status == 429 or status >= 500,
+            retryable=status in _TRANSIENT or status >= 500,
         )
     if isinstance(exc, openai.APIConnectionError):  # APITimeoutError among them
         return transport_error(exc, timeout)
