@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from tests.openai.conftest import API_KEY, WEATHER_TOOL, Served
-from tests.support import CallTools, Reply, Step
+from tests.support import CallTools, Fail, Reply, Step
 
 
 def chat(service: Served, model: str = "bot", **options: Any) -> ChatOpenAI:
@@ -77,3 +78,14 @@ def test_with_structured_output(service: Served, method: str) -> None:
         assert request["tool_choice"] == {"type": "function", "function": {"name": "Weather"}}
     else:
         assert request["response_format"]["type"] == "json_schema"
+
+
+def test_a_request_the_model_endpoint_refuses_is_not_retried_by_chat_openai(
+    service: Served,
+) -> None:
+    """``ChatOpenAI`` with its default retries: the service's 502 for a request its model
+    endpoint refused says a retry would fail alike, and the run is made once."""
+    service.script([Fail(400, {"error": {"message": "unsupported value: 'temperature'"}})])
+    with pytest.raises(openai.InternalServerError):
+        ChatOpenAI(model="bot", base_url=service.v1, api_key=API_KEY).invoke("Hi")
+    assert len(service.requests()) == 1

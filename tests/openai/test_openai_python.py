@@ -273,3 +273,28 @@ def test_responses_stream_typed_events(service: Served, client: openai.OpenAI) -
     ]
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert final.output_text == "Hello there."
+
+
+CONTEXT_TOO_LONG = {
+    "error": {
+        "message": "This model's maximum context length is 8192 tokens.",
+        "type": "invalid_request_error",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+def test_a_request_the_model_endpoint_refuses_is_sent_once_by_a_client_that_retries(
+    service: Served,
+) -> None:
+    """openai-python retries a 502 twice by default; the service's answer to a request its
+    model endpoint refused says a retry would fail alike, so the run is made once."""
+    service.script([Fail(400, CONTEXT_TOO_LONG)])
+    with openai.OpenAI(base_url=service.v1, api_key=API_KEY) as retrying:
+        assert retrying.max_retries == 2
+        with pytest.raises(openai.InternalServerError) as failed:
+            retrying.chat.completions.create(model="bot", messages=USER)
+    assert failed.value.status_code == 502
+    assert failed.value.response.headers["X-Should-Retry"] == "false"
+    assert "maximum context length" in failed.value.message
+    assert len(service.requests()) == 1

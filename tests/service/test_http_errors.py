@@ -10,7 +10,20 @@ from typing import Any
 import pytest
 from aiohttp import ClientResponse
 
-from dynagent.exceptions import DynagentError, ServiceStopping, SessionStoreUnavailable
+from dynagent.exceptions import (
+    CircuitOpen,
+    CostLimitExceeded,
+    DynagentError,
+    LimitExceeded,
+    MaxStepsExceeded,
+    ModelError,
+    ModelTimeout,
+    RunFailed,
+    RunTimeout,
+    ServiceStopping,
+    SessionStoreUnavailable,
+    TooManyStreams,
+)
 from dynagent.http.middleware.errors import from_error
 from dynagent.nacos.client import NacosUnavailable
 from dynagent.registry.table import AgentUnavailable
@@ -208,8 +221,14 @@ async def test_a_wrong_method_is_405(service: RunningService) -> None:
     assert response.headers["Allow"] == "POST"
 
 
-async def run_error(service: RunningService, name: str) -> tuple[int, dict[str, Any]]:
+async def run_error(
+    service: RunningService, name: str, *, final: bool
+) -> tuple[int, dict[str, Any]]:
+    """The status and error of a failed run of ``name``; ``final``: whether it says a
+    retry would fail alike (``X-Should-Retry: false``, which stops the OpenAI clients'
+    own retries) or says nothing (they may retry)."""
     response = await service.client.post(f"/v1/agents/{name}/invoke", json={"input": "go"})
+    assert response.headers.get("X-Should-Retry") == ("false" if final else None)
     status, error = await error_of(response)
     assert error.keys() == {"type", "message", "trace_id"}
     trace = await (await service.client.get(f"/v1/traces/{error['trace_id']}")).json()
@@ -226,7 +245,7 @@ async def test_an_answer_failing_its_schema_after_retries_is_422(
     service: RunningService, model_server: ScriptedModelServer
 ) -> None:
     model_server.script("m-strict", [Reply("not JSON"), Reply('{"nope": 1}')])
-    status, error = await run_error(service, "strict")
+    status, error = await run_error(service, "strict", final=False)  # 422: not retried anyway
     assert (status, error["type"], error["message"]) == (
         422,
         "output_invalid",
@@ -238,7 +257,7 @@ async def test_hitting_a_limit_is_429(
     service: RunningService, model_server: ScriptedModelServer
 ) -> None:
     model_server.script("m-looping", [CallTools([("calculator", {"expression": "1+1"})])])
-    status, error = await run_error(service, "looping")
+    status, error = await run_error(service, "looping", final=True)
     assert (status, error["type"], error["message"]) == (
         429,
         "limit_exceeded",
@@ -251,17 +270,59 @@ async def test_a_model_failing_after_its_retries_is_502(
 ) -> None:
     quick = {"retry-after-ms": "1"}
     model_server.script("m-flaky", [Fail(500, headers=quick), Fail(500, headers=quick)])
-    status, error = await run_error(service, "flaky")
+    status, error = await run_error(service, "flaky", final=False)
     assert (status, error["type"]) == (502, "model_error")
     assert error["message"].startswith("the model endpoint answered 500"), error["message"]
     assert len(model_server.requests_for("m-flaky")) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "final"), [(400, True), (401, True), (404, True), (422, True), (408, False)]
+)
+async def test_a_request_the_model_endpoint_refuses_is_502_and_final(
+    service: RunningService, model_server: ScriptedModelServer, status: int, final: bool
+) -> None:
+    """The endpoint's own refusal is not retried by the model client, and the answer says a
+    retry would fail alike; its request timeout (408) is retried, as a 5xx is."""
+    quick = {"retry-after-ms": "1"}
+    model_server.script("m-flaky", [Fail(status, headers=quick)] * (1 if final else 2))
+    answered, error = await run_error(service, "flaky", final=final)
+    assert (answered, error["type"]) == (502, "model_error")
+    assert error["message"].startswith(f"the model endpoint answered {status}"), error["message"]
+    assert len(model_server.requests_for("m-flaky")) == (1 if final else 2)
+
+
+@pytest.mark.parametrize(
+    ("error", "final"),
+    [
+        (MaxStepsExceeded("no final answer within limits.max_steps = 1"), True),
+        (LimitExceeded("tool_call_limit: 3 calls"), True),
+        (CostLimitExceeded("spent $0.2 of $0.1", spent=0.2, limit=0.1), True),
+        (ModelError("the model endpoint answered 400: no", status=400), True),
+        (ModelError("malformed answer from the model endpoint: no choices"), True),
+        (ModelError("the model endpoint answered 503: busy", status=503, retryable=True), False),
+        (ModelTimeout("the model endpoint did not answer", retryable=True), False),
+        (CircuitOpen("http://model", 5.0, 3, "503"), False),
+        (RunTimeout("run took longer than limits.timeout = 1 s"), False),
+        (SessionStoreUnavailable("the session store is out"), False),
+        (RunFailed("limit_exceeded", "no final answer within limits.max_steps = 1"), True),
+        (RunFailed("model_error", "the model stream broke"), False),
+        (TooManyStreams("past listen.max_watch_streams_per_key"), False),
+    ],
+)
+@pytest.mark.parametrize("openai", [False, True])
+def test_only_an_error_a_retry_would_repeat_says_not_to_retry(
+    error: DynagentError, final: bool, openai: bool
+) -> None:
+    response = from_error(error, openai=openai)
+    assert response.headers.get("X-Should-Retry") == ("false" if final else None)
 
 
 async def test_a_run_over_its_time_is_504(
     service: RunningService, model_server: ScriptedModelServer
 ) -> None:
     model_server.script("m-sluggish", [Slow(30, Reply("too late"))])
-    status, error = await run_error(service, "sluggish")
+    status, error = await run_error(service, "sluggish", final=False)
     assert (status, error["type"], error["message"]) == (
         504,
         "timeout",

@@ -8,13 +8,13 @@ from collections.abc import Awaitable, Callable, Collection
 
 from aiohttp import web
 
-from dynagent.http.middleware.errors import error_response
+from dynagent.http.middleware.errors import SHOULD_RETRY, error_response
 from dynagent.http.state import REVISION_HEADER, TRACE_HEADER, VARIANT_HEADER
 
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
 ALLOW_HEADERS = "Authorization, Content-Type, X-Agent-Variant, X-Canary-Key"
 EXPOSE_HEADERS = ", ".join(
-    (REVISION_HEADER, VARIANT_HEADER, TRACE_HEADER, "X-Ignored-Fields", "Retry-After")
+    (REVISION_HEADER, VARIANT_HEADER, TRACE_HEADER, "X-Ignored-Fields", "Retry-After", SHOULD_RETRY)
 )
 MAX_AGE = "600"
 
