@@ -12,9 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
+from pydantic import ValidationError
 
+from dynagent.http.api.schemas import PauseRequest
 from dynagent.rollout._yaml_lines import edited_lines
 from tests.support.canary import canary_document, canary_filename, canary_revision
 from tests.support.service import (
@@ -324,3 +327,23 @@ def test_a_rollout_edit_keeps_the_other_lines_or_reads_back_as_intended(text: st
         assert [line for line in untouched if line not in edited.splitlines()] == []
         comments = [line.strip() for line in text.splitlines() if "#" in line]
         assert [c for c in comments if c not in edited and "rollout: {" not in c] == []
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [" ", " \f", "\x1f", "\x1c\x1d", "\u3000", "\u2028 ", "\x85", " \x1f a ", "\u200b", "a"],
+)
+def test_the_document_and_the_validation_agree_on_which_reasons_are_empty(reason: str) -> None:
+    """A reason the OpenAPI document allows is accepted, and one it refuses is refused:
+    a fuzzer sending ``" \\f"`` (two characters, whitespace only) got a 400 for a body the
+    document called valid."""
+    documented = jsonschema.Draft202012Validator(PauseRequest.model_json_schema()).is_valid(
+        {"reason": reason}
+    )
+    try:
+        PauseRequest.model_validate({"reason": reason})
+    except ValidationError:
+        accepted = False
+    else:
+        accepted = True
+    assert documented == accepted

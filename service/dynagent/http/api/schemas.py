@@ -57,11 +57,22 @@ class RollbackRequest(CallerBody):
     """Revision to restore; default: the stable revision before the current one."""
 
 
+SOME_TEXT = r"[^\s\x1c-\x1f]"
+"""A character that is whitespace to neither regex engine: pydantic's (Rust: Unicode
+White_Space, which its stripping removes too) nor Python's, which also counts U+001C to
+U+001F. The document's pattern and the validation then agree on which texts are empty."""
+
+
 class PauseRequest(CallerBody):
     model_config = ConfigDict(extra="forbid")
 
     reason: (
-        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
+        Annotated[
+            str,
+            StringConstraints(
+                strip_whitespace=True, min_length=1, max_length=4000, pattern=SOME_TEXT
+            ),
+        ]
         | None
     ) = None
     """Why the rollout is paused, recorded in ``rollout.paused.reason`` and shown in the
