@@ -56,9 +56,14 @@ class RunContext:
     whether it is ``idempotent``)."""
 
     def redact(self, text: str) -> str:
-        for redactor in self.redactors:
-            text = redactor(text)
-        return text
+        return redact_with(self.redactors, text)
+
+
+def redact_with(redactors: Sequence[Callable[[str], str]], text: str) -> str:
+    """``text`` through each of ``redactors`` in turn."""
+    for redactor in redactors:
+        text = redactor(text)
+    return text
 
 
 ModelHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any, get_args
 
 from dynagent.events import Event, JsonValue
+from dynagent.interceptors.base import redact_with
 from dynagent.runtime._loop import AgentInput
 
 
@@ -22,12 +24,7 @@ _TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "messag
 def redacted(event: Event, redactors: Sequence[Callable[[str], str]]) -> Event:
     """Every text of ``event`` through each of ``redactors`` in turn (a run's
     ``RunContext.redactors``, which its interceptors may add to while it runs)."""
-
-    def redact(text: str) -> str:
-        for redactor in redactors:
-            text = redactor(text)
-        return text
-
+    redact = partial(redact_with, redactors)
     changes: dict[str, Any] = {}
     for name in _TEXT_FIELDS:
         value = getattr(event, name, None)
