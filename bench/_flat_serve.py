@@ -35,6 +35,7 @@ from dynagent.events import (
 )
 from dynagent.models.base import Message, ModelRequest
 from dynagent.models.prices import priced_name
+from dynagent.runtime._calls import prompt_size
 from dynagent.runtime._event_text import input_summary, masked
 from dynagent.runtime._loop import render_system
 from dynagent.runtime._redaction import RedactingEmitter
@@ -106,7 +107,15 @@ async def _flat(
     )
     model = agent.model
     with RunDeadline(agent.spec.limits.timeout, agent.spec.model.timeout):
-        emit(ModelRequestEvent(trace_id=trace_id, step=1, model=model.name, messages=len(messages)))
+        emit(
+            ModelRequestEvent(
+                trace_id=trace_id,
+                step=1,
+                model=model.name,
+                messages=len(messages),
+                prompt_chars=prompt_size(messages),
+            )
+        )
         called = time.perf_counter()
         settings = run.options.settings if run.options is not None else {}
         response = await model.request(

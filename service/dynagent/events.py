@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 JsonValue = Any
@@ -103,6 +103,9 @@ class ModelRequestEvent(_Event):
     model: str
     messages: int
     """How many messages the model was sent."""
+    prompt_chars: int = 0
+    """Characters of text the model was sent (its messages and tool definitions): what a
+    call cut off before it answered is counted from (``cut_usage``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,11 +187,42 @@ def rounded_usd(cost: float | None) -> float | None:
     return None if cost is None else round(cost, 8)
 
 
-def spent(events: Sequence[Event]) -> tuple[Usage, float | None]:
+CHARS_PER_TOKEN = 4
+"""A call cut off before it answered never reports its tokens, though the endpoint has
+read the whole prompt and written part of an answer: it is counted at about four
+characters a token, the vendors' own rule of thumb for English text."""
+
+
+def estimated_usage(prompt_chars: int, answer_chars: int) -> Usage:
+    """The usage counted for a call cut off after reading ``prompt_chars`` characters and
+    writing ``answer_chars``."""
+    return Usage(-(-prompt_chars // CHARS_PER_TOKEN), -(-answer_chars // CHARS_PER_TOKEN))
+
+
+def cut_usage(events: Sequence[Event]) -> Usage:
+    """The estimated usage of the call ``events`` end in the middle of: a ``model_request``
+    that neither a ``model_response`` nor an ``error`` followed (its text streamed so far
+    counted as its answer)."""
+    cut: ModelRequestEvent | None = None
+    answered = 0
+    for event in events:
+        if isinstance(event, ModelRequestEvent):
+            cut, answered = event, 0
+        elif isinstance(event, ModelDelta):
+            answered += len(event.text)
+        elif isinstance(event, ModelResponseEvent | ErrorEvent):
+            cut = None
+    return Usage() if cut is None else estimated_usage(cut.prompt_chars, answered)
+
+
+def spent(
+    events: Sequence[Event], price: Callable[[Usage], float | None] | None = None
+) -> tuple[Usage, float | None]:
     """What a run's model calls used and cost: as its closing event says or, for a run cut
     off before it closed (its caller gone, the service stopping), summed over the calls
-    that answered (a call cut off mid-answer reported no usage). The cost is None when a
-    model that answered has no price."""
+    that answered plus an estimate of the call it was cut off in (``cut_usage``), priced by
+    ``price`` (the run's agent's model price) when given. The cost is None when a model
+    that answered has no price."""
     finished = RunFinished.of(events)
     if finished is not None:
         return finished.usage, finished.cost_usd
@@ -199,6 +233,12 @@ def spent(events: Sequence[Event]) -> tuple[Usage, float | None]:
             usage += event.usage
             if cost_usd is not None:
                 cost_usd = None if event.cost_usd is None else cost_usd + event.cost_usd
+    cut = cut_usage(events)
+    if cut.total_tokens:
+        usage += cut
+        if cost_usd is not None and price is not None:
+            extra = price(cut)
+            cost_usd = None if extra is None else cost_usd + extra
     return usage, rounded_usd(cost_usd)
 
 
@@ -213,3 +253,30 @@ Event = (
     | ErrorEvent
     | RunFinished
 )
+
+
+def closing_events(  # noqa: PLR0917
+    trace_id: str,
+    kind: str,
+    message: str,
+    seen: Sequence[Event],
+    started: float,
+    price: Callable[[Usage], float | None],
+) -> tuple[ErrorEvent, RunFinished]:
+    """The ``error`` and ``run_finished`` a run cut off from outside (the service
+    stopping, its caller gone) ends with after the ``seen`` events, which it never emitted
+    itself: its trace says how it ended and what it spent (``spent``, a model call it was
+    cut off in priced by ``price``); ``started``: ``time.perf_counter()`` at its start."""
+    step = seen[-1].step if seen else 0
+    usage, cost = spent(seen, price)
+    return (
+        ErrorEvent(trace_id=trace_id, step=step, error_type=kind, message=message),
+        RunFinished(
+            trace_id=trace_id,
+            step=step,
+            status="error",
+            usage=usage,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            cost_usd=cost,
+        ),
+    )

@@ -102,8 +102,9 @@ async def test_a_priced_model_gives_every_run_a_cost_and_an_unpriced_one_none(
 async def test_a_run_its_caller_leaves_counts_what_its_answered_calls_cost(
     model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
 ) -> None:
-    # One call answers (a tool call), then the caller leaves while the tool runs: the run
-    # never closes, but that call was spent, and budgets and the trace count it.
+    # One call answers (a tool call), then the caller leaves while the tool runs: the
+    # trace ends as disconnected, and budgets and the trace count that call (and the next
+    # one, if the run started it before it met the closed stream: ``test_cut_calls.py``).
     gate = Gate()
     tools = ToolRegistry.default({"gate": gate.tool})
     model_server.script("m-priced", [CallTools([("gate", {})])], cycle=True)
@@ -124,14 +125,20 @@ async def test_a_run_its_caller_leaves_counts_what_its_answered_calls_cost(
         trace = await (await service.client.get(f"/v1/traces/{trace_id}")).json()
         metrics = await (await service.client.get("/metrics")).text()
 
-    answered = [e for e in trace["events"] if e["type"] == "model_response"]
-    assert answered and "run_finished" not in [e["type"] for e in trace["events"]]
+    events = trace["events"]
+    error, finished = events[-2:]
+    assert (error["type"], error["error_type"]) == ("error", "disconnected")
+    assert (finished["type"], finished["status"]) == ("run_finished", "error")
+    answered = [e for e in events if e["type"] == "model_response"]
     usage = answered[0]["usage"]
-    expected = round(sum(cost_of("m-priced", e["usage"]) for e in answered), 8)
-    assert expected > 0
-    assert answered[0]["cost_usd"] == round(cost_of("m-priced", usage), 8)
-    assert summary["cost_usd"] == expected
-    assert summary["usage"]["input_tokens"] == sum(e["usage"]["input_tokens"] for e in answered)
+    assert answered[0]["cost_usd"] == round(cost_of("m-priced", usage), 8) > 0
+    last = max(i for i, e in enumerate(events) if e["type"] == "model_request")
+    cut = [] if events[last + 1]["type"] == "model_response" else [events[last]]
+    estimated = [{"input_tokens": -(-e["prompt_chars"] // 4), "output_tokens": 0} for e in cut]
+    used = [e["usage"] for e in answered] + estimated
+    expected = round(sum(cost_of("m-priced", u) for u in used), 8)
+    assert finished["cost_usd"] == summary["cost_usd"] == expected
+    assert summary["usage"]["input_tokens"] == sum(u["input_tokens"] for u in used)
     assert math.isclose(cost_series(metrics)["bot", revision_of(document), "stable"], expected)
 
 

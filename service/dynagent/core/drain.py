@@ -11,11 +11,10 @@ events), so a client or load balancer knows to retry it elsewhere.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
-from dynagent.events import ErrorEvent, Event, RunFinished, spent
+from dynagent.events import ErrorEvent, Event, RunFinished, Usage, closing_events
 from dynagent.exceptions import ServiceStopping
 
 
@@ -82,21 +81,11 @@ class _Guard:
 
 
 def stopped_events(
-    error: ServiceStopping, seen: Sequence[Event], started: float
+    error: ServiceStopping,
+    seen: Sequence[Event],
+    started: float,
+    price: Callable[[Usage], float | None],
 ) -> tuple[ErrorEvent, RunFinished]:
-    """The last two events of a run cut off by the drain, after the ``seen`` ones."""
-    step = seen[-1].step if seen else 0
-    usage, cost = spent(seen)
-    return (
-        ErrorEvent(
-            trace_id=error.trace_id, step=step, error_type=error.kind, message=error.message
-        ),
-        RunFinished(
-            trace_id=error.trace_id,
-            step=step,
-            status="error",
-            usage=usage,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            cost_usd=cost,
-        ),
-    )
+    """The last two events of a run cut off by the drain, after the ``seen`` ones; a model
+    call it was cut off in is priced by ``price`` (``events.spent``)."""
+    return closing_events(error.trace_id, error.kind, error.message, seen, started, price)

@@ -17,7 +17,15 @@ from dynagent.core.evidence import count_called, count_evidence
 from dynagent.core.routing import RunRequest, select, session_key_of
 from dynagent.core.shadows import ShadowCopy
 from dynagent.core.spend import count_spend
-from dynagent.events import ErrorEvent, Event, ModelDelta, ModelResponseEvent, RunFinished, spent
+from dynagent.events import (
+    ErrorEvent,
+    Event,
+    ModelDelta,
+    ModelResponseEvent,
+    RunFinished,
+    closing_events,
+    spent,
+)
 from dynagent.exceptions import RunError, RunFailed, ServiceStopping
 from dynagent.logs import run_line
 from dynagent.registry.guard import guard_evidence
@@ -79,7 +87,7 @@ class _Served:
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         service, agent = self.service, self.agent
         self.close_span(events, error)
-        usage, cost = spent(events)
+        usage, cost = spent(events, agent.cost_of)
         seconds = time.perf_counter() - self.started
         if agent.name in service.registry:  # a removed agent's series are gone for good
             service.metrics.observe_run(
@@ -187,7 +195,7 @@ async def run_agent(service: Service, who: Caller, run: RunRequest) -> tuple[Age
                     session_key=session_key_of(who, run),
                 )
     except ServiceStopping as exc:
-        exc.events = (*seen, *stopped_events(exc, seen, served.started))
+        exc.events = (*seen, *stopped_events(exc, seen, served.started, served.agent.cost_of))
         exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         await service.traces.written(exc.trace_id)
@@ -266,6 +274,10 @@ async def stream_agent(
 
 _ANSWERING = (ModelDelta, ModelResponseEvent, RunFinished)
 
+DISCONNECTED = "disconnected"
+"""The error kind of a streamed run whose caller left before its end."""
+LEFT = "the caller closed the connection before the run ended"
+
 
 async def _held(events: AsyncIterator[Event], served: _Served) -> AsyncIterator[Event]:
     """The events, read ahead up to the model's first answer (or the run's end)."""
@@ -300,7 +312,7 @@ async def _recorded(
     """The run's events as they come; at the end it is recorded and, if it went well, its
     shadow copy (``rollout.shadow``) started, as a whole run's is."""
     seen = [first]
-    error: str | None = "disconnected"
+    error: str | None = DISCONNECTED
     try:
         yield first
         while True:
@@ -308,7 +320,7 @@ async def _recorded(
                 async with drain.guard(first.trace_id):
                     event = await anext(events, None)
             except ServiceStopping as exc:
-                for last in stopped_events(exc, seen, served.started):
+                for last in stopped_events(exc, seen, served.started, served.agent.cost_of):
                     seen.append(last)
                     yield last
                 error = exc.kind
@@ -322,6 +334,11 @@ async def _recorded(
                 error = None
             yield event
     finally:
+        if error == DISCONNECTED:  # its trace says so, and what it spent till then
+            agent = served.agent
+            seen.extend(
+                closing_events(first.trace_id, error, LEFT, seen, served.started, agent.cost_of)
+            )
         served.finish(first.trace_id, seen, error=error)
         await served.service.traces.written(first.trace_id)  # before the stream's end
         if shadow is not None and error is None:

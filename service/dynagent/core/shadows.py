@@ -119,7 +119,7 @@ class ShadowRunner:
         if tracer is not None:
             tracer.finish(span, canary, "canary", events, error)
         seconds = time.perf_counter() - started
-        usage, cost = spent(events)
+        usage, cost = spent(events, canary.cost_of)
         if canary.name in self.rollouts.table:
             self.metrics.observe_run(canary.name, "canary", "shadow", seconds, usage, error)
             count_spend(

@@ -19,11 +19,9 @@ from dynagent.events import (
     JsonValue,
     ModelDelta,
     ModelRequestEvent,
-    ModelResponseEvent,
     ToolCallEvent,
     ToolResultEvent,
     Usage,
-    rounded_usd,
 )
 from dynagent.exceptions import (
     BadRequest,
@@ -44,6 +42,7 @@ from dynagent.models.base import (
     ToolCallRequest,
 )
 from dynagent.models.prices import Prices, priced_name
+from dynagent.runtime._calls import count_cut, definitions_size, prompt_size, response_event
 from dynagent.runtime._costs import CostMeter
 from dynagent.runtime._helpers import all_or_none, off_loop, parsed_arguments, tool_error
 from dynagent.runtime._schema_pair import joined, unfenced
@@ -117,31 +116,6 @@ async def go_on(
     return await loop.run([], [], messages, answered=answered)
 
 
-def response_event(
-    ctx: RunContext,
-    step: int,
-    model: Model,
-    response: ModelResponse,
-    *,
-    started: float,
-    cost: float | None,
-) -> ModelResponseEvent:
-    """The ``model_response`` event of model call ``step``, which started at ``started``
-    (``time.perf_counter``) and cost ``cost``."""
-    return ModelResponseEvent(
-        trace_id=ctx.trace_id,
-        step=step,
-        model=response.model or model.name,
-        content=response.content,
-        tool_calls=[
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
-        ],
-        usage=response.usage,
-        duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        cost_usd=rounded_usd(cost),
-    )
-
-
 def input_messages(input: AgentInput) -> list[Message]:
     if isinstance(input, str):
         return [{"role": "user", "content": input}]
@@ -179,6 +153,9 @@ class _Loop:
         self.output_retries = output.retries if output else options.output_retries
         own = tuple(tool.definition for tool in agent.tools.values())
         self.definitions = (*own, *options.client_tools)
+        self.definition_chars = definitions_size(self.definitions)
+        self.streamed_chars = 0
+        """Text of the model call under way streamed so far."""
         self.client_names = options.client_names
         limit = agent.spec.limits.max_cost_usd
         self.meter = CostMeter(agent.prices, priced_name(agent.model), limit, agent.name)
@@ -242,18 +219,25 @@ class _Loop:
             self.options.first_choice(step),
             self.options.settings,
         )
+        prompt = prompt_size(messages, self.definition_chars)
         ctx.emit(
             ModelRequestEvent(
                 trace_id=ctx.trace_id,
                 step=step,
                 model=self.agent.model.name,
                 messages=len(messages),
+                prompt_chars=prompt,
             )
         )
         started = time.perf_counter()
         handler = self._streamed if self.stream else self.agent.model.request
-        with within(f"chat {step}"):  # the span the model call's traceparent names
-            response = await self.agent.chain.call_model(ctx, request, handler)
+        self.streamed_chars = 0
+        try:
+            with within(f"chat {step}"):  # the span the model call's traceparent names
+                response = await self.agent.chain.call_model(ctx, request, handler)
+        except asyncio.CancelledError:
+            count_cut(self.agent.prices, self.agent.model, ctx, prompt, self.streamed_chars)
+            raise
         ctx.usage += response.usage
         cost = self.meter.cost(response)
         ctx.emit(response_event(ctx, step, self.agent.model, response, started=started, cost=cost))
@@ -267,6 +251,7 @@ class _Loop:
             async for item in self.agent.model.stream(request):
                 if isinstance(item, TextDelta):
                     streamed_text = True
+                    self.streamed_chars += len(item.text)
                     self.ctx.emit(
                         ModelDelta(
                             trace_id=self.ctx.trace_id, step=self.ctx.model_calls, text=item.text

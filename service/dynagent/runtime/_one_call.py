@@ -13,6 +13,7 @@ the loop, from the answer received.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -21,8 +22,9 @@ from dynagent.events import FinalOutput, JsonValue, ModelRequestEvent, Usage
 from dynagent.interceptors.base import RunContext
 from dynagent.models.base import Message, ModelRequest
 from dynagent.models.prices import priced_name
+from dynagent.runtime._calls import count_cut, prompt_size, response_event
 from dynagent.runtime._costs import CEILINGS
-from dynagent.runtime._loop import Agent, go_on, response_event
+from dynagent.runtime._loop import Agent, go_on
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
 
@@ -57,12 +59,23 @@ async def answer(
         options.settings if options is not None else _NO_SETTINGS,
     )
     ctx.model_calls = 1
+    prompt = prompt_size(messages)
     ctx.emit(
-        ModelRequestEvent(trace_id=ctx.trace_id, step=1, model=model.name, messages=len(messages))
+        ModelRequestEvent(
+            trace_id=ctx.trace_id,
+            step=1,
+            model=model.name,
+            messages=len(messages),
+            prompt_chars=prompt,
+        )
     )
     started = time.perf_counter()
-    with within("chat 1"):  # the span the model call's traceparent names
-        response = await model.request(request)
+    try:
+        with within("chat 1"):  # the span the model call's traceparent names
+            response = await model.request(request)
+    except asyncio.CancelledError:
+        count_cut(agent.prices, model, ctx, prompt, 0)
+        raise
     ctx.usage += response.usage
     cost = agent.prices.cost(response.priced_as or priced_name(model), response.usage)
     ctx.emit(response_event(ctx, 1, model, response, started=started, cost=cost))

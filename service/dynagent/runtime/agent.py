@@ -27,7 +27,7 @@ from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
 from dynagent.models.base import Model
-from dynagent.models.prices import Prices
+from dynagent.models.prices import Prices, priced_name
 from dynagent.runtime._event_text import input_summary, masked, masked_value, redacted
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime._loop import (
@@ -120,6 +120,10 @@ class Agent:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.spec.name)
+
+    def cost_of(self, usage: Usage) -> float | None:
+        """What ``usage`` of its model costs (``models.prices``); None without a price."""
+        return self.prices.cost(priced_name(self.model), usage)
 
     async def run(
         self,
