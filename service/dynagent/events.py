@@ -164,6 +164,9 @@ class ErrorEvent(_Event):
     type: Literal["error"] = "error"
     error_type: str
     message: str
+    retryable: bool = True
+    """False when the same request would fail the same way (``RunError.final``): a run past
+    its own limits, a model endpoint that refused the request itself."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

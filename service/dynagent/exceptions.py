@@ -133,6 +133,11 @@ class Forbidden(DynagentError):
     kind: ErrorKind = "forbidden"
 
 
+_OWN_LIMITS = frozenset({"limit_exceeded", "cost_limit"})
+"""A run's own limits (``limits.max_steps``, an interceptor's call limit, ``max_cost_usd``);
+a stream limit of the service is not a run's, and passes as streams end."""
+
+
 class RunError(DynagentError):
     """A run ended without an answer; ``events`` holds the partial trace."""
 
@@ -146,13 +151,28 @@ class RunError(DynagentError):
         """The agent revision the run was on; set by the HTTP layer for its headers."""
         self.variant = ""
 
+    @property
+    def final(self) -> bool:
+        """Whether the same request would fail the same way, so that a client's retry would
+        only repeat the run and its model calls: a run past its own step, call or cost
+        limit. (The model client has already retried what was transient.)"""
+        return self.kind in _OWN_LIMITS
+
 
 class RunFailed(RunError):
-    """A streamed run failed before anything was sent; carries the run's error kind."""
+    """A streamed run failed before anything was sent; carries the run's error kind and
+    whether a retry would fail alike, as its ``error`` event said (``retryable``)."""
 
-    def __init__(self, kind: str, message: str, *, trace_id: str = "") -> None:
+    def __init__(
+        self, kind: str, message: str, *, trace_id: str = "", retryable: bool = True
+    ) -> None:
         super().__init__(message, trace_id=trace_id)
         self.kind = kind  # type: ignore[assignment]  # an ErrorKind, as the run reported it
+        self.retryable = retryable
+
+    @property
+    def final(self) -> bool:
+        return not self.retryable or super().final
 
 
 class MaxStepsExceeded(RunError):
@@ -198,6 +218,12 @@ class ModelError(RunError):
         super().__init__(message, trace_id=trace_id, events=events)
         self.status = status
         self.retryable = retryable
+
+    @property
+    def final(self) -> bool:
+        """The endpoint refused the request itself (an HTTP 4xx but 408, 409 or 429, or an
+        answer that is not one), which the model client judged not worth retrying."""
+        return not self.retryable and self.kind == "model_error"
 
 
 class ModelTimeout(ModelError):

@@ -298,3 +298,16 @@ def test_a_request_the_model_endpoint_refuses_is_sent_once_by_a_client_that_retr
     assert failed.value.response.headers["X-Should-Retry"] == "false"
     assert "maximum context length" in failed.value.message
     assert len(service.requests()) == 1
+
+
+def test_a_streamed_request_the_model_endpoint_refuses_is_sent_once_too(service: Served) -> None:
+    """The stream is held until the model answers: a refusal before its first chunk is the
+    same 502 with ``X-Should-Retry: false``, and the client does not make the run again."""
+    service.script([Fail(400, CONTEXT_TOO_LONG)])
+    with (
+        openai.OpenAI(base_url=service.v1, api_key=API_KEY) as retrying,
+        pytest.raises(openai.InternalServerError) as failed,
+    ):
+        retrying.chat.completions.create(model="bot", messages=USER, stream=True)
+    assert failed.value.response.headers["X-Should-Retry"] == "false"
+    assert len(service.requests()) == 1

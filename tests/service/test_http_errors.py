@@ -31,6 +31,7 @@ from tests.support import CallTools, Fail, Reply, ScriptedModelServer, Slow
 from tests.support.service import (
     RunningService,
     agent_document,
+    parse_sse,
     running_service,
     service_config,
     write_agent,
@@ -342,6 +343,25 @@ async def test_a_streamed_run_that_fails_ends_with_an_error_event(
     names = [line.removeprefix("event: ") for line in text.splitlines() if line.startswith("ev")]
     assert names == ["run_started", "model_request", "error", "run_finished"]
     assert "Traceback" not in text
+    (error,) = [data for name, data in parse_sse(text) if name == "error"]
+    assert error["retryable"] is False  # the endpoint refused the request itself
+
+
+@pytest.mark.parametrize(("status", "final"), [(400, True), (422, True), (500, False)])
+async def test_a_held_stream_the_model_endpoint_refuses_says_whether_to_retry(
+    service: RunningService, model_server: ScriptedModelServer, status: int, final: bool
+) -> None:
+    """A streamed chat completion fails before its first chunk as a whole one does: 502,
+    and ``X-Should-Retry: false`` when the endpoint refused the request itself."""
+    quick = {"retry-after-ms": "1"}
+    model_server.script("m-flaky", [Fail(status, headers=quick)] * (1 if final else 2))
+    body = {"model": "flaky", "messages": [{"role": "user", "content": "go"}], "stream": True}
+    response = await service.client.post("/v1/chat/completions", json=body)
+    assert response.status == 502
+    assert response.headers.get("X-Should-Retry") == ("false" if final else None)
+    error = (await response.json())["error"]
+    assert error["message"].startswith(f"the model endpoint answered {status}"), error
+    assert len(model_server.requests_for("m-flaky")) == (1 if final else 2)
 
 
 @pytest.mark.parametrize(

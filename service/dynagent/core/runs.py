@@ -287,7 +287,12 @@ async def _held(events: AsyncIterator[Event], served: _Served) -> AsyncIterator[
         if isinstance(event, ErrorEvent):
             async for _ in events:  # run_finished: let the run be recorded
                 pass
-            error = RunFailed(event.error_type, event.message, trace_id=event.trace_id)
+            error = RunFailed(
+                event.error_type,
+                event.message,
+                trace_id=event.trace_id,
+                retryable=event.retryable,
+            )
             error.revision, error.variant = served.agent.revision, served.variant
             raise error
         if isinstance(event, _ANSWERING):

@@ -320,7 +320,11 @@ class Agent:
         step = ctx.model_calls
         ctx.emit(
             ErrorEvent(
-                trace_id=ctx.trace_id, step=step, error_type=error.kind, message=error.message
+                trace_id=ctx.trace_id,
+                step=step,
+                error_type=error.kind,
+                message=error.message,
+                retryable=not error.final,
             )
         )
         ctx.emit(

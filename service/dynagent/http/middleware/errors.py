@@ -13,7 +13,6 @@ from dynagent.exceptions import (
     CircuitOpen,
     DynagentError,
     ErrorKind,
-    ModelError,
     ResponseNotFound,
     RunError,
     SessionStoreUnavailable,
@@ -116,7 +115,7 @@ def from_error(error: DynagentError, *, openai: bool = False) -> web.Response:
     retry_after = _retry_after(error, status)
     if retry_after is not None:  # whole seconds, never 0: clients must not spin
         response.headers["Retry-After"] = str(max(math.ceil(retry_after), 1))
-    if fails_again(error):
+    if isinstance(error, RunError) and error.final:
         response.headers[SHOULD_RETRY] = "false"
     return response
 
@@ -125,22 +124,6 @@ SHOULD_RETRY = "X-Should-Retry"
 """Whether a client's automatic retry may help. The ``openai`` SDKs (Python and Node) and
 the clients built on them (LangChain, LiteLLM, pydantic-ai, the Agents SDK) retry 408,
 409, 429 and every 5xx on their own, twice by default, unless this header says ``false``."""
-
-
-_OWN_LIMITS = frozenset({"limit_exceeded", "cost_limit"})
-"""A run's own limits (``limits.max_steps``, an interceptor's call limit, ``max_cost_usd``);
-a stream limit of the service is not a run's, and passes as streams end."""
-
-
-def fails_again(error: DynagentError) -> bool:
-    """Whether the same request would fail the same way, so that a client's retry would
-    only repeat the run and its model calls: a run past its own step, call or cost limit
-    (429), or a model endpoint that refused the request itself (an HTTP 4xx but 408, 409 or
-    429, or an answer that is not one: 502). The model client has already retried what was
-    transient, and an open circuit names its own ``Retry-After``."""
-    if isinstance(error, RunError) and error.kind in _OWN_LIMITS:  # a held stream's too
-        return True
-    return isinstance(error, ModelError) and not error.retryable and error.kind == "model_error"
 
 
 UNAVAILABLE_RETRY_AFTER = 1.0
