@@ -34,8 +34,8 @@ from dynagent.events import (
     rounded_usd,
 )
 from dynagent.models.base import Message, ModelRequest
+from dynagent.models.cut import prompt_size
 from dynagent.models.prices import priced_name
-from dynagent.runtime._calls import prompt_size
 from dynagent.runtime._event_text import input_summary, masked
 from dynagent.runtime._loop import render_system
 from dynagent.runtime._redaction import RedactingEmitter

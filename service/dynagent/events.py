@@ -46,6 +46,32 @@ class Usage:
         return counts
 
 
+WHOLE = 1 << 62
+"""A limit of ``text_size`` that counts a text whole."""
+
+_CONTAINERS = (list, tuple, dict)
+_TEXTS = (str, list, tuple, dict)
+
+
+def text_size(value: Any, limit: int = WHOLE) -> int:
+    """Characters of text in ``value``, counted up to a little past ``limit`` (the values
+    of a dict, not its keys)."""
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, _CONTAINERS):
+        return 0
+    total = 0
+    for item in value.values() if type(value) is dict else value:
+        # The strings of a message list counted here, not in a call each.
+        if type(item) is str:
+            total += len(item)
+        elif isinstance(item, _TEXTS):
+            total += text_size(item, limit - total)
+        if total > limit:
+            break
+    return total
+
+
 @functools.cache
 def _field_names(kind: Any) -> tuple[str, ...]:
     # dataclasses.fields() per call was most of the cost of recording 30,000 deltas.

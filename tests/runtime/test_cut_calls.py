@@ -21,7 +21,7 @@ from dynagent.events import (
     Usage,
     spent,
 )
-from dynagent.exceptions import RunTimeout
+from dynagent.exceptions import ModelError, RunTimeout
 from dynagent.models import ToolDefinition
 from dynagent.models.prices import Price, Prices
 from dynagent.runtime.agent import Agent
@@ -117,3 +117,42 @@ async def test_a_streamed_run_cut_off_mid_answer_counts_the_text_streamed(
     assert finished is not None
     assert finished.usage == Usage(-(-prompt_chars(body) // 4), -(-len(streamed) // 4))
     assert finished.cost_usd == cost(finished.usage)
+
+
+async def test_attempts_cut_off_at_the_models_deadline_count_when_the_run_fails(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    # A long answer that each attempt's model.timeout cuts off: the endpoint was sent the
+    # prompt twice, and the failed run counts both.
+    model_server.script("gpt-main", [Slow(30, Reply("too late"))] * 2)
+    agent = priced(make_agent(model={"timeout": 0.2, "retries": 1}, limits={"timeout": 10}))
+
+    with pytest.raises(ModelError) as caught:
+        await agent.run("write a very long story")
+
+    assert caught.value.kind == "timeout"
+    bodies = model_server.requests
+    assert len(bodies) == 2
+    finished = RunFinished.of(caught.value.events)
+    assert finished is not None
+    assert finished.usage == Usage(2 * -(-prompt_chars(bodies[0]) // 4), 0)
+    assert finished.cost_usd == cost(finished.usage) > 0
+
+
+async def test_an_attempt_cut_off_and_retried_counts_beside_the_answer(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-main", [Slow(30, Reply("too late")), Reply("in time")])
+    agent = priced(make_agent(model={"timeout": 0.2, "retries": 1}, limits={"timeout": 10}))
+
+    result = await agent.run("hurry")
+
+    (cut, answered) = model_server.requests
+    (response,) = [e for e in result.events if isinstance(e, ModelResponseEvent)]
+    # The answer's event shows what the endpoint reported; the run adds the cut attempt.
+    attempt = Usage(-(-prompt_chars(cut) // 4), 0)
+    assert result.usage == response.usage + attempt
+    finished = RunFinished.of(result.events)
+    assert finished is not None and finished.usage == result.usage
+    assert result.cost_usd == finished.cost_usd == cost(result.usage)
+    assert prompt_chars(cut) == prompt_chars(answered)

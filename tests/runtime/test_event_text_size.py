@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from dynagent.events import ModelResponseEvent, RunStarted, Usage
-from dynagent.runtime._redaction import INLINE_CHARS, event_text_size, text_size
+from dynagent.events import ModelResponseEvent, RunStarted, Usage, text_size
+from dynagent.runtime._redaction import INLINE_CHARS, event_text_size
 
 
 class Word(enum.StrEnum):
@@ -50,8 +50,8 @@ def test_every_string_in_a_json_value_is_counted(value: Any) -> None:
 
 def test_counting_stops_a_little_past_the_limit() -> None:
     many = ["x" * 100] * 10_000
-    assert INLINE_CHARS < text_size(many) <= INLINE_CHARS + 100
-    assert text_size(many, limit=1 << 62) == 1_000_000
+    assert INLINE_CHARS < text_size(many, INLINE_CHARS) <= INLINE_CHARS + 100
+    assert text_size(many) == 1_000_000
 
 
 def test_an_events_text_is_its_text_fields() -> None:

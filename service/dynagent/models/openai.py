@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import aiohttp
@@ -30,6 +31,7 @@ from dynagent.models._failures import model_error, short, timeout_error
 from dynagent.models._sse import chunk_blocks, whole_body
 from dynagent.models.base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 from dynagent.models.breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
+from dynagent.models.cut import note_cut_attempt
 from dynagent.runtime._tracing import outgoing_headers
 from dynagent.spec.agent import ModelSettings
 
@@ -108,12 +110,13 @@ class OpenAIModel:
         return self.model_name
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        response, permit = await self._with_retries(lambda: self._complete(request))
+        response, permit = await self._with_retries(lambda: self._complete(request), request)
         permit.succeeded()
         return response
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        chunks, permit = await self._with_retries(lambda: self._create(request, stream=True))
+        call = partial(self._create, request, stream=True)
+        chunks, permit = await self._with_retries(call, request)
         builder = _StreamAccumulator(self.model_name)
         try:
             # A network block of many chunks (a flood: see _sse.py) is one text delta;
@@ -186,12 +189,14 @@ class OpenAIModel:
             outgoing_headers(),
         )
 
-    async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> tuple[T, Permit]:
+    async def _with_retries(
+        self, call: Callable[[], Awaitable[T]], request: ModelRequest
+    ) -> tuple[T, Permit]:
         """The result of the first attempt that succeeds, with its (unsettled) permit."""
         attempt = 0
         while True:
             try:
-                return await self._attempt(call)
+                return await self._attempt(call, request)
             except ModelError as error:
                 if not error.retryable or attempt >= self.retries:
                     raise
@@ -200,8 +205,11 @@ class OpenAIModel:
                 await asyncio.sleep(_delay(error.__cause__, self.backoff, attempt))
                 attempt += 1
 
-    async def _attempt(self, call: Callable[[], Awaitable[T]]) -> tuple[T, Permit]:
-        """One call through the breaker; a failure is recorded and raised as ``ModelError``."""
+    async def _attempt(
+        self, call: Callable[[], Awaitable[T]], request: ModelRequest
+    ) -> tuple[T, Permit]:
+        """One call through the breaker; a failure is recorded and raised as ``ModelError``;
+        one cut off at its deadline is counted in its run (``models.cut``)."""
         permit = self.breaker.admit(self.breaker_policy) if self.breaker else Permit.unguarded()
         try:
             # The client's timeout bounds each read; this bounds the whole answer, so an
@@ -210,6 +218,7 @@ class OpenAIModel:
             async with call_deadline(self.timeout):
                 return await call(), permit
         except TimeoutError as exc:
+            note_cut_attempt(self.model_name, request)
             raise permit.settle(timeout_error(self.timeout)) from exc
         except openai.APIError as exc:
             raise permit.settle(model_error(exc, self.timeout)) from exc

@@ -9,32 +9,13 @@ streamed so far, so that no budget misses what such runs spend."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 
-from dynagent.events import ModelResponseEvent, estimated_usage, rounded_usd
+from dynagent.events import ModelResponseEvent, Usage, estimated_usage, rounded_usd
 from dynagent.interceptors.base import RunContext
-from dynagent.models.base import Message, Model, ModelResponse, ToolDefinition
+from dynagent.models.base import Model, ModelResponse
 from dynagent.models.prices import Prices, priced_name
-from dynagent.runtime._redaction import text_size
-
-_WHOLE = 1 << 62
-"""``text_size``'s limit that counts a text whole."""
-
-
-def definitions_size(definitions: Sequence[ToolDefinition]) -> int:
-    """What tool definitions add to each call's ``prompt_chars``: their names,
-    descriptions and argument schemas as JSON."""
-    return sum(
-        len(d.name) + len(d.description) + len(json.dumps(d.parameters)) for d in definitions
-    )
-
-
-def prompt_size(messages: Sequence[Message], definitions: int = 0) -> int:
-    """``prompt_chars`` of a call sent ``messages`` and tool definitions of ``definitions``
-    characters (``definitions_size``)."""
-    return text_size(messages, _WHOLE) + definitions
 
 
 def count_cut(
@@ -42,10 +23,22 @@ def count_cut(
 ) -> None:
     """A call cut off after it was sent ``prompt_chars`` and streamed ``answer_chars``,
     counted in the run's usage and cost (priced as ``model``, by ``prices``)."""
-    usage = estimated_usage(prompt_chars, answer_chars)
+    _count(prices, priced_name(model), ctx, estimated_usage(prompt_chars, answer_chars))
+
+
+def count_cut_attempts(
+    prices: Prices, ctx: RunContext, attempts: Sequence[tuple[str, Usage]]
+) -> None:
+    """The attempts the model client cut off at their deadline (``models.cut``), counted
+    in the run's usage and cost as the run closes."""
+    for model, usage in attempts:
+        _count(prices, model, ctx, usage)
+
+
+def _count(prices: Prices, model: str, ctx: RunContext, usage: Usage) -> None:
     ctx.usage += usage
     if ctx.cost_usd is not None:
-        cost = prices.cost(priced_name(model), usage)
+        cost = prices.cost(model, usage)
         ctx.cost_usd = None if cost is None else ctx.cost_usd + cost
 
 

@@ -41,8 +41,9 @@ from dynagent.models.base import (
     TextDelta,
     ToolCallRequest,
 )
+from dynagent.models.cut import prompt_size, tools_size
 from dynagent.models.prices import Prices, priced_name
-from dynagent.runtime._calls import count_cut, definitions_size, prompt_size, response_event
+from dynagent.runtime._calls import count_cut, response_event
 from dynagent.runtime._costs import CostMeter
 from dynagent.runtime._helpers import all_or_none, off_loop, parsed_arguments, tool_error
 from dynagent.runtime._schema_pair import joined, unfenced
@@ -153,7 +154,7 @@ class _Loop:
         self.output_retries = output.retries if output else options.output_retries
         own = tuple(tool.definition for tool in agent.tools.values())
         self.definitions = (*own, *options.client_tools)
-        self.definition_chars = definitions_size(self.definitions)
+        self.definition_chars = tools_size(self.definitions)
         self.streamed_chars = 0
         """Text of the model call under way streamed so far."""
         self.client_names = options.client_names

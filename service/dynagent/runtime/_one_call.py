@@ -21,8 +21,9 @@ from typing import Any
 from dynagent.events import FinalOutput, JsonValue, ModelRequestEvent, Usage
 from dynagent.interceptors.base import RunContext
 from dynagent.models.base import Message, ModelRequest
+from dynagent.models.cut import prompt_size
 from dynagent.models.prices import priced_name
-from dynagent.runtime._calls import count_cut, prompt_size, response_event
+from dynagent.runtime._calls import count_cut, response_event
 from dynagent.runtime._costs import CEILINGS
 from dynagent.runtime._loop import Agent, go_on
 from dynagent.runtime._tracing import within

@@ -12,36 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
-from dynagent.events import Event, counted_size, keep_size
+from dynagent.events import WHOLE, Event, counted_size, keep_size, text_size
 
 INLINE_CHARS = 8_192
 """Texts up to this size are masked inline (well under a millisecond of RE2 work each)."""
 
 TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
-
-
-_CONTAINERS = (list, tuple, dict)
-_TEXTS = (str, list, tuple, dict)
-
-
-def text_size(value: Any, limit: int = INLINE_CHARS) -> int:
-    """Characters of text in ``value``, counted up to a little past ``limit``."""
-    if isinstance(value, str):
-        return len(value)
-    if not isinstance(value, _CONTAINERS):
-        return 0
-    total = 0
-    for item in value.values() if type(value) is dict else value:
-        # The strings of a message list counted here, not in a call each.
-        if type(item) is str:
-            total += len(item)
-        elif isinstance(item, _TEXTS):
-            total += text_size(item, limit - total)
-        if total > limit:
-            break
-    return total
 
 
 _FIELDS_OF: dict[type, tuple[str, ...]] = {}
@@ -71,13 +48,13 @@ def trace_size(event: Event) -> int:
     """About how many bytes ``event`` holds in a trace: its text, plus a little. Counted
     where it was masked (``RedactingEmitter``) when it went through one, else here."""
     size = counted_size(event)
-    return 200 + (size if size >= 0 else event_text_size(event, limit=1 << 62))
+    return 200 + (size if size >= 0 else event_text_size(event, limit=WHOLE))
 
 
 def _shown_sized(shown: Callable[[Event], Event], event: Event) -> Event:
     """``shown(event)``, its size counted whole: for a long text, on the worker thread."""
     masked = shown(event)
-    keep_size(masked, event_text_size(masked, limit=1 << 62))
+    keep_size(masked, event_text_size(masked, limit=WHOLE))
     return masked
 
 

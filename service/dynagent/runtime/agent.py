@@ -27,7 +27,9 @@ from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
 from dynagent.models.base import Model
+from dynagent.models.cut import CUT_ATTEMPTS
 from dynagent.models.prices import Prices, priced_name
+from dynagent.runtime._calls import count_cut_attempts
 from dynagent.runtime._event_text import input_summary, masked, masked_value, redacted
 from dynagent.runtime._health import SourceHealth
 from dynagent.runtime._loop import (
@@ -287,6 +289,8 @@ class Agent:
                 input=input_summary(input),
             )
         )
+        cut: list[tuple[str, Usage]] = []  # attempts the model client cut off and retried
+        counting = CUT_ATTEMPTS.set(cut)
         try:
             # One timer for the run's limit and its model calls' whole-answer limits.
             with RunDeadline(self.spec.limits.timeout, self.spec.model.timeout):
@@ -301,9 +305,14 @@ class Agent:
             error: RunError = RunTimeout(
                 f"run took longer than limits.timeout = {self.spec.limits.timeout} s"
             )
-            raise self._failed(ctx, error, started) from None
+            raise self._failed(ctx, error, started, cut) from None
         except RunError as exc:
-            raise self._failed(ctx, exc, started) from None
+            raise self._failed(ctx, exc, started, cut) from None
+        finally:
+            CUT_ATTEMPTS.reset(counting)
+        if cut:
+            count_cut_attempts(self.prices, ctx, cut)
+            usage = ctx.usage
         ctx.emit(
             RunFinished(
                 trace_id=ctx.trace_id,
@@ -316,7 +325,10 @@ class Agent:
         )
         return output, usage, steps
 
-    def _failed(self, ctx: RunContext, error: RunError, started: float) -> RunError:
+    def _failed(
+        self, ctx: RunContext, error: RunError, started: float, cut: list[tuple[str, Usage]]
+    ) -> RunError:
+        count_cut_attempts(self.prices, ctx, cut)
         step = ctx.model_calls
         ctx.emit(
             ErrorEvent(
