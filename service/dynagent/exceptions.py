@@ -26,6 +26,7 @@ ErrorKind = Literal[
     "limit_exceeded",
     "cost_limit",
     "model_error",
+    "input_too_long",
     "circuit_open",
     "timeout",
     "tool_error",
@@ -224,6 +225,17 @@ class ModelError(RunError):
         """The endpoint refused the request itself (an HTTP 4xx but 408, 409 or 429, or an
         answer that is not one), which the model client judged not worth retrying."""
         return not self.retryable and self.kind == "model_error"
+
+
+class InputTooLong(ModelError):
+    """The model endpoint refused the request as longer than its context window: the
+    caller's input, with the agent's prompt, history and tools, must be shorter (400)."""
+
+    kind: ErrorKind = "input_too_long"
+
+    @property
+    def final(self) -> bool:
+        return True
 
 
 class ModelTimeout(ModelError):

@@ -275,6 +275,15 @@ def test_responses_stream_typed_events(service: Served, client: openai.OpenAI) -
     assert final.output_text == "Hello there."
 
 
+REFUSED = {
+    "error": {
+        "message": "Unsupported value: 'temperature' does not support 0.2 with this model.",
+        "type": "invalid_request_error",
+        "code": "unsupported_value",
+    }
+}
+"""A refusal of the request the agent's own definition made (its settings): 502, final."""
+
 CONTEXT_TOO_LONG = {
     "error": {
         "message": "This model's maximum context length is 8192 tokens.",
@@ -289,25 +298,43 @@ def test_a_request_the_model_endpoint_refuses_is_sent_once_by_a_client_that_retr
 ) -> None:
     """openai-python retries a 502 twice by default; the service's answer to a request its
     model endpoint refused says a retry would fail alike, so the run is made once."""
-    service.script([Fail(400, CONTEXT_TOO_LONG)])
+    service.script([Fail(400, REFUSED)])
     with openai.OpenAI(base_url=service.v1, api_key=API_KEY) as retrying:
         assert retrying.max_retries == 2
         with pytest.raises(openai.InternalServerError) as failed:
             retrying.chat.completions.create(model="bot", messages=USER)
     assert failed.value.status_code == 502
     assert failed.value.response.headers["X-Should-Retry"] == "false"
-    assert "maximum context length" in failed.value.message
+    assert "Unsupported value" in failed.value.message
     assert len(service.requests()) == 1
 
 
 def test_a_streamed_request_the_model_endpoint_refuses_is_sent_once_too(service: Served) -> None:
     """The stream is held until the model answers: a refusal before its first chunk is the
     same 502 with ``X-Should-Retry: false``, and the client does not make the run again."""
-    service.script([Fail(400, CONTEXT_TOO_LONG)])
+    service.script([Fail(400, REFUSED)])
     with (
         openai.OpenAI(base_url=service.v1, api_key=API_KEY) as retrying,
         pytest.raises(openai.InternalServerError) as failed,
     ):
         retrying.chat.completions.create(model="bot", messages=USER, stream=True)
     assert failed.value.response.headers["X-Should-Retry"] == "false"
+    assert len(service.requests()) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_input_longer_than_the_context_window_is_the_callers_400(
+    service: Served, stream: bool
+) -> None:
+    """As OpenAI answers it: ``BadRequestError`` with ``code: context_length_exceeded``, a
+    caller's mistake (to shorten its messages), not a server error; whole or streamed."""
+    service.script([Fail(400, CONTEXT_TOO_LONG)])
+    with (
+        openai.OpenAI(base_url=service.v1, api_key=API_KEY) as client,
+        pytest.raises(openai.BadRequestError) as failed,
+    ):
+        client.chat.completions.create(model="bot", messages=USER, stream=stream)
+    assert failed.value.status_code == 400
+    assert failed.value.code == "context_length_exceeded"
+    assert "maximum context length" in failed.value.message
     assert len(service.requests()) == 1

@@ -10,6 +10,8 @@ cause gets its own message here, one that says what to check:
   whole answer arrived: 502 ``model_error``;
 - a real timeout (connecting, reading, or the whole answer past ``model.timeout``): 504
   ``timeout``;
+- a request longer than the model's context window (a 400 saying so): 400
+  ``input_too_long``, the caller's to shorten;
 - an HTTP error status: 502 ``model_error`` naming the status, with a hint for the
   statuses that mean the definition is wrong (401, 403, 404).
 """
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 import aiohttp
 import openai
 
-from dynagent.exceptions import ModelError, ModelTimeout
+from dynagent.exceptions import InputTooLong, ModelError, ModelTimeout
 
 _CHAIN_DEPTH = 12
 """Causes looked at: the transport's chains are four or five long."""
@@ -45,10 +47,21 @@ def timeout_error(seconds: float | None) -> ModelTimeout:
     return ModelTimeout(f"the model endpoint did not answer{within}", retryable=True)
 
 
+_TOO_LONG = ("context_length_exceeded", "maximum context length", "context length exceeded")
+"""How endpoints say a request is longer than the model's context window: OpenAI's error
+``code``, and the messages of OpenAI, vLLM and the servers that copy them (lowercase)."""
+
+
 def model_error(exc: openai.APIError, timeout: float | None = None) -> ModelError:
     """The ``ModelError`` for what the ``openai`` client raised."""
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
+        if status == 400 and _too_long(exc):
+            return InputTooLong(
+                "the input is longer than the model's context window; shorten it (the model "
+                f"endpoint answered 400: {short(exc.message)})",
+                status=status,
+            )
         return ModelError(
             f"the model endpoint answered {status}: {short(exc.message)}{_HINTS.get(status, '')}",
             status=status,
@@ -57,6 +70,11 @@ def model_error(exc: openai.APIError, timeout: float | None = None) -> ModelErro
     if isinstance(exc, openai.APIConnectionError):  # APITimeoutError among them
         return transport_error(exc, timeout)
     return ModelError(f"model endpoint error: {short(str(exc))}")
+
+
+def _too_long(exc: openai.APIStatusError) -> bool:
+    said = f"{exc.code or ''} {exc.message}".lower()
+    return any(phrase in said for phrase in _TOO_LONG)
 
 
 def transport_error(exc: openai.APIConnectionError, timeout: float | None) -> ModelError:

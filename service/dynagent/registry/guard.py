@@ -15,6 +15,7 @@ from dynagent.registry.judged import JudgedScores, judge_verdict
 GUARDED_ERRORS = frozenset(
     {
         "model_error",
+        "input_too_long",
         "circuit_open",
         "timeout",
         "tool_error",
@@ -26,7 +27,9 @@ GUARDED_ERRORS = frozenset(
 """Run errors that count against a version (the canary guard); caller mistakes and outages
 (``unavailable``: a session store or config center out) do not."""
 
-SHAPED_ERRORS = frozenset({"model_error", "output_invalid", "limit_exceeded", "cost_limit"})
+SHAPED_ERRORS = frozenset(
+    {"model_error", "input_too_long", "output_invalid", "limit_exceeded", "cost_limit"}
+)
 """Failures that what a caller adds to a run can cause on its own: its JSON Schema nothing
 satisfies (``output_invalid``, or ``limit_exceeded`` once the retries used the steps), its
 tools or settings that the model endpoint refuses (``model_error``)."""

@@ -30,6 +30,7 @@ STATUS: dict[ErrorKind, int] = {
     "limit_exceeded": 429,
     "cost_limit": 429,
     "model_error": 502,
+    "input_too_long": 400,
     "circuit_open": 502,
     "tool_error": 502,
     "timeout": 504,
@@ -59,6 +60,7 @@ _OPENAI_CODES: dict[str, str | None] = {
     "forbidden": "permission_denied",
     "not_found": "model_not_found",
     "too_large": "request_too_large",
+    "input_too_long": "context_length_exceeded",
 }
 """OpenAI ``code`` of each kind the caller caused (``invalid_request_error``); every
 other kind is a ``server_error`` whose code is the kind itself."""
