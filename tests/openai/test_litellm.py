@@ -1,4 +1,5 @@
-"""LiteLLM against the service (as an ``openai/…`` model): ``completion``, streaming, and
+"""LiteLLM against the service (as an ``openai/…`` model): ``completion``, streaming, an
+input too long for the model as its ``ContextWindowExceededError``, and
 a model failure that reaches the caller as 502 — on a stream too, before its first byte."""
 
 from __future__ import annotations
@@ -55,3 +56,23 @@ def test_a_model_failure_is_a_502(service: Served, stream: bool) -> None:
         if stream:
             list(response)
     assert caught.value.status_code == 502
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_input_too_long_for_the_model_is_litellms_context_window_error(
+    service: Served, stream: bool
+) -> None:
+    """LiteLLM's own exception for it, which its callers catch to trim their messages."""
+    too_long = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    }
+    service.script([Fail(400, too_long)])
+    with pytest.raises(litellm.ContextWindowExceededError) as caught:
+        response = call(service, stream=stream)
+        if stream:
+            list(response)
+    assert caught.value.status_code == 400
