@@ -21,7 +21,7 @@ from dynagent.events import (
     Usage,
     spent,
 )
-from dynagent.exceptions import ModelError, RunTimeout
+from dynagent.exceptions import CostLimitExceeded, ModelError, RunTimeout
 from dynagent.models import ToolDefinition
 from dynagent.models.prices import Price, Prices
 from dynagent.runtime.agent import Agent
@@ -156,3 +156,30 @@ async def test_an_attempt_cut_off_and_retried_counts_beside_the_answer(
     assert finished is not None and finished.usage == result.usage
     assert result.cost_usd == finished.cost_usd == cost(result.usage)
     assert prompt_chars(cut) == prompt_chars(answered)
+
+
+def ceiling(agent: Agent, usd: float) -> Agent:
+    """``agent`` priced, with ``limits.max_cost_usd = usd``."""
+    limits = agent.spec.limits.model_copy(update={"max_cost_usd": usd})
+    spec = agent.spec.model_copy(update={"limits": limits})
+    return dataclasses.replace(agent, spec=spec, prices=PRICES)
+
+
+async def test_an_attempt_cut_off_counts_toward_the_runs_cost_ceiling_at_once(
+    make_agent: AgentFactory, model_server: ScriptedModelServer
+) -> None:
+    model_server.script("gpt-main", [Reply("in time")])
+    answered = await ceiling(make_agent(), 1.0).run("hurry")
+    assert answered.cost_usd is not None and answered.cost_usd > 0
+    (body,) = model_server.requests
+    attempt = cost(Usage(-(-prompt_chars(body) // 4), 0))
+    # The answer alone stays under this ceiling; with the attempt cut off before it, over.
+    limit = answered.cost_usd + attempt / 2
+    model_server.script("gpt-main", [Slow(30, Reply("too late")), Reply("in time")])
+    retried = make_agent(model={"timeout": 0.2, "retries": 1}, limits={"timeout": 10})
+
+    with pytest.raises(CostLimitExceeded) as caught:
+        await ceiling(retried, limit).run("hurry")
+
+    assert "after model call 1" in caught.value.message
+    assert caught.value.spent == pytest.approx(answered.cost_usd + attempt)

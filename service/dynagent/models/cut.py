@@ -5,7 +5,8 @@ estimate from the size of what the model was sent (``events.estimated_usage``).
 A call the run itself cut off (its time up, its caller gone) is counted by the run
 (``runtime._calls``). An attempt the model client cut off at its whole-answer deadline
 (``model.timeout``) and then retried, or failed on, is counted here: the client notes it
-in the run's ``CUT_ATTEMPTS`` and the run adds them up when it closes."""
+in the run's ``CUT_ATTEMPTS``, and the run counts them with the call they were attempts of
+(its cost ceiling holds to both), or as it closes when that call failed."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ streamed so far, so that no budget misses what such runs spend."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 from dynagent.events import ModelResponseEvent, Usage, estimated_usage, rounded_usd
 from dynagent.interceptors.base import RunContext
@@ -26,13 +25,28 @@ def count_cut(
     _count(prices, priced_name(model), ctx, estimated_usage(prompt_chars, answer_chars))
 
 
-def count_cut_attempts(
-    prices: Prices, ctx: RunContext, attempts: Sequence[tuple[str, Usage]]
-) -> None:
-    """The attempts the model client cut off at their deadline (``models.cut``), counted
-    in the run's usage and cost as the run closes."""
+def count_cut_attempts(prices: Prices, ctx: RunContext, attempts: list[tuple[str, Usage]]) -> None:
+    """The attempts the model client cut off at their deadline (``models.cut``) and not
+    counted yet, in the run's usage and cost, as the run closes."""
+    cost = take_cut_attempts(prices, ctx, attempts)
+    ctx.cost_usd = None if cost is None or ctx.cost_usd is None else ctx.cost_usd + cost
+
+
+def take_cut_attempts(
+    prices: Prices, ctx: RunContext, attempts: list[tuple[str, Usage]] | None
+) -> float | None:
+    """The attempts noted in ``attempts`` (the run's ``CUT_ATTEMPTS``) since the last look:
+    their usage added to the run's, their cost returned for the caller to count (None: a
+    model without a price), the list emptied."""
+    if not attempts:
+        return 0.0
+    cost: float | None = 0.0
     for model, usage in attempts:
-        _count(prices, model, ctx, usage)
+        ctx.usage += usage
+        each = prices.cost(model, usage)
+        cost = None if each is None or cost is None else cost + each
+    attempts.clear()
+    return cost
 
 
 def _count(prices: Prices, model: str, ctx: RunContext, usage: Usage) -> None:

@@ -41,9 +41,9 @@ from dynagent.models.base import (
     TextDelta,
     ToolCallRequest,
 )
-from dynagent.models.cut import prompt_size, tools_size
+from dynagent.models.cut import CUT_ATTEMPTS, prompt_size, tools_size
 from dynagent.models.prices import Prices, priced_name
-from dynagent.runtime._calls import count_cut, response_event
+from dynagent.runtime._calls import count_cut, response_event, take_cut_attempts
 from dynagent.runtime._costs import CostMeter
 from dynagent.runtime._helpers import all_or_none, off_loop, parsed_arguments, tool_error
 from dynagent.runtime._schema_pair import joined, unfenced
@@ -242,7 +242,9 @@ class _Loop:
         ctx.usage += response.usage
         cost = self.meter.cost(response)
         ctx.emit(response_event(ctx, step, self.agent.model, response, started=started, cost=cost))
-        self.meter.after_call(ctx, cost)
+        # Attempts of this call the client cut off count toward the ceilings with it.
+        cut = take_cut_attempts(self.agent.prices, ctx, CUT_ATTEMPTS.get())
+        self.meter.after_call(ctx, None if cost is None or cut is None else cost + cut)
         return response
 
     async def _streamed(self, request: ModelRequest) -> ModelResponse:
