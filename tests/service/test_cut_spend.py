@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.analysis.test_budgets import PRICES as BUDGET_PRICES
 from tests.analysis.test_budgets import paused_by_budget, start_canary
 from tests.service.test_costs import PRICES, cost_of, cost_series
-from tests.support import Reply, ScriptedModelServer
+from tests.support import CallTools, Reply, ScriptedModelServer, Slow
 from tests.support.service import (
     RunningService,
     agent_document,
@@ -104,6 +104,40 @@ async def test_a_canary_stream_cut_off_counts_toward_its_budget(
         status = service.registry.status("bot")["canary"]["budget"]
 
     assert status["exceeded"] and status["spent_tokens"] > 1, status
+
+
+async def test_an_agent_called_as_a_tool_and_cut_off_with_its_caller_counts_its_call(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    # The caller's time runs out while the called agent's model is still answering.
+    billing = agent_document("billing", model_server, model={"name": "m-cheap"})
+    tools = [{"type": "agent", "name": "billing", "description": "Ask billing."}]
+    front = agent_document(
+        "front", model_server, model={"name": "m-priced"}, tools=tools, limits={"timeout": 0.5}
+    )
+    model_server.script("m-priced", [CallTools([("billing", {"input": "what is owed?"})])])
+    model_server.script("m-cheap", [Slow(30, Reply("too late"))])
+    config = service_config(agents_dir, state_dir, models={"prices": PRICES})
+    async with running_service(config, environ={}) as service:
+        for document in (billing, front):
+            service.write_agent(document)
+            await service.wait_serving(document["name"], revision_of(document))
+        response = await service.client.post("/v1/agents/front/invoke", json={"input": "hi"})
+        assert response.status == 504
+        trace = await (
+            await service.client.get(f"/v1/traces/{response.headers['X-Trace-Id']}")
+        ).json()
+        metrics = await (await service.client.get("/metrics")).text()
+
+    [called] = trace["nested"]
+    (request,) = [e for e in called["events"] if e["type"] == "model_request"]
+    assert "run_finished" not in [e["type"] for e in called["events"]]  # cut off mid-call
+    expected = round(
+        cost_of("m-cheap", {"input_tokens": -(-request["prompt_chars"] // 4), "output_tokens": 0}),
+        8,
+    )
+    assert expected > 0
+    assert math.isclose(cost_series(metrics)["billing", revision_of(billing), "stable"], expected)
 
 
 async def _trace(service: RunningService, trace_id: str) -> dict[str, Any] | None:

@@ -6,12 +6,12 @@ revision and variant: they never pass through the one run path of a request
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dynagent.core.spend import count_spend
-from dynagent.events import ErrorEvent, Event, RunFinished, spent
+from dynagent.events import ErrorEvent, Event, RunFinished, Usage, spent
 from dynagent.registry.guard import guard_evidence
 from dynagent.registry.rollouts import Served
 from dynagent.runtime.agent import Variant
@@ -60,8 +60,8 @@ def count_called(service: Service, nested: list[dict[str, Any]]) -> None:
         if name not in service.registry:  # a removed agent's series are gone for good
             continue
         events = called["events"]
-        usage, cost = spent(events)
         revision, variant = called["revision"], called["variant"]
+        usage, cost = spent(events, _price_of(service, name, revision))
         count_spend(
             service.metrics,
             service.registry.rollouts.spend,
@@ -90,3 +90,13 @@ def count_called(service: Service, nested: list[dict[str, Any]]) -> None:
                 weight=weight,
                 unmatched=unmatched,
             )
+
+
+def _price_of(service: Service, name: str, revision: str) -> Callable[[Usage], float | None] | None:
+    """What the model of ``name``'s ``revision`` costs, while the registry serves it: the
+    price of a call a called run was cut off in."""
+    entry = service.registry.entry(name)
+    for agent in (entry.stable, entry.canary.agent if entry.canary else None):
+        if agent is not None and agent.revision == revision:
+            return agent.cost_of
+    return None

@@ -165,15 +165,18 @@ async def _call_agent(name: str, caller: AgentSpec, agents: AgentDirectory, text
     # Made directly, not with dataclasses.replace (which looks up every field each call).
     inner = CallScope(scope.agents, scope.key, scope.trace_id, (*chain, name), scope.nested)
     token = CALL_SCOPE.set(inner)
-    events: tuple[Any, ...] = ()
+    # Its events as they come: a run cut off with its caller (gone, out of time) keeps the
+    # ones it had, and its spend so far counts (``events.spent``).
+    seen: list[Any] = []
     try:
-        result = await agent.run(text, trace_id=scope.trace_id, variant=variant)
-        events = result.events
+        result = await agent.run(
+            text, trace_id=scope.trace_id, variant=variant, on_event=seen.append
+        )
     except RunError as exc:
-        events = exc.events
         raise AgentFailed(f"agent {name!r} failed: {exc.message}") from None
     finally:
         CALL_SCOPE.reset(token)
+        events = tuple(seen)
         if scope.nested is not None:
             scope.nested.append(
                 {
