@@ -69,12 +69,17 @@ async def test_our_api_answers_400_input_too_long_and_not_to_retry(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_the_openai_route_answers_context_length_exceeded(
-    service: RunningService, model_server: ScriptedModelServer, stream: bool
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/responses"])
+async def test_the_openai_routes_answer_context_length_exceeded(
+    service: RunningService, model_server: ScriptedModelServer, route: str, stream: bool
 ) -> None:
     model_server.script("m-small", [Fail(400, OPENAI_WORDING)])
-    body = {"model": "bot", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-    response = await service.client.post("/v1/chat/completions", json=body)
+    body: dict[str, Any] = {"model": "bot", "stream": stream}
+    if route == "/v1/responses":
+        body["input"] = "hi"
+    else:
+        body["messages"] = [{"role": "user", "content": "hi"}]
+    response = await service.client.post(route, json=body)
     assert response.status == 400
     error = (await response.json())["error"]
     assert (error["type"], error["code"]) == ("invalid_request_error", "context_length_exceeded")
