@@ -23,6 +23,7 @@ from dynagent.events import (
 )
 from dynagent.exceptions import CostLimitExceeded, ModelError, RunTimeout
 from dynagent.models import ToolDefinition
+from dynagent.models.cut import MEDIA_CHARS, prompt_size
 from dynagent.models.prices import Price, Prices
 from dynagent.runtime.agent import Agent
 from tests.support import AgentFactory, Reply, ScriptedModelServer, Slow
@@ -183,3 +184,15 @@ async def test_an_attempt_cut_off_counts_toward_the_runs_cost_ceiling_at_once(
 
     assert "after model call 1" in caught.value.message
     assert caught.value.spent == pytest.approx(answered.cost_usd + attempt)
+
+
+def test_an_image_counts_as_an_image_not_as_the_characters_of_its_data() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 1_000_000}}
+    text = {"type": "text", "text": "What is in this picture?"}
+    hostile = {"type": ["text"], "text": "a type no set may hold"}
+    messages = [{"role": "user", "content": [text, image, hostile, "plain"]}]
+
+    size = prompt_size(messages)
+
+    assert size == len("user") + len(text["text"]) + 2 * MEDIA_CHARS + len("plain")
+    assert prompt_size([{"role": "user", "content": "hi"}], tools=10) == len("user") + 2 + 10

@@ -29,10 +29,44 @@ def tools_size(tools: Sequence[ToolDefinition]) -> int:
     return sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
 
 
+MEDIA_CHARS = 4 * 765
+"""What a part of a message that is not text (an image, audio, a file) counts as: the
+tokens of a 1024x1024 image in high detail, as OpenAI prices it, at four characters a
+token. Its own characters (a data URL's base64, a link) say nothing of its tokens: a 1 MB
+image would count as 250,000 tokens."""
+
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+"""The ``type`` of a message part that is text (chat completions' and Responses')."""
+
+
 def prompt_size(messages: Sequence[Message], tools: int = 0) -> int:
     """Characters of text of a call sent ``messages`` and tool definitions of ``tools``
-    characters (``tools_size``): ``model_request``'s ``prompt_chars``."""
-    return text_size(messages) + tools
+    characters (``tools_size``): ``model_request``'s ``prompt_chars``. A message's text
+    parts count their text, its other parts ``MEDIA_CHARS`` each."""
+    total = tools
+    for message in messages:
+        if not isinstance(message, dict):
+            total += text_size(message)
+            continue
+        for key, value in message.items():
+            if type(value) is str:
+                total += len(value)
+            elif key == "content" and isinstance(value, list):
+                total += sum(_part_size(part) for part in value)
+            else:
+                total += text_size(value)
+    return total
+
+
+def _part_size(part: object) -> int:
+    if isinstance(part, dict):
+        kind = part.get("type")
+        return (
+            text_size(part.get("text"))
+            if type(kind) is str and kind in _TEXT_PARTS
+            else MEDIA_CHARS
+        )
+    return text_size(part)
 
 
 def note_cut_attempt(model: str, request: ModelRequest) -> None:
