@@ -139,6 +139,11 @@ _OWN_LIMITS = frozenset({"limit_exceeded", "cost_limit"})
 a stream limit of the service is not a run's, and passes as streams end."""
 
 
+_REFUSED = frozenset({"model_error", "input_too_long"})
+"""Model errors that are the endpoint's refusal of the request, when not retryable (an
+open circuit, a timeout are neither)."""
+
+
 class RunError(DynagentError):
     """A run ended without an answer; ``events`` holds the partial trace."""
 
@@ -223,8 +228,9 @@ class ModelError(RunError):
     @property
     def final(self) -> bool:
         """The endpoint refused the request itself (an HTTP 4xx but 408, 409 or 429, or an
-        answer that is not one), which the model client judged not worth retrying."""
-        return not self.retryable and self.kind == "model_error"
+        answer that is not one, or an input too long), which the model client judged not
+        worth retrying."""
+        return not self.retryable and self.kind in _REFUSED
 
 
 class InputTooLong(ModelError):
@@ -232,10 +238,6 @@ class InputTooLong(ModelError):
     caller's input, with the agent's prompt, history and tools, must be shorter (400)."""
 
     kind: ErrorKind = "input_too_long"
-
-    @property
-    def final(self) -> bool:
-        return True
 
 
 class ModelTimeout(ModelError):

@@ -11,10 +11,8 @@ events), so a client or load balancer knows to retry it elsewhere.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 from types import TracebackType
 
-from dynagent.events import ErrorEvent, Event, RunFinished, Usage, closing_events
 from dynagent.exceptions import ServiceStopping
 
 
@@ -78,14 +76,3 @@ class _Guard:
                     trace_id=self._trace_id,
                 ) from None
             raise
-
-
-def stopped_events(
-    error: ServiceStopping,
-    seen: Sequence[Event],
-    started: float,
-    price: Callable[[Usage], float | None],
-) -> tuple[ErrorEvent, RunFinished]:
-    """The last two events of a run cut off by the drain, after the ``seen`` ones; a model
-    call it was cut off in is priced by ``price`` (``events.spent``)."""
-    return closing_events(error.trace_id, error.kind, error.message, seen, started, price)

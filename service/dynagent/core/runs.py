@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from dynagent.core.auth import Caller
-from dynagent.core.drain import Drain, stopped_events
+from dynagent.core.drain import Drain
 from dynagent.core.evidence import count_called, count_evidence
 from dynagent.core.routing import RunRequest, select, session_key_of
 from dynagent.core.shadows import ShadowCopy
@@ -67,6 +67,15 @@ class _Served:
         tracer = self.service.tracer
         if tracer is not None and self.span is not None:
             tracer.detach(self.span)
+
+    def closing(
+        self, seen: Sequence[Event], kind: str, message: str
+    ) -> tuple[ErrorEvent, RunFinished]:
+        """The ``error`` and ``run_finished`` of this run cut off from outside (the service
+        stopping, its caller gone) after the ``seen`` events: what it spent, a call it was
+        cut off in priced as its agent's model (``events.closing_events``)."""
+        cost_of = self.agent.cost_of
+        return closing_events(self.trace_id, kind, message, seen, self.started, cost_of)
 
     def close_span(self, events: Sequence[Event], error: str | None) -> None:
         """End the run's span (once), with the model and tool spans of ``events``."""
@@ -195,7 +204,7 @@ async def run_agent(service: Service, who: Caller, run: RunRequest) -> tuple[Age
                     session_key=session_key_of(who, run),
                 )
     except ServiceStopping as exc:
-        exc.events = (*seen, *stopped_events(exc, seen, served.started, served.agent.cost_of))
+        exc.events = (*seen, *served.closing(seen, exc.kind, exc.message))
         exc.revision, exc.variant = served.agent.revision, served.variant
         served.finish(exc.trace_id, exc.events, error=exc.kind)
         await service.traces.written(exc.trace_id)
@@ -325,7 +334,7 @@ async def _recorded(
                 async with drain.guard(first.trace_id):
                     event = await anext(events, None)
             except ServiceStopping as exc:
-                for last in stopped_events(exc, seen, served.started, served.agent.cost_of):
+                for last in served.closing(seen, exc.kind, exc.message):
                     seen.append(last)
                     yield last
                 error = exc.kind
@@ -340,10 +349,7 @@ async def _recorded(
             yield event
     finally:
         if error == DISCONNECTED:  # its trace says so, and what it spent till then
-            agent = served.agent
-            seen.extend(
-                closing_events(first.trace_id, error, LEFT, seen, served.started, agent.cost_of)
-            )
+            seen.extend(served.closing(seen, error, LEFT))
         served.finish(first.trace_id, seen, error=error)
         await served.service.traces.written(first.trace_id)  # before the stream's end
         if shadow is not None and error is None:

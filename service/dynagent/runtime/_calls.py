@@ -22,12 +22,13 @@ def count_cut(
 ) -> None:
     """A call cut off after it was sent ``prompt_chars`` and streamed ``answer_chars``,
     counted in the run's usage and cost (priced as ``model``, by ``prices``)."""
-    _count(prices, priced_name(model), ctx, estimated_usage(prompt_chars, answer_chars))
+    usage = estimated_usage(prompt_chars, answer_chars)
+    count_cut_attempts(prices, ctx, [(priced_name(model), usage)])
 
 
 def count_cut_attempts(prices: Prices, ctx: RunContext, attempts: list[tuple[str, Usage]]) -> None:
-    """The attempts the model client cut off at their deadline (``models.cut``) and not
-    counted yet, in the run's usage and cost, as the run closes."""
+    """Cut-off calls ``(model name, usage)`` not counted yet (the model client's notes in
+    ``models.cut``, as the run closes), in the run's usage and cost."""
     cost = take_cut_attempts(prices, ctx, attempts)
     ctx.cost_usd = None if cost is None or ctx.cost_usd is None else ctx.cost_usd + cost
 
@@ -47,13 +48,6 @@ def take_cut_attempts(
         cost = None if each is None or cost is None else cost + each
     attempts.clear()
     return cost
-
-
-def _count(prices: Prices, model: str, ctx: RunContext, usage: Usage) -> None:
-    ctx.usage += usage
-    if ctx.cost_usd is not None:
-        cost = prices.cost(model, usage)
-        ctx.cost_usd = None if cost is None else ctx.cost_usd + cost
 
 
 def response_event(
