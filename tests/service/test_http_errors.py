@@ -101,6 +101,10 @@ BAD_BODIES = {
         "invalid request body: inptu: Extra inputs are not permitted",
     ),
     "nested too deep": (json.dumps(DEEP).encode(), "the body nests deeper than 64 levels"),
+    "a number too long to read": (
+        b'{"input": "x", "session_id": ' + b"9" * 5000 + b"}",
+        "the body holds a number of more than 4300 digits",
+    ),
     "nested deeper than the parser goes": (
         b'{"input": ' + b"[" * 5000 + b"]" * 5000 + b"}",
         "the body nests deeper than 64 levels",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -91,8 +92,11 @@ async def read_body(request: web.Request, model: type[Body]) -> Body:
         raise BadRequest("the body is not valid UTF-8") from None
     except RecursionError:
         raise BadRequest(f"the body nests deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    except ValueError:  # an integer past the interpreter's digit limit: quadratic to read
+        limit = sys.get_int_max_str_digits()
+        raise BadRequest(f"the body holds a number of more than {limit} digits") from None
     if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _depth(data) > MAX_DEPTH:
         raise BadRequest(f"the body nests deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict):
