@@ -1,5 +1,5 @@
 """openai-python against the service: sync, async, streaming, ``parse()``, the Responses
-API (create, stream, retrieve, continuation) and the models list."""
+API (create, stream, retrieve, continuation, input items, delete) and the models list."""
 
 from __future__ import annotations
 
@@ -219,6 +219,72 @@ def test_responses_create_retrieve_and_continue(service: Served, client: openai.
         {"role": "assistant", "content": "Hello, Ann."},
         {"role": "user", "content": "Who am I?"},
     ]
+
+
+def test_responses_input_items_page_in_both_orders_and_a_deleted_response_is_gone(
+    service: Served, client: openai.OpenAI
+) -> None:
+    service.script([Reply("Hello, Ann."), Reply("You are Ann.")])
+    first = client.responses.create(model="bot", input="I am Ann.", instructions="Be kind.")
+    second = client.responses.create(model="bot", input="Who am I?", previous_response_id=first.id)
+
+    def said(items: Any) -> list[tuple[str, str]]:
+        return [(item.role, item.content[0].text) for item in items]
+
+    newest_first: list[Any] = list(client.responses.input_items.list(second.id))
+    assert said(newest_first) == [
+        ("user", "Who am I?"),
+        ("assistant", "Hello, Ann."),
+        ("user", "I am Ann."),
+    ]
+    assert [item.content[0].type for item in newest_first] == [
+        "input_text",
+        "output_text",
+        "input_text",
+    ]
+    paged = client.responses.input_items.list(second.id, order="asc", limit=1)
+    assert said(paged.data) == [("user", "I am Ann.")] and paged.has_more
+    assert said(paged) == said(reversed(newest_first))  # the client follows `after`
+    assert client.responses.input_items.list(second.id, order="asc").data == paged.data + [
+        item for item in reversed(newest_first[:2])
+    ]
+    with pytest.raises(openai.BadRequestError):
+        client.responses.input_items.list(second.id, limit=101)
+
+    client.responses.delete(second.id)
+    for gone in (
+        lambda: client.responses.retrieve(second.id),
+        lambda: client.responses.input_items.list(second.id),
+        lambda: client.responses.delete(second.id),
+        lambda: client.responses.create(model="bot", input="?", previous_response_id=second.id),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            gone()
+    assert client.responses.retrieve(first.id).output_text == "Hello, Ann."
+
+
+def test_responses_input_items_hold_client_tool_calls_and_their_results(
+    service: Served, client: openai.OpenAI
+) -> None:
+    service.script([CallTools([("get_weather", {"city": "Rome"})]), Reply("Warm in Rome.")])
+    tool: Any = {"type": "function", **WEATHER_TOOL["function"]}
+    asked = client.responses.create(model="tooled", input="Weather?", tools=[tool])
+    (call,) = asked.output
+    assert isinstance(call, ResponseFunctionToolCall)
+    result: Any = {"type": "function_call_output", "call_id": call.call_id, "output": "warm"}
+    answer = client.responses.create(
+        model="tooled", previous_response_id=asked.id, input=[result], tools=[tool]
+    )
+    items: list[Any] = list(client.responses.input_items.list(answer.id, order="asc"))
+    assert [item.type for item in items] == ["message", "function_call", "function_call_output"]
+    _, made, returned = items
+    assert (made.call_id, made.name, made.arguments) == (
+        call.call_id,
+        "get_weather",
+        call.arguments,
+    )
+    assert (returned.call_id, returned.output) == (call.call_id, "warm")
+    assert len({item.id for item in items}) == 3
 
 
 def test_responses_client_tools_and_structured_text(service: Served, client: openai.OpenAI) -> None:

@@ -38,9 +38,13 @@ RUN_DATA_ROUTES = {
     ("GET", "/v1/traces"),
     ("GET", "/v1/traces/{trace_id}"),
     ("GET", "/v1/responses/{response_id}"),
+    ("GET", "/v1/responses/{response_id}/input_items"),
 }
 """The routes that show a run's content to the key that made it. A new route that does
 shows up here, by the walk, and must keep the rule the others keep."""
+DELETES = {("DELETE", "/v1/responses/{response_id}")}
+"""Routes that delete a run's record: walked only by keys that must be refused (the
+record must survive the walk), then tried by its owner at the end."""
 
 
 def bearer(who: str) -> dict[str, str]:
@@ -174,11 +178,14 @@ def _fill(path: str, runs: AliceRuns) -> str:
 
 
 async def _walk(
-    service: RunningService, who: str, runs: AliceRuns
+    service: RunningService, who: str, runs: AliceRuns, *, deletes: bool = False
 ) -> dict[tuple[str, str], tuple[int, str]]:
-    """Each route's status and body text for ``who``."""
+    """Each route's status and body text for ``who`` (the deleting ones: with
+    ``deletes``)."""
     answers = {}
     for method, path in _routes(service.app):
+        if (method, path) in DELETES and not deletes:
+            continue
         url = _fill(path, runs) + QUERIES.get(path, "")
         if method == "POST":
             assert (method, path) in BODIES, f"say in BODIES what the walk sends to {path}"
@@ -209,10 +216,11 @@ async def test_every_route_shows_a_run_only_to_the_key_that_made_it_and_to_admin
     service: RunningService,
 ) -> None:
     runs = await alice_runs(service)
-    bob = await _walk(service, "bob", runs)
+    bob = await _walk(service, "bob", runs, deletes=True)
     assert _shows_alice(bob, runs) == set()
     assert bob[("GET", "/v1/traces/{trace_id}")][0] == 404
     assert bob[("GET", "/v1/responses/{response_id}")][0] == 404
+    assert bob[("DELETE", "/v1/responses/{response_id}")][0] == 404
     assert bob[("POST", "/v1/traces/{trace_id}/feedback")][0] == 404
     admin = await _walk(service, "ops", runs)
     assert _shows_alice(admin, runs) == RUN_DATA_ROUTES | ADMIN_RUN_DATA_ROUTES
@@ -222,6 +230,8 @@ async def test_every_route_shows_a_run_only_to_the_key_that_made_it_and_to_admin
     assert alice[("POST", "/v1/traces/{trace_id}/feedback")][0] == 200
     rated = await get_json(service, "alice", f"/v1/traces/{runs.invoked}")
     assert rated["feedback"] == {"score": 1.0, "comment": None}
+    deleted = await _walk(service, "alice", runs, deletes=True)  # bob's delete took nothing
+    assert deleted[("DELETE", "/v1/responses/{response_id}")][0] == 200
 
 
 async def test_every_run_route_records_its_caller_as_the_owner(service: RunningService) -> None:

@@ -131,6 +131,45 @@ async def test_a_response_continues_on_any_replica_and_after_a_restart(
     assert said == [["first"], ["first", "second"], ["first", "second", "third"]]
 
 
+async def test_a_response_deleted_on_one_replica_is_gone_on_every_one(
+    model_server: ScriptedModelServer, replica: Replica, redis_server: RedisServer
+) -> None:
+    model_server.script("gpt-main", [Reply("kept")] * 2)
+    async with replica("one") as one, replica("two") as two:
+        ids = []
+        for _ in range(2):
+            status, made = await _call(
+                one, "POST", "/v1/responses", body={"model": "bot", "input": "x"}
+            )
+            assert status == 200, made
+            ids.append(made["id"])
+        doomed, kept = ids
+        path = f"/v1/responses/{doomed}"
+        assert (await _call(two, "DELETE", path, OTHER_KEY))[0] == 404  # not theirs
+        assert await _call(two, "DELETE", path) == (
+            200,
+            {"id": doomed, "object": "response", "deleted": True},
+        )
+        for reader in (one, two):
+            status, error = await _call(reader, "GET", path)
+            assert (status, error["error"]["code"]) == (404, "response_not_found")
+        later = {"model": "bot", "input": "y", "previous_response_id": doomed}
+        assert (await _call(one, "POST", "/v1/responses", body=later))[0] == 404
+        assert (await _call(one, "GET", f"/v1/responses/{kept}"))[0] == 200
+        await asyncio.to_thread(redis_server.stop)
+        try:  # a delete the fleet cannot take is refused, not done on one replica alone
+            status, error = await _call(one, "DELETE", f"/v1/responses/{kept}")
+        finally:
+            await asyncio.to_thread(redis_server.start)
+        assert (status, error["error"]["type"]) == (503, "server_error"), error
+    async with replica("three") as three:
+        assert (await _call(three, "GET", f"/v1/responses/{kept}"))[0] == 200
+        assert (await _call(three, "GET", path))[0] == 404
+    async with Redis.from_url(redis_server.url) as redis:
+        held = [key async for key in redis.scan_iter(f"*{doomed}*")]
+    assert held == []
+
+
 async def _until(response: ClientResponse, marker: bytes) -> bytes:
     """Read a stream until ``marker`` has arrived (not to its end); what was read."""
     seen = b""

@@ -1,12 +1,13 @@
 """Responses kept for ``GET /v1/responses/{id}`` and ``previous_response_id``: the
 newest of this process, in memory, at most ``max_responses`` of them and at most
 ``max_bytes`` together, each shown only to the identity that created it and to admins
-(``Caller.may_read_run``, as its run's trace). Its id is random, not derived from the
-run's trace id: knowing a response id tells nothing about the trace. The
-conversation a response carries on is cut to the history budget (whole turns, as a
-session is), so a ``previous_response_id`` chain never grows past it. When the fleet
-shares a Redis (``SharedRuns``), responses are kept there (the bounds then hold for the
-fleet) and read from there: a conversation continues on any replica, through restarts."""
+(``Caller.may_read_run``, as its run's trace), who may also delete it. Its id is random,
+not derived from the run's trace id: knowing a response id tells nothing about the
+trace. The conversation a response carries on is cut to the history budget (whole
+turns, as a session is), so a ``previous_response_id`` chain never grows past it. When
+the fleet shares a Redis (``SharedRuns``), responses are kept there (the bounds then hold
+for the fleet) and read from there: a conversation continues on any replica, through
+restarts."""
 
 from __future__ import annotations
 
@@ -63,6 +64,9 @@ class ResponseStore:
         """The conversation a stored response carries is cut to this, like a session's."""
         self.bytes = 0
         """What the kept responses take, as JSON."""
+        self._in_fleet: set[str] = set()
+        """Kept responses the fleet's Redis took: once it no longer has one (deleted on
+        any replica, or past the fleet's bounds), this replica's copy is not shown."""
 
     async def keep(self, stored: StoredResponse) -> None:
         """``put``, and into the fleet's Redis when it shares one (before the answer goes
@@ -71,14 +75,18 @@ class ResponseStore:
         if self.shared is not None:
             record = {"body": stored.body, "messages": list(stored.messages)}
             record |= {"owner": stored.owner, "agent": stored.agent}
-            await self.shared.keep_quietly("response", stored.body["id"], record)
+            if await self.shared.keep_quietly("response", stored.body["id"], record):
+                self._in_fleet.add(stored.body["id"])
 
     async def find(self, response_id: str, reader: Caller) -> StoredResponse:
         """``get``, through the fleet's Redis when it shares one."""
         if self.shared is not None:
-            record = None
+            record, answered = None, False
             with contextlib.suppress(SessionStoreUnavailable):  # out: what this replica has
                 record = await self.shared.get("response", response_id)
+                answered = True
+            if record is None and answered and response_id in self._in_fleet:
+                raise self._not_found(response_id)  # the fleet deleted or dropped it
             if record is not None:
                 stored = StoredResponse(
                     record["body"], tuple(record["messages"]), record["owner"], record["agent"]
@@ -87,6 +95,18 @@ class ResponseStore:
                     return stored
                 raise self._not_found(response_id)
         return self.get(response_id, reader)
+
+    async def forget(self, response_id: str, reader: Caller) -> None:
+        """Delete a response ``reader`` may read, here and in the fleet's Redis (there
+        first: a delete the fleet did not take is refused, ``SessionStoreUnavailable``);
+        ``ResponseNotFound`` as for ``find``."""
+        await self.find(response_id, reader)
+        if self.shared is not None:
+            await self.shared.forget("response", response_id)
+        kept = self._kept.pop(response_id, None)
+        self._in_fleet.discard(response_id)
+        if kept is not None:
+            self.bytes -= kept[1]
 
     def put(self, stored: StoredResponse) -> StoredResponse:
         """Keep ``stored`` in this process, its conversation cut to the history budget
@@ -105,7 +125,8 @@ class ResponseStore:
         self._kept[stored.body["id"]] = (stored, size)
         self.bytes += size
         while len(self._kept) > 1 and (len(self._kept) > self._max or self.bytes > self.max_bytes):
-            _, (_, dropped) = self._kept.popitem(last=False)
+            dropped_id, (_, dropped) = self._kept.popitem(last=False)
+            self._in_fleet.discard(dropped_id)
             self.bytes -= dropped
         return stored
 

@@ -59,6 +59,16 @@ return 1
 """KEYS index, bytes, seq, record; ARGV id, JSON, max count, max bytes, record key prefix,
 rating key prefix → 1 kept, 0 bigger than the byte bound alone."""
 
+_FORGET = """
+local size = redis.call('STRLEN', KEYS[3])
+local indexed = redis.call('ZREM', KEYS[1], ARGV[1])
+if indexed == 0 and size == 0 then return 0 end
+if indexed == 1 then redis.call('DECRBY', KEYS[2], size) end
+redis.call('DEL', KEYS[3], KEYS[4])
+return 1
+"""
+"""KEYS index, bytes, record, rating; ARGV id → 1 forgotten, 0 there was none."""
+
 _RATE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX') then return 1 end
@@ -101,6 +111,7 @@ class SharedRuns:
         self._warned = False
         self._keep = self._redis.register_script(_KEEP)
         self._rate = self._redis.register_script(_RATE)
+        self._forget = self._redis.register_script(_FORGET)
 
     @classmethod
     def from_config(cls, config: ServiceConfig, *, responses: tuple[int, int]) -> SharedRuns | None:
@@ -160,21 +171,31 @@ class SharedRuns:
         async with self._command(f"keeping a {kind}"):
             return bool(await self._keep(keys=[*keys, self._key(kind, record_id)], args=args))
 
-    async def keep_quietly(self, kind: str, record_id: str, record: dict[str, Any]) -> None:
-        """``keep``, a failure logged (the replica still has the record in memory)."""
+    async def keep_quietly(self, kind: str, record_id: str, record: dict[str, Any]) -> bool:
+        """``keep``, a failure logged (the replica still has the record in memory);
+        whether the fleet has it."""
         try:
-            await self.keep(kind, record_id, record)
+            kept = await self.keep(kind, record_id, record)
         except SessionStoreUnavailable as exc:
             if not self._warned:  # once per outage, not once per run
                 logger.warning("run records are kept on this replica only: {}", exc)
             self._warned = True
-        else:
-            self._warned = False
+            return False
+        self._warned = False
+        return kept
 
     async def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
         async with self._command(f"reading a {kind}"):
             text = await self._redis.get(self._key(kind, record_id))
         return None if text is None else dict(json.loads(text))
+
+    async def forget(self, kind: str, record_id: str) -> bool:
+        """Delete a kept ``trace`` or ``response`` (and a trace's rating); False when
+        there was none."""
+        keys = [self._key(f"{kind}s"), self._key(f"{kind}s:bytes"), self._key(kind, record_id)]
+        keys.append(self._key("feedback", record_id))
+        async with self._command(f"deleting a {kind}"):
+            return bool(await self._forget(keys=keys, args=[record_id]))
 
     async def trace(self, trace_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """A kept trace and its rating, each None when there is none."""

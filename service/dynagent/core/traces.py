@@ -125,7 +125,7 @@ class TraceStore:
     ) -> None:
         self.shared = shared
         """The fleet's Redis, when it shares one: traces are written and read there."""
-        self._writing: dict[str, asyncio.Task[None]] = {}
+        self._writing: dict[str, asyncio.Task[bool]] = {}
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.bytes = 0

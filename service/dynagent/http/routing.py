@@ -7,7 +7,7 @@ from aiohttp import web
 from dynagent.http import a2a
 from dynagent.http._routes import Routes
 from dynagent.http.api import agents, evals, feedback
-from dynagent.http.openai import chat, models, responses
+from dynagent.http.openai import chat, models, responses, responses_kept
 from dynagent.http.ops import admin, capture, live, mcp, notifications, probes, traces, ui
 
 TABLES: tuple[Routes, ...] = (
@@ -19,6 +19,7 @@ TABLES: tuple[Routes, ...] = (
     chat.routes,
     models.routes,
     responses.routes,
+    responses_kept.routes,
     a2a.routes,
     mcp.routes,
     ui.routes,

@@ -1,4 +1,5 @@
-"""The OpenAI Responses API: ``POST /v1/responses`` and ``GET /v1/responses/{id}``.
+"""The OpenAI Responses API: ``POST /v1/responses`` (reading and deleting a stored
+response: ``responses_kept.py``).
 
 It runs agents through the same run path as chat completions (``runs.py``) and
 answers with the same text (``openai_answer``); only the wire shapes differ.
@@ -98,21 +99,6 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     await _keep(request, body, run, lead, (text, calls, response))
     headers = headers_of(agent, result.variant, result.trace_id, body, run)
     return json(ResponseObject.model_validate(response), headers=headers, compact=True)
-
-
-@routes.add(
-    Route(
-        "GET",
-        "/v1/responses/{response_id}",
-        "A stored response (created with store: true by the same key; an admin reads any)",
-        response=ResponseObject,
-        errors=(401, 404),
-    )
-)
-async def get_response(request: web.Request) -> web.Response:
-    responses, response_id = service(request).responses, request.match_info["response_id"]
-    stored = await responses.find(response_id, caller(request))
-    return json(ResponseObject.model_validate(stored.body), compact=True)
 
 
 async def _streamed(

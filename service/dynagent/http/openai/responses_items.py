@@ -124,6 +124,57 @@ def assistant_message(text: str, calls: Sequence[dict[str, str]]) -> Message:
     return message
 
 
+def input_items(response_id: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The items a stored response was answered from, oldest first (``GET
+    /v1/responses/{id}/input_items``): its conversation without the answer, each item
+    with an id of its own, stable across reads."""
+    items: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        item_id = f"{response_id}_{index}"
+        role, content = message.get("role"), message.get("content")
+        if role == "tool":
+            output = content if isinstance(content, str) else ""
+            call_id = message.get("tool_call_id", "")
+            items.append(
+                _done(
+                    {"type": "function_call_output", "id": f"fco_{item_id}"},
+                    call_id=call_id,
+                    output=output,
+                )
+            )
+            continue
+        text = _stored_text(content)
+        if role == "assistant":
+            if text:
+                items.append(message_item(f"msg_{item_id}", text))
+            for number, call in enumerate(message.get("tool_calls") or ()):
+                function = call.get("function", {})
+                flat = {"id": call.get("id", ""), "name": function.get("name", "")}
+                flat["arguments"] = function.get("arguments", "")
+                items.append(call_item(f"fc_{item_id}_{number}", flat))
+        elif role in _ROLES:
+            part = {"type": "input_text", "text": text}
+            items.append(
+                _done({"type": "message", "id": f"msg_{item_id}", "role": role}, content=[part])
+            )
+    return items
+
+
+def _done(item: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**item, **fields, "status": "completed"}
+
+
+def _stored_text(content: Any) -> str:
+    """A stored message's text: a string, or the text of its parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
 def usage_body(usage: Usage) -> dict[str, Any]:
     return {
         "input_tokens": usage.input_tokens,

@@ -227,3 +227,17 @@ class ResponseObject(Answer):
     output: list[dict[str, Any]]
     usage: dict[str, Any] | None
     error: dict[str, Any] | None
+
+
+class ResponseDeleted(Answer):
+    id: str
+    object: Literal["response"]
+    deleted: Literal[True]
+
+
+class ResponseItemList(Answer):
+    object: Literal["list"]
+    data: list[dict[str, Any]]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
