@@ -14,7 +14,15 @@ from dynagent import ModelError, Tool
 from dynagent.sessions import MemorySessionStore, SqliteSessionStore
 from dynagent.sessions.base import SessionStore
 from dynagent.sessions.redis import RedisSessionStore
-from tests.support import SYSTEM_PROMPT, AgentFactory, CallTools, Fail, Reply, ScriptedModelServer
+from tests.support import (
+    SYSTEM_PROMPT,
+    AgentFactory,
+    CallTools,
+    Fail,
+    Reply,
+    ScriptedModelServer,
+    Slow,
+)
 from tests.support.redis import RedisServer, redis_server
 
 __all__ = ["redis_server"]  # the fixture, for the "redis" store
@@ -171,3 +179,24 @@ async def test_without_a_session_id_nothing_is_kept(
     await agent.run("two")
 
     assert model_server.requests[1]["messages"] == [SYSTEM, user("two")]
+
+
+async def test_a_deleted_session_starts_over_and_a_delete_waits_for_the_run_holding_it(
+    make_agent: AgentFactory, model_server: ScriptedModelServer, store: SessionStore
+) -> None:
+    model_server.script("gpt-main", [Reply(echo), Reply(echo), Slow(0.3, Reply(echo)), Reply(echo)])
+    agent = make_agent(sessions=store)
+    await agent.run("first", session_id="s")
+    await agent.run("kept apart", session_id="other")
+
+    running = asyncio.create_task(agent.run("second", session_id="s"))
+    while len(model_server.requests) < 3:  # the second turn holds the session now
+        await asyncio.sleep(0.01)
+    assert await store.delete("s")  # waits for it: its turn goes too
+    assert running.done() and running.result().output == "re: second"
+    assert await store.load("s") == []
+    assert not await store.delete("s")  # nothing left to delete
+    assert await store.load("other") == [user("kept apart"), assistant("re: kept apart")]
+
+    await agent.run("again", session_id="s")
+    assert model_server.requests[-1]["messages"] == [SYSTEM, user("again")]

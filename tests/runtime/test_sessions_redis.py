@@ -206,3 +206,21 @@ async def test_a_lock_whose_release_met_an_outage_is_released_once_redis_answers
     async with asyncio.timeout(30), two.lock("s"):
         await two.append("s", [user("yours")])
     assert await two.load("s") == [user("mine"), user("yours")]
+
+
+async def test_a_delete_fences_off_a_run_whose_lock_expired_before_it(
+    redis_server: RedisServer, replicas: Callable[..., RedisSessionStore]
+) -> None:
+    late, deleter = replicas(), replicas()
+    raw: Redis = Redis.from_url(redis_server.url)
+    try:
+        await deleter.append("s", [user("before")])
+        async with late.lock("s"):
+            await raw.delete(f"{PREFIX}{{s}}:lock")  # its TTL ran out while it was stalled
+            assert await deleter.delete("s")
+            with pytest.raises(SessionConflict, match="was taken over by another run"):
+                await late.append("s", [user("late")])  # it must not refill the session
+        assert await deleter.load("s") == []
+        assert [key async for key in raw.scan_iter(f"{PREFIX}{{s}}:turns")] == []
+    finally:
+        await raw.aclose()

@@ -42,7 +42,14 @@ RUN_DATA_ROUTES = {
 }
 """The routes that show a run's content to the key that made it. A new route that does
 shows up here, by the walk, and must keep the rule the others keep."""
-DELETES = {("DELETE", "/v1/responses/{response_id}")}
+OWNER_ONLY_ROUTES = {("GET", "/v1/agents/{name}/sessions/{session_id}")}
+"""A conversation is reached under the key that had it only: not even an admin reads
+another key's session (the same id is the admin's own session)."""
+SESSION = "alice-session"
+DELETES = {
+    ("DELETE", "/v1/responses/{response_id}"),
+    ("DELETE", "/v1/agents/{name}/sessions/{session_id}"),
+}
 """Routes that delete a run's record: walked only by keys that must be refused (the
 record must survive the walk), then tried by its owner at the end."""
 
@@ -92,7 +99,8 @@ async def post(service: RunningService, who: str, path: str, body: Any) -> tuple
 
 
 async def alice_runs(service: RunningService) -> AliceRuns:
-    status, invoked = await post(service, "alice", "/v1/agents/bot/invoke", {"input": MARK})
+    first = {"input": MARK, "session_id": SESSION}
+    status, invoked = await post(service, "alice", "/v1/agents/bot/invoke", first)
     assert status == 200, invoked
     status, response = await post(
         service, "alice", "/v1/responses", {"model": "bot", "input": f"{MARK} (a response)"}
@@ -167,6 +175,7 @@ def _fill(path: str, runs: AliceRuns) -> str:
         "revision": runs.revision,
         "file": "app.js",
         "run_id": "0123456789abcdef",
+        "session_id": SESSION,
     }
 
     def value(match: re.Match[str]) -> str:
@@ -221,17 +230,19 @@ async def test_every_route_shows_a_run_only_to_the_key_that_made_it_and_to_admin
     assert bob[("GET", "/v1/traces/{trace_id}")][0] == 404
     assert bob[("GET", "/v1/responses/{response_id}")][0] == 404
     assert bob[("DELETE", "/v1/responses/{response_id}")][0] == 404
+    assert bob[("DELETE", "/v1/agents/{name}/sessions/{session_id}")][0] == 404
     assert bob[("POST", "/v1/traces/{trace_id}/feedback")][0] == 404
     admin = await _walk(service, "ops", runs)
     assert _shows_alice(admin, runs) == RUN_DATA_ROUTES | ADMIN_RUN_DATA_ROUTES
     assert admin[("POST", "/v1/traces/{trace_id}/feedback")][0] == 403  # reads, never rates
     alice = await _walk(service, "alice", runs)
-    assert _shows_alice(alice, runs) == RUN_DATA_ROUTES
+    assert _shows_alice(alice, runs) == RUN_DATA_ROUTES | OWNER_ONLY_ROUTES
     assert alice[("POST", "/v1/traces/{trace_id}/feedback")][0] == 200
     rated = await get_json(service, "alice", f"/v1/traces/{runs.invoked}")
     assert rated["feedback"] == {"score": 1.0, "comment": None}
     deleted = await _walk(service, "alice", runs, deletes=True)  # bob's delete took nothing
     assert deleted[("DELETE", "/v1/responses/{response_id}")][0] == 200
+    assert deleted[("DELETE", "/v1/agents/{name}/sessions/{session_id}")][0] == 200
 
 
 async def test_every_run_route_records_its_caller_as_the_owner(service: RunningService) -> None:

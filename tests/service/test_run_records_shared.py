@@ -170,6 +170,23 @@ async def test_a_response_deleted_on_one_replica_is_gone_on_every_one(
     assert held == []
 
 
+async def test_a_session_deleted_on_one_replica_starts_over_on_every_one(
+    model_server: ScriptedModelServer, replica: Replica
+) -> None:
+    model_server.script("gpt-main", [Reply("first answer"), Reply("fresh")])
+    session = {"input": "remember me", "session_id": "s"}
+    async with replica("one") as one, replica("two") as two:
+        assert (await _call(one, "POST", "/v1/agents/bot/invoke", body=session))[0] == 200
+        status, history = await _call(two, "GET", "/v1/agents/bot/sessions/s")
+        assert (status, len(history["messages"])) == (200, 2)
+        assert (await _call(two, "DELETE", "/v1/agents/bot/sessions/s"))[0] == 200
+        assert (await _call(one, "GET", "/v1/agents/bot/sessions/s"))[0] == 404
+        later = {"input": "who am I?", "session_id": "s"}
+        assert (await _call(one, "POST", "/v1/agents/bot/invoke", body=later))[0] == 200
+    users = [m["content"] for m in model_server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["who am I?"]
+
+
 async def _until(response: ClientResponse, marker: bytes) -> bytes:
     """Read a stream until ``marker`` has arrived (not to its end); what was read."""
     seen = b""

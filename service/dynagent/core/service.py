@@ -114,6 +114,8 @@ class Service:
     """Present while running when ``auth.keys_file`` is set."""
     a2a_registrar: NacosA2aRegistrar | None = None
     """Present while running when ``a2a.register`` is on."""
+    sessions: SessionStore | None = None
+    """The conversations of every agent (``sessions``), while the agents run."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the service begins to stop: ``/readyz`` answers 503, responses close their
     connections and long-lived watch streams end."""
@@ -286,6 +288,7 @@ class Service:
         interceptors = await asyncio.to_thread(
             lambda: self._interceptors or InterceptorRegistry.default()
         )
+        self.sessions = store
         builder = self._builder(resources, store, directory, tools, interceptors)
         chosen = [
             *configured_factories(builder, config, self._specs),
@@ -305,6 +308,7 @@ class Service:
                 await self.a2a_registrar.stop()
             for factory in reversed(started):
                 await factory.stop()
+            self.sessions = None
             await store.aclose()
             await self.mcp.aclose()
             await directory.aclose()

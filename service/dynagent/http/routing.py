@@ -6,13 +6,14 @@ from aiohttp import web
 
 from dynagent.http import a2a
 from dynagent.http._routes import Routes
-from dynagent.http.api import agents, evals, feedback
+from dynagent.http.api import agents, evals, feedback, sessions
 from dynagent.http.openai import chat, models, responses, responses_kept
 from dynagent.http.ops import admin, capture, live, mcp, notifications, probes, traces, ui
 
 TABLES: tuple[Routes, ...] = (
     probes.routes,
     agents.routes,
+    sessions.routes,
     admin.routes,
     feedback.routes,
     evals.routes,

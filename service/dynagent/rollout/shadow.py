@@ -51,6 +51,9 @@ class ReadOnlySessions:
     async def append(self, session_id: str, messages: Sequence[Message]) -> None:
         return None
 
+    async def delete(self, session_id: str) -> bool:
+        return False
+
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         return nullcontext()  # the real run holds the lock; a shadow only reads
 

@@ -46,6 +46,12 @@ class SessionStore(Protocol):
 
     async def append(self, session_id: str, messages: Sequence[Message]) -> None: ...
 
+    async def delete(self, session_id: str) -> bool:
+        """Forget the conversation (once a run holding its lock is done, so that run's turn
+        goes too); whether there was one. It takes the session's lock: never call it while
+        holding that."""
+        ...
+
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         """Held for a whole run, so two runs on one session never interleave."""
         ...

@@ -62,6 +62,11 @@ class MemorySessionStore:
         cut = first_kept(sizes, self.max_history_bytes)
         del kept[: len(kept) if cut is None else cut]
 
+    async def delete(self, session_id: str) -> bool:
+        async with self._locks.hold(session_id):
+            self._used.pop(session_id, None)
+            return bool(self._sessions.pop(session_id, None))
+
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(session_id)
 

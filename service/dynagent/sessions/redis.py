@@ -54,6 +54,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from dynagent.exceptions import SessionConflict, SessionStoreUnavailable
 from dynagent.models.base import Message
+from dynagent.sessions._redis_scripts import ACQUIRE, APPEND, FORGET, RELEASE, RENEW
 from dynagent.sessions.base import DEFAULT_SESSION_TTL, SessionLocks
 from dynagent.sessions.redis_client import connect
 from dynagent.sessions.redis_url import SENTINEL_SCHEME
@@ -69,55 +70,6 @@ HEALTH_EVERY = 5.0
 
 HealthListener = Callable[[str | None], None]
 """Told why the store is out, or None when it answers again."""
-
-_ACQUIRE = """
-local held = redis.call('GET', KEYS[1])
-if held then
-  local token, nonce = string.match(held, '^(%d+):(.*)$')
-  if nonce == ARGV[2] then return tonumber(token) end
-  return 0
-end
-local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], token .. ':' .. ARGV[2], 'PX', ARGV[1])
-return token
-"""
-"""KEYS lock, fence; ARGV ttl_ms, nonce → the new token, or 0 while another holds it.
-A retried call (the reply was lost) finds its own nonce and gets its token back."""
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-_APPEND = """
-local token = tonumber(ARGV[1])
-local written = tonumber(redis.call('GET', KEYS[3]) or '0')
-if written == token then return 0 end
-local held = redis.call('GET', KEYS[4])
-if written > token or (held and held ~= ARGV[2]) then return -1 end
-redis.call('RPUSH', KEYS[1], ARGV[3])
-local total = redis.call('INCRBY', KEYS[2], string.len(ARGV[3]))
-redis.call('SET', KEYS[3], token)
-for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3], KEYS[5]}) do
-  redis.call('PEXPIRE', key, ARGV[5])
-end
-local budget = tonumber(ARGV[4])
-local dropped = 0
-while budget > 0 and total > budget and redis.call('LLEN', KEYS[1]) > 1 do
-  local oldest = redis.call('LPOP', KEYS[1])
-  total = redis.call('DECRBY', KEYS[2], string.len(oldest))
-  dropped = dropped + 1
-end
-return dropped + 1
-"""
-"""KEYS turns, bytes, written, lock, fence; ARGV token, lock value, turn, budget, ttl_ms →
-1 + turns dropped; 0 when this token already wrote (a retry); -1 when fenced off. Every
-key of the session then expires ``ttl_ms`` after this write (``sessions.ttl``)."""
 
 
 class _NoReplica(RedisError):
@@ -163,10 +115,11 @@ class RedisSessionStore:
         self.ttl = ttl
         """Seconds a session's keys live after its last use."""
         self._locks = SessionLocks()
-        self._acquire = self._redis.register_script(_ACQUIRE)
-        self._renew = self._redis.register_script(_RENEW)
-        self._release = self._redis.register_script(_RELEASE)
-        self._append = self._redis.register_script(_APPEND)
+        self._acquire = self._redis.register_script(ACQUIRE)
+        self._renew = self._redis.register_script(RENEW)
+        self._release = self._redis.register_script(RELEASE)
+        self._append = self._redis.register_script(APPEND)
+        self._forget = self._redis.register_script(FORGET)
         self._holds: dict[str, _Hold] = {}
 
     def _key(self, session_id: str, what: str) -> str:
@@ -282,6 +235,22 @@ class RedisSessionStore:
                 f"session {session_id!r} was taken over by another run after this one's lock "
                 f"expired (lock_ttl {self.lock_ttl:g} s); this turn was not saved: retry it"
             )
+
+    async def delete(self, session_id: str) -> bool:
+        async with self.lock(session_id):  # after the run that holds it: its turn goes too
+            hold = self._holds[session_id]
+            keys = [self._key(session_id, k) for k in ("turns", "bytes", "written", "lock")]
+            args = [hold.token, hold.value, max(1, int(self.ttl * 1000))]
+            async with self._command("deleting"):
+                result, kept = await self._write(self._forget, keys, args)
+                if not kept:
+                    raise _NoReplica
+        if result < 0:
+            raise SessionConflict(
+                f"session {session_id!r} was taken over by another run while it was being "
+                "deleted; it was not deleted: retry"
+            )
+        return result > 0
 
     async def _write(
         self, script: AsyncScript, keys: list[str], args: list[Any]

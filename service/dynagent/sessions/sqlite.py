@@ -143,6 +143,10 @@ class SqliteSessionStore:
         if messages:
             await asyncio.to_thread(self._append, session_id, [json.dumps(m) for m in messages])
 
+    async def delete(self, session_id: str) -> bool:
+        async with self._locks.hold(session_id):
+            return await asyncio.to_thread(self._delete, session_id)
+
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(session_id)
 
@@ -202,6 +206,18 @@ class SqliteSessionStore:
                 (session_id, cut),
             ).fetchall()
         return [json.loads(row[0]) for row in rows]
+
+    def _delete(self, session_id: str) -> bool:
+        with self._mutex:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                gone = self._db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+                self._db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return gone.rowcount > 0
 
     def _append(self, session_id: str, encoded: list[str]) -> None:
         now = self._clock()

@@ -320,3 +320,17 @@ class RolloutHistory(Answer):
     """The serving canary's decisions, as its document records them."""
     ended: EndedRollout | None
     """The last canary that ended here, promoted or removed, and its decisions."""
+
+
+class SessionHistory(Answer):
+    agent: str
+    session_id: str
+    messages: list[dict[str, Any]]
+    """The conversation as the agent reads it next turn (within the history budget), oldest
+    first, masked as traces are."""
+
+
+class SessionDeleted(Answer):
+    agent: str
+    session_id: str
+    deleted: Literal[True]
