@@ -4,6 +4,9 @@
 # (REDIS_SENTINEL_PORT and the next two) that watch the primary as REDIS_MASTER_NAME with a quorum of two. Each node has its own
 # folder under REDIS_SENTINEL_HOME (config, data, pid, log); `start` writes them afresh,
 # so the primary is the first port again. Sentinels rewrite their config at a failover.
+# With REDIS_PASSWORD set, every node requires it (requirepass; replicas and Sentinels
+# authenticate with it), the Sentinels too (sessions.url:
+# redis+sentinel://:PW@…/mymaster?sentinel_password=PW).
 
 SENTINEL_HOME="$(realpath -m "${REDIS_SENTINEL_HOME:-$REPO_ROOT/.cache/redis/sentinel}")"
 SENTINEL_PORT="${REDIS_SENTINEL_PORT:-26379}"
@@ -45,8 +48,13 @@ write_node_conf() {
     echo "pidfile $home/node.pid"
     echo "logfile $home/node.log"
     echo "dir $home/data"
+    if [[ -n "${REDIS_PASSWORD:-}" ]]; then
+      echo "requirepass \"$REDIS_PASSWORD\""
+      [[ "$role" == sentinel ]] || echo "masterauth \"$REDIS_PASSWORD\""
+    fi
     if [[ "$role" == sentinel ]]; then
       echo "sentinel monitor $MASTER_NAME $HOST $primary 2"
+      [[ -z "${REDIS_PASSWORD:-}" ]] || echo "sentinel auth-pass $MASTER_NAME \"$REDIS_PASSWORD\""
       echo "sentinel down-after-milliseconds $MASTER_NAME $DOWN_AFTER_MS"
       echo "sentinel failover-timeout $MASTER_NAME $FAILOVER_TIMEOUT_MS"
       echo "sentinel parallel-syncs $MASTER_NAME 1"
@@ -95,7 +103,7 @@ sentinel_start() {
 # then a write acknowledged by a replica (WAIT) could not be.
 wait_in_sync() {
   local deadline=$((SECONDS + REDIS_START_TIMEOUT))
-  until (exec 7<>"/dev/tcp/$HOST/$2" && printf 'INFO replication\r\n' >&7 &&
+  until (exec 7<>"/dev/tcp/$HOST/$2" && { auth_command && printf 'INFO replication\r\n'; } >&7 &&
     timeout 1 cat <&7 || true) 2>/dev/null | grep -q 'master_link_status:up'; do
     ((SECONDS < deadline)) || die "$1 did not sync with its primary within ${REDIS_START_TIMEOUT}s"
     sleep 0.05

@@ -23,6 +23,7 @@
 #   REDIS_MASTER_NAME=mymaster             the name sentinels know the primary by
 #   REDIS_DOWN_AFTER_MS=5000               silence before a sentinel calls the primary down
 #   REDIS_FAILOVER_TIMEOUT_MS=10000        sentinel failover-timeout
+#   REDIS_PASSWORD=                        when set: every node and Sentinel requires it
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -64,11 +65,19 @@ is_our_process() {
     [[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" == "$home/data" ]]
 }
 
+# `AUTH` in the wire protocol when REDIS_PASSWORD is set (the sentinel set's nodes require
+# it), else nothing.
+auth_command() {
+  [[ -n "${REDIS_PASSWORD:-}" ]] || return 0
+  printf '*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n' "${#REDIS_PASSWORD}" "$REDIS_PASSWORD"
+}
+
 # PONG over a plain TCP socket: redis-cli is in another Debian package.
 answers() {
   # In a subshell: a failed exec of a redirection would end this script.
   local reply port="${1:-$REDIS_PORT}"
-  reply="$( (exec 7<>"/dev/tcp/$HOST/$port" && printf 'PING\r\n' >&7 &&
+  reply="$( (exec 7<>"/dev/tcp/$HOST/$port" && { auth_command && printf 'PING\r\n'; } >&7 &&
+    { [[ -z "${REDIS_PASSWORD:-}" ]] || IFS= read -r -t 2 line <&7; } &&
     IFS= read -r -t 2 line <&7 && echo "$line") 2>/dev/null || true)"
   [[ "$reply" == "+PONG"* ]]
 }

@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -91,11 +92,16 @@ class RedisSentinelSet:
     down_after_ms: int = 1000
     failover_timeout_ms: int = 2000
     name: str = "mymaster"
+    password: str | None = None
+    """Required by every node and Sentinel when set (``REDIS_PASSWORD``)."""
 
     @property
     def url(self) -> str:
         sentinels = ",".join(f"{HOST}:{self.sentinel_port + i}" for i in range(3))
-        return f"redis+sentinel://{sentinels}/{self.name}/0"
+        if self.password is None:
+            return f"redis+sentinel://{sentinels}/{self.name}/0"
+        secret = quote(self.password, safe="")
+        return f"redis+sentinel://:{secret}@{sentinels}/{self.name}/0?sentinel_password={secret}"
 
     def start(self, *, clean: bool = False) -> None:
         """Start every node that is not running (a killed one comes back as it was)."""
@@ -106,7 +112,9 @@ class RedisSentinelSet:
 
     def primary(self) -> int:
         """The port of the primary the Sentinels name now."""
-        with redis.Redis(host=HOST, port=self.sentinel_port, socket_timeout=5) as sentinel:
+        with redis.Redis(
+            host=HOST, port=self.sentinel_port, password=self.password, socket_timeout=5
+        ) as sentinel:
             _, port = sentinel.sentinel_get_master_addr_by_name(self.name)
         return int(port)
 
@@ -136,6 +144,7 @@ class RedisSentinelSet:
             "REDIS_REPLICAS": str(self.replicas),
             "REDIS_DOWN_AFTER_MS": str(self.down_after_ms),
             "REDIS_FAILOVER_TIMEOUT_MS": str(self.failover_timeout_ms),
+            "REDIS_PASSWORD": self.password or "",
         }
         done = subprocess.run(
             [str(SCRIPT), "sentinel", *args],

@@ -173,7 +173,7 @@ class SessionsConfig(_Section):
     url: str = "redis://127.0.0.1:6379/0"
     """The Redis server of ``store: redis`` (``redis://`` or ``rediss://``), or the
     Sentinels that know its primary now:
-    ``redis+sentinel://[:password@]host:port[,host:port…]/mymaster[/db]`` (a failover is
+    ``redis+sentinel://[[user]:password@]host:port[,host:port…]/mymaster[/db]`` (a failover is
     then followed, and every session write waits until a replica has it). A password
     belongs in ``${VAR}``, never in the file."""
     key_prefix: str = "dynagent:session:"

@@ -33,11 +33,11 @@ def connect(url: str, timeout: float) -> Redis:
     if not url.startswith(f"{SENTINEL_SCHEME}://"):
         return Redis.from_url(url, **settings)
     where = parse_sentinel_url(url)
-    sentinels = Sentinel(
-        where.sentinels,
-        sentinel_kwargs={"socket_connect_timeout": timeout, "socket_timeout": timeout},
-    )
+    asked: dict[str, Any] = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    if where.sentinel_password is not None:
+        asked |= {"password": where.sentinel_password, "username": where.sentinel_username}
+    sentinels = Sentinel(where.sentinels, sentinel_kwargs=asked)
     primary: Redis = sentinels.master_for(
-        where.service, db=where.db, password=where.password, **settings
+        where.service, db=where.db, password=where.password, username=where.username, **settings
     )
     return primary

@@ -1,6 +1,9 @@
 """Where the shared Redis is: a ``redis://``, ``rediss://`` or ``unix://`` URL names one
-server; ``redis+sentinel://[:password@]host:port[,host:port…]/name[/db]`` names the
-Sentinels that know which server is the primary of ``name`` now.
+server; ``redis+sentinel://[[user]:password@]host:port[,host:port…]/name[/db]`` names the
+Sentinels that know which server is the primary of ``name`` now. The user and password
+are the primary's (and its replicas'); Sentinels that require a password of their own
+(``requirepass`` in sentinel.conf) take it as ``?sentinel_password=…`` (and
+``sentinel_username=…`` for an ACL user), percent-encoded like the password.
 
 Parsing lives apart from the client (no ``redis`` import) so the service config checks a
 URL whether or not the optional ``redis`` extra is installed.
@@ -9,11 +12,14 @@ URL whether or not the optional ``redis`` extra is installed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 SENTINEL_SCHEME = "redis+sentinel"
 SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
-SENTINEL_FORM = "redis+sentinel://[:password@]host:port[,host:port…]/mymaster[/db]"
+SENTINEL_FORM = (
+    "redis+sentinel://[[user]:password@]host:port[,host:port…]/mymaster[/db][?sentinel_password=…]"
+)
+SENTINEL_OPTIONS = ("sentinel_password", "sentinel_username")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +32,12 @@ class SentinelUrl:
     """The name the Sentinels monitor the primary by (``sentinel monitor <name> …``)."""
     db: int = 0
     password: str | None = None
-    """The password of the primary and its replicas (Sentinels are asked without one)."""
+    """The password of the primary and its replicas."""
+    username: str | None = None
+    """The ACL user of the primary and its replicas (None: ``default``)."""
+    sentinel_password: str | None = None
+    """The Sentinels' own password (None: they are asked without one)."""
+    sentinel_username: str | None = None
 
 
 def check_url(url: str) -> str:
@@ -48,11 +59,13 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     prefix = f"{SENTINEL_SCHEME}://"
     if not url.startswith(prefix):
         raise ValueError(f"not a Sentinel URL: expected {SENTINEL_FORM}")
-    location, _, path = url[len(prefix) :].partition("/")
-    password: str | None = None
+    rest, _, query = url[len(prefix) :].partition("?")
+    location, _, path = rest.partition("/")
+    username = password = None
     if "@" in location:
         userinfo, _, location = location.rpartition("@")
-        password = unquote(userinfo.partition(":")[2]) or None
+        user, _, secret = userinfo.partition(":")
+        username, password = unquote(user) or None, unquote(secret) or None
     sentinels = tuple(_address(part) for part in location.split(","))
     parts = path.removesuffix("/").split("/") if path else []
     if not parts or not parts[0] or len(parts) > 2:
@@ -62,7 +75,32 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
         if not parts[1].isdigit() or len(parts[1]) > 5:
             raise ValueError(f"the database of a Sentinel URL is a number: {SENTINEL_FORM}")
         db = int(parts[1])
-    return SentinelUrl(sentinels, unquote(parts[0]), db, password)
+    options = _options(query)
+    return SentinelUrl(
+        sentinels,
+        unquote(parts[0]),
+        db,
+        password,
+        username,
+        options.get("sentinel_password"),
+        options.get("sentinel_username"),
+    )
+
+
+def _options(query: str) -> dict[str, str]:
+    """The query's options: each known, once (the values are never echoed: secrets)."""
+    pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
+    options: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in SENTINEL_OPTIONS:
+            raise ValueError(
+                f"a Sentinel URL takes the options {', '.join(SENTINEL_OPTIONS)}, not "
+                f"{name[:40]!r}: {SENTINEL_FORM}"
+            )
+        if name in options:
+            raise ValueError(f"a Sentinel URL gives {name} once: {SENTINEL_FORM}")
+        options[name] = value
+    return {name: value for name, value in options.items() if value}
 
 
 def _address(part: str) -> tuple[str, int]:
