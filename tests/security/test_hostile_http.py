@@ -1,6 +1,7 @@
 """Hostile HTTP input on a real loopback socket: every answer is a 4xx in the JSON error
-shape (or aiohttp's own 400 for a request it cannot parse), never a 5xx or a stack trace,
-and nothing holds a request forever."""
+shape, never a 5xx or a stack trace, and nothing holds a request forever. A request
+aiohttp cannot parse is answered before any handler: in the test server with aiohttp's
+own 400, and by ``dynagent serve`` in the JSON error shape too."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from loguru import logger
 
 from dynagent.http.api import bodies
 from dynagent.http.app import create_app
+from tests.support.process import free_port, serve_process, write_config
 from tests.support.service import RunningService, agent_document, running_service, service_config
 
 MAX_BODY = 16_384
@@ -233,17 +235,20 @@ async def test_other_content_types_are_415(
     )
 
 
+UNPARSABLE = [
+    request("GET", "/v1/agents", X_Big="a" * 8191),  # one field over aiohttp's 8190 bytes
+    request("GET", "/v1/agents", **{f"X_{i}": "a" for i in range(200)}),
+    request("GET", "/v1/agents/" + "a" * 9000),
+    b"GET /v1/agents HTTP/1.1\r\nHost: x\r\nX: a\x00b\r\n\r\n",
+    b"POST /v1/agents/bot/invoke HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+    b"POST /v1/agents/bot/invoke HTTP/1.1\r\nContent-Length: 2\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+]
+
+
 @pytest.mark.parametrize(
     "raw",
-    [
-        request("GET", "/v1/agents", X_Big="a" * 8191),  # one field over aiohttp's 8190 bytes
-        request("GET", "/v1/agents", **{f"X_{i}": "a" for i in range(200)}),
-        request("GET", "/v1/agents/" + "a" * 9000),
-        b"GET /v1/agents HTTP/1.1\r\nHost: x\r\nX: a\x00b\r\n\r\n",
-        b"POST /v1/agents/bot/invoke HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-        b"POST /v1/agents/bot/invoke HTTP/1.1\r\nContent-Length: 2\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-    ],
+    UNPARSABLE,
     ids=[
         "huge header",
         "too many headers",
@@ -259,6 +264,30 @@ async def test_requests_aiohttp_cannot_parse_are_400_and_the_server_goes_on(
     status, _, text = parsed(await exchange(service, raw))
     assert status == 400, text
     assert (await service.client.get("/healthz")).status == 200
+
+
+async def test_dynagent_serve_answers_what_it_cannot_parse_in_its_json_error_shape(
+    tmp_path: Path,
+) -> None:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "bot.yaml").write_text(json.dumps(agent_document("bot")), encoding="utf-8")
+    config = write_config(tmp_path, {"factories": {"default": {"directory": str(agents)}}})
+    async with serve_process(config, free_port()) as served:
+        for raw in [*UNPARSABLE, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            try:
+                writer.write(raw)
+                await writer.drain()
+                assert json_error(await answer_of(reader)) == (400, "bad_request"), raw[:60]
+            finally:
+                writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(request("GET", "/healthz"))
+        assert parsed(await answer_of(reader))[0] == 200
+        writer.close()
+        await served.wait_log("an unreadable request from 127.0.0.1 answered 400: LineTooLong")
+    assert not [line for line in served.log if "Traceback" in line]
 
 
 TRAVERSALS = [

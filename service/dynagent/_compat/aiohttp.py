@@ -7,6 +7,9 @@
   (``http/serving.py``, when it stops): aiohttp's server closes every connection without
   a running handler, including one whose request has arrived but whose handler has not
   started yet.
+- A request aiohttp's server could not read (a header line too long, a line that is not
+  HTTP): it answers that itself, before any handler or middleware, in plain text; the
+  service answers it in its JSON error shape instead (``http/serving.py``).
 - A client connection paused under its feet, below.
 
 Pacing the reads of a model's flood (``models/_sse.py``) stops the socket of an aiohttp
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from dynagent._compat.versions import Tested
@@ -38,6 +41,7 @@ PRIVATE_PARTS = (
     "aiohttp.web_protocol:RequestHandler._request_in_progress",
     "aiohttp.web_protocol:RequestHandler._messages",
     "aiohttp.web_protocol:RequestHandler._request_count",
+    "aiohttp.web_protocol:RequestHandler.handle_error",
 )
 """What this module reaches, as ``module:attribute``."""
 
@@ -59,6 +63,51 @@ def _late_headers_class() -> type[web.StreamResponse]:
         _send_headers_immediately = False
 
     return StreamSendingHeadersLate
+
+
+ProtocolErrorAnswer = Callable[[int, "BaseException | None"], "web.Response"]
+"""The answer to a request aiohttp's server could not read (status, what it raised)."""
+
+
+def answer_protocol_errors(server: web.Server, answer: ProtocolErrorAnswer) -> None:
+    """Make the connections ``server`` makes from now on answer with ``answer`` a request
+    they cannot read (aiohttp: ``handle_error``), one line logged, no traceback."""
+    server.__class__ = _answering_server(type(server), answer)
+
+
+def _answering_server(base: type[web.Server], answer: ProtocolErrorAnswer) -> type[web.Server]:
+    from aiohttp import web
+    from loguru import logger
+
+    class AnsweringHandler(web.RequestHandler):
+        __slots__ = ()  # the layout of aiohttp's, whose instances take this class
+
+        def handle_error(
+            self,
+            request: web.BaseRequest,
+            status: int = 500,
+            exc: BaseException | None = None,
+            message: str | None = None,
+        ) -> web.StreamResponse:
+            if request.writer.output_size > 0:  # an answer is on its way: nothing to add
+                raise ConnectionError("an answer was sent already; the connection is broken")
+            logger.info(
+                "an unreadable request from {} answered {}: {}",
+                request.remote,
+                status,
+                type(exc).__name__ if exc else "error",
+            )
+            response = answer(status, exc)
+            response.force_close()
+            return response
+
+    class AnsweringServer(base):  # type: ignore[misc, valid-type]
+        def __call__(self) -> web.RequestHandler:
+            handler: web.RequestHandler = super().__call__()
+            handler.__class__ = AnsweringHandler
+            return handler
+
+    return AnsweringServer
 
 
 def carries_no_request(connection: web.RequestHandler) -> bool:

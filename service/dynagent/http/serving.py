@@ -35,6 +35,7 @@ from loguru import logger
 
 from dynagent._compat import aiohttp as aiohttp_compat
 from dynagent.exceptions import StartupError
+from dynagent.http.middleware.errors import error_response
 from dynagent.http.state import SERVICE
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -85,6 +86,8 @@ async def _serve(
     try:
         if not await _unless_signalled(runner.setup(), signals):
             return  # stopped while the sources were loading
+        assert runner.server is not None
+        aiohttp_compat.answer_protocol_errors(runner.server, protocol_error)
         site = web.SockSite(runner, listening)
         await site.start()
         on_started()
@@ -102,6 +105,28 @@ async def _serve(
         await runner.cleanup()  # closes idle connections, drains, runs the cleanup contexts
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
+
+
+_UNREADABLE = {
+    "LineTooLong": "a line of the request (its first line or a header) is longer than the "
+    "server reads (8190 bytes)",
+    "BadHttpMethod": "this is not an HTTP request (its method is not one)",
+    "BadStatusLine": "the first line of the request is malformed",
+    "InvalidHeader": "a header of the request is malformed",
+    "InvalidURLError": "the URL of the request is malformed",
+    "ContentLengthError": "the body's length is malformed (Content-Length)",
+    "TransferEncodingError": "the body's framing is malformed (Transfer-Encoding)",
+}
+
+
+def protocol_error(status: int, exc: BaseException | None) -> web.Response:
+    """The JSON error for a request aiohttp could not read (a 400), or for what escaped
+    every handler (a 500, which the error middleware leaves no way to)."""
+    if status >= 500:
+        return error_response("internal", "internal error", status)
+    name = type(exc).__name__ if exc is not None else ""
+    message = _UNREADABLE.get(name, "the request is not valid HTTP/1.1")
+    return error_response("bad_request", message, status)
 
 
 async def _unless_signalled(step: Awaitable[None], signals: asyncio.Queue[signal.Signals]) -> bool:
