@@ -1,7 +1,8 @@
 """Sessions on a replicated Redis whose nodes and Sentinels all require a password, as
 managed deployments run it: the URL carries the primary's password and the Sentinels'
 (``?sentinel_password=``); without the Sentinels' password the service says why in its
-readiness (their refusal, never a password) instead of a bare timeout."""
+readiness (their refusal, never a password) instead of a bare timeout, and so does a single
+server that refuses the password it is given."""
 
 from __future__ import annotations
 
@@ -68,6 +69,27 @@ async def test_sentinels_asked_without_their_password_show_their_refusal(
                 await asyncio.sleep(0.05)  # the diagnosis runs beside the outage
     assert "NOAUTH" in reason or "Authentication" in reason, reason
     assert PASSWORD not in reason
+
+
+async def test_a_server_that_refuses_the_password_says_so_not_only_that_it_timed_out(
+    guarded_sentinels: RedisSentinelSet,
+    model_server: ScriptedModelServer,
+    agents_dir: Path,
+    tmp_path: Path,
+) -> None:
+    write_agent(agents_dir, agent_document("bot", model_server))
+    wrong = "not-the-password-42"
+    url = f"redis://:{wrong}@127.0.0.1:{guarded_sentinels.port}/0"  # the primary, alone
+    sessions = {"store": "redis", "url": url, "timeout": 0.5}
+    async with running_service(service_config(agents_dir, tmp_path, sessions=sessions)) as service:
+        body = {"input": "hi", "session_id": "s"}
+        response = await service.client.post("/v1/agents/bot/invoke", json=body)
+        assert response.status == 503, await response.text()
+        async with asyncio.timeout(10):
+            while "the server answers" not in (reason := await _degraded(service)):
+                await asyncio.sleep(0.05)  # the diagnosis runs beside the outage
+    assert "AuthenticationError" in reason, reason
+    assert wrong not in reason and PASSWORD not in reason
 
 
 async def _degraded(service: object) -> str:

@@ -54,10 +54,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from dynagent.exceptions import SessionConflict, SessionStoreUnavailable
 from dynagent.models.base import Message
+from dynagent.sessions._redis_diagnosis import answer_of
 from dynagent.sessions._redis_scripts import ACQUIRE, APPEND, FORGET, RELEASE, RENEW
 from dynagent.sessions.base import DEFAULT_SESSION_TTL, SessionLocks
 from dynagent.sessions.redis_client import connect
-from dynagent.sessions.redis_url import SENTINEL_SCHEME, parse_sentinel_url
+from dynagent.sessions.redis_url import SENTINEL_SCHEME, secrets_of
 
 PIN_SECONDS = 30 * 24 * 3600
 """How long a session's variant is remembered (a canary rarely lives longer)."""
@@ -97,8 +98,8 @@ class RedisSessionStore:
     ) -> None:
         self._redis = connect(url, timeout)
         self.replicated = url.startswith(f"{SENTINEL_SCHEME}://")
-        where = parse_sentinel_url(url) if self.replicated else None
-        self._secrets = [p for p in (where.password, where.sentinel_password) if p] if where else []
+        self._url = url
+        self._secrets = secrets_of(url)
         """Under Sentinel: a lock token or a turn counts as written once a replica has it
         (``WAIT``), so a failover never loses one; without a replica it is unavailable."""
         self.timeout = timeout
@@ -164,35 +165,21 @@ class RedisSessionStore:
         if reason is not None and not self._probing:
             self._probing = True
             self._start(self._probe())
-        if reason is not None and self.replicated:
+        if reason is not None:
             self._start(self._diagnose(reason))
 
     async def _diagnose(self, reason: str) -> None:
-        """What each Sentinel answers when asked for the primary (refused credentials, an
-        unknown name …), added to the outage's reason: the retries end in a timeout that
-        hides it."""
-        pool = self._redis.connection_pool
-        name: str = pool.service_name  # type: ignore[attr-defined]
-        answers: dict[str, list[str]] = {}  # an answer, and the Sentinels that gave it
-        for sentinel in pool.sentinel_manager.sentinels:  # type: ignore[attr-defined]
-            where = "{host}:{port}".format(**sentinel.connection_pool.connection_kwargs)
-            try:
-                async with asyncio.timeout(self.timeout):
-                    masters = await sentinel.sentinel_masters()
-            except (RedisError, TimeoutError) as exc:
-                answers.setdefault(f"{type(exc).__name__}: {str(exc)[:200]}", []).append(where)
-                continue
-            if name in masters:
-                return  # found: the outage is the primary's own
-            answers.setdefault(f"monitors no {name!r}", []).append(where)
-        detail = "; ".join(f"{', '.join(wheres)}: {answer}" for answer, wheres in answers.items())
+        """What the server (or each Sentinel) answers one attempt without retries, added
+        to the outage's reason: the retries end in a timeout that hides a refused password."""
+        said = await answer_of(self._redis, self._url, self.timeout, sentinel=self.replicated)
+        if said is None or self.outage != reason:  # it answers, or this outage is over
+            return
         for secret in self._secrets:
-            detail = detail.replace(secret, "***")
-        if self.outage == reason:  # still this outage
-            self.outage = f"{reason}; the Sentinels name no primary ({detail})"
-            logger.warning("the session store is out: {}", self.outage)
-            for listener in self._listeners:
-                listener(self.outage)
+            said = said.replace(secret, "***")
+        self.outage = f"{reason}; {said[:600]}"
+        logger.warning("the session store is out: {}", self.outage)
+        for listener in self._listeners:
+            listener(self.outage)
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

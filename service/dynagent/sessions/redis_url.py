@@ -12,7 +12,7 @@ URL whether or not the optional ``redis`` extra is installed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 SENTINEL_SCHEME = "redis+sentinel"
 SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
@@ -101,6 +101,16 @@ def _options(query: str) -> dict[str, str]:
             raise ValueError(f"a Sentinel URL gives {name} once: {SENTINEL_FORM}")
         options[name] = value
     return {name: value for name, value in options.items() if value}
+
+
+def secrets_of(url: str) -> list[str]:
+    """The passwords ``url`` carries, for masking what is shown of it."""
+    if url.startswith(f"{SENTINEL_SCHEME}://"):
+        where = parse_sentinel_url(url)
+        found = [where.password, where.sentinel_password]
+    else:
+        found = [urlsplit(url).password]
+    return [secret for secret in found if secret]
 
 
 def _address(part: str) -> tuple[str, int]:
