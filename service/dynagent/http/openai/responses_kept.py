@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynagent import _regex
 from dynagent.core.response_store import StoredResponse
 from dynagent.exceptions import BadRequest
 from dynagent.http._routes import Param, Route, Routes
@@ -18,13 +17,13 @@ from dynagent.http.openai.schemas import (
     ResponseItemList,
     ResponseObject,
 )
+from dynagent.http.query import whole_number
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 
 routes = Routes("openai", error_body=OpenAIError)
 
 MAX_ITEMS = 100
-_DIGITS = _regex.compile(r"[0-9]{1,4}")
 
 
 async def _stored(request: web.Request) -> StoredResponse:
@@ -92,7 +91,7 @@ async def list_input_items(request: web.Request) -> web.Response:
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
         raise BadRequest("order must be asc or desc", param="order")
-    limit = _limit(query.get("limit"))
+    limit = whole_number(query.get("limit"), "limit", default=20, most=MAX_ITEMS)
     stored = await _stored(request)
     items = input_items(stored.body["id"], stored.messages[:-1])
     if order == "desc":
@@ -114,11 +113,3 @@ async def list_input_items(request: web.Request) -> web.Response:
         ),
         compact=True,
     )
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return 20
-    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_ITEMS:
-        raise BadRequest(f"limit must be a whole number from 1 to {MAX_ITEMS}", param="limit")
-    return int(raw)

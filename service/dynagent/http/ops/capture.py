@@ -12,12 +12,12 @@ from dynagent.evals.capture import MAX_LAST
 from dynagent.exceptions import BadRequest, Forbidden
 from dynagent.http._routes import AGENT_ERRORS, Param, Route, Routes
 from dynagent.http.api.schemas import CapturedSuite
+from dynagent.http.query import whole_number
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 from dynagent.spec.agent import NAME_PATTERN
 
 routes = Routes("evaluations")
-_DIGITS = _regex.compile(r"[0-9]{1,4}")
 _NAME = _regex.compile(NAME_PATTERN)
 VARIANTS = ("stable", "canary")
 
@@ -62,9 +62,7 @@ async def capture(request: web.Request) -> web.Response:
     running = service(request)
     running.registry.entry(name)  # 404 for an unknown agent
     query = request.query
-    last = query.get("last", "50")
-    if not _DIGITS.fullmatch(last):
-        raise BadRequest(f"last must be a whole number from 1 to {MAX_LAST}")
+    last = whole_number(query.get("last"), "last", default=50, most=MAX_LAST)
     variant = query.get("variant", "stable")
     if variant not in VARIANTS:
         raise BadRequest("variant must be 'stable' or 'canary'")
@@ -76,7 +74,7 @@ async def capture(request: web.Request) -> web.Response:
         running.redactor,
         who,
         name,
-        last=int(last),
+        last=last,
         variant=variant,
         judge=judge,
     )

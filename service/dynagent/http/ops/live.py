@@ -21,17 +21,14 @@ from typing import Any
 
 from aiohttp import web
 
-from dynagent import _regex
 from dynagent.core.auth import ApiKeys, Caller
 from dynagent.core.series import RecentSeries
-from dynagent.exceptions import BadRequest
 from dynagent.http._routes import SSE, Param, Route, Routes
+from dynagent.http.query import whole_number
 from dynagent.http.state import SERVICE, caller
 from dynagent.masking import SecretValues
 from dynagent.registry.entry import AgentEntry
 from dynagent.registry.facade import AgentRegistry
-
-_DIGITS = _regex.compile(r"[0-9]{1,4}")
 
 routes = Routes("operations page")
 TICK = 1.0
@@ -97,14 +94,6 @@ class AgentFeed:
         }
 
 
-def _max_seconds(raw: str | None) -> float:
-    if raw is None:
-        return 300.0
-    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_SECONDS:
-        raise BadRequest(f"max_seconds must be a whole number from 1 to {MAX_SECONDS}")
-    return float(raw)
-
-
 async def _next_change(registry: AgentRegistry, seen: int, stopping: asyncio.Event) -> None:
     """Until the registry changes past ``seen``, the service stops, or a tick passes."""
     changed = asyncio.ensure_future(registry.wait_for(lambda r: r.changes != seen, TICK))
@@ -139,7 +128,8 @@ async def watch_agents(request: web.Request) -> web.StreamResponse:
     """The agents' status as it changes; the stream ends after ``max_seconds``, when the
     service stops, or when its key no longer holds."""
     who = caller(request)
-    lifetime = _max_seconds(request.query.get("max_seconds"))
+    raw = request.query.get("max_seconds")
+    lifetime = float(whole_number(raw, "max_seconds", default=300, most=MAX_SECONDS))
     with request.app[SERVICE].watchers.hold(who):
         response = await _watch(request, who, lifetime)
     # The slot is free before the stream ends: a watcher that saw the end may open another.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import yaml
 from aiohttp import web
 
-from dynagent import _regex
 from dynagent.exceptions import BadRequest, NotFound
 from dynagent.http._routes import AGENT_ERRORS, Param, Route, Routes
 from dynagent.http.ops.ui_schemas import (
@@ -17,10 +16,9 @@ from dynagent.http.ops.ui_schemas import (
     TraceSummary,
     WhoAmI,
 )
+from dynagent.http.query import whole_number
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
-
-_DIGITS = _regex.compile(r"[0-9]{1,4}")
 
 routes = Routes("operations page")
 TRACE_FILTERS = ("agent", "variant", "status", "session_id")
@@ -80,7 +78,7 @@ async def list_traces(request: web.Request) -> web.Response:
     for key, allowed in (("variant", VARIANTS), ("status", STATUSES)):
         if key in wanted and wanted[key] not in allowed:
             raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
-    limit = _limit(request.query.get("limit"))
+    limit = whole_number(request.query.get("limit"), "limit", default=100, most=MAX_LIMIT)
     redactor = service(request).redactor
     found: list[TraceSummary] = []
     for summary in service(request).traces.summaries(who):
@@ -89,14 +87,6 @@ async def list_traces(request: web.Request) -> web.Response:
         if all(str(summary.get(key)) == value for key, value in wanted.items()):
             found.append(TraceSummary.model_validate(redactor.value(summary)))
     return json(TraceList(traces=found))
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return 100
-    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
-        raise BadRequest(f"limit must be a whole number from 1 to {MAX_LIMIT}")
-    return int(raw)
 
 
 @routes.add(
