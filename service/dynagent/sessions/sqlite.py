@@ -7,11 +7,12 @@ connection, WAL mode, and each append is one transaction.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -207,39 +208,39 @@ class SqliteSessionStore:
             ).fetchall()
         return [json.loads(row[0]) for row in rows]
 
-    def _delete(self, session_id: str) -> bool:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction, the mutex held: committed, or rolled back on any error."""
         with self._mutex:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                gone = self._db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-                self._db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-                self._db.execute("COMMIT")
+                yield
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            self._db.execute("COMMIT")
+
+    def _delete(self, session_id: str) -> bool:
+        with self._transaction():
+            gone = self._db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            self._db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
         return gone.rowcount > 0
 
     def _append(self, session_id: str, encoded: list[str]) -> None:
         now = self._clock()
-        with self._mutex:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?)", (session_id, now))
-                self._touch(session_id, now)
-                (last,) = self._db.execute(
-                    "SELECT COALESCE(MAX(seq), -1) FROM messages WHERE session_id = ?",
-                    (session_id,),
-                ).fetchone()
-                self._db.executemany(
-                    "INSERT INTO messages VALUES (?, ?, ?, ?)",
-                    [(session_id, last + 1 + i, text, now) for i, text in enumerate(encoded)],
-                )
-                cut = self._first_kept(session_id)
-                self._db.execute(
-                    "DELETE FROM messages WHERE session_id = ? AND seq < ?",
-                    (session_id, last + 1 + len(encoded) if cut is None else cut),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?)", (session_id, now))
+            self._touch(session_id, now)
+            (last,) = self._db.execute(
+                "SELECT COALESCE(MAX(seq), -1) FROM messages WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            self._db.executemany(
+                "INSERT INTO messages VALUES (?, ?, ?, ?)",
+                [(session_id, last + 1 + i, text, now) for i, text in enumerate(encoded)],
+            )
+            cut = self._first_kept(session_id)
+            self._db.execute(
+                "DELETE FROM messages WHERE session_id = ? AND seq < ?",
+                (session_id, last + 1 + len(encoded) if cut is None else cut),
+            )
