@@ -15,6 +15,9 @@ import secrets
 ANONYMOUS = "anonymous"
 """The identity of every caller when auth is off: sessions are then scoped by agent."""
 
+MAX_SESSION_ID = 256
+"""The longest ``session_id`` a caller may give, on every route."""
+
 KEY_PREFIX = "s1:"
 """Marks the key scheme, so a later one can live beside it."""
 

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from dynagent.sessions.scope import MAX_SESSION_ID
+
 
 class CallerBody(BaseModel):
     """A request body as a caller sends it (``read_body`` reads only these).
@@ -42,7 +44,7 @@ class InvokeRequest(CallerBody):
 
     input: Annotated[str, Field(min_length=1)] | Annotated[list[ChatMessage], Field(min_length=1)]
     """The user's text, or a list of chat messages."""
-    session_id: str | None = Field(default=None, min_length=1, max_length=256)
+    session_id: str | None = Field(default=None, min_length=1, max_length=MAX_SESSION_ID)
     """Continue this conversation (created on first use)."""
     variables: dict[str, str] = Field(default_factory=dict, max_length=100)
     """Values for the prompt's ``{{placeholders}}``."""

@@ -17,12 +17,10 @@ from dynagent.http.api.schemas import SessionDeleted, SessionHistory
 from dynagent.http.sse import json
 from dynagent.http.state import caller, service
 from dynagent.sessions.base import SessionStore
-from dynagent.sessions.scope import session_key
+from dynagent.sessions.scope import MAX_SESSION_ID, session_key
 
 routes = Routes("agents")
 
-MAX_SESSION_ID = 256
-"""As a run's ``session_id``."""
 _PATH = "/v1/agents/{name}/sessions/{session_id}"
 _ERRORS = (400, *AGENT_ERRORS, 503)
 
@@ -33,7 +31,9 @@ def _session(request: web.Request) -> tuple[SessionStore, str, str, str]:
     who = caller(request)
     who.check_agent(name)
     if len(session_id) > MAX_SESSION_ID:
-        raise BadRequest("a session id has at most 256 characters", param="session_id")
+        raise BadRequest(
+            f"a session id has at most {MAX_SESSION_ID} characters", param="session_id"
+        )
     store = service(request).sessions
     if store is None:
         raise SessionStoreUnavailable("the session store is not open: the service is stopping")

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dynagent.http.api.schemas import Answer, CallerBody, ChatMessage
+from dynagent.sessions.scope import MAX_SESSION_ID
 from dynagent.spec.tools import TOOL_NAME_PATTERN
 
 MODEL_FIELD = Field(
@@ -93,7 +94,7 @@ class _Sampling(_Open):
     """The canary sticky key when there is no session."""
     metadata: dict[str, str] | None = Field(default=None, max_length=16)
     """``session_id`` and ``variables`` (a JSON object as text) may be passed here."""
-    session_id: str | None = Field(default=None, min_length=1, max_length=256)
+    session_id: str | None = Field(default=None, min_length=1, max_length=MAX_SESSION_ID)
     """Extra field: continue this Dynagent session."""
     variables: dict[str, str] | None = Field(default=None, max_length=100)
     """Extra field: values for the prompt's ``{{placeholders}}``."""
