@@ -154,7 +154,7 @@ async def _stream(
 def _event(request_id: Any, result: Task | Update) -> bytes:
     """One server-sent event: a JSON-RPC response carrying ``result``."""
     answer = SendStreamingMessageSuccessResponse(id=request_id, result=result)
-    return f"data: {sse.dumps(_wire(answer))}\n\n".encode()
+    return b"data: " + sse.encoded(_wire(answer)) + b"\n\n"
 
 
 def _parse(raw: bytes) -> SendMessageRequest | SendStreamingMessageRequest | JSONRPCErrorResponse:

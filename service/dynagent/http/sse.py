@@ -6,6 +6,7 @@ import json as _json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import orjson
 from aiohttp import web
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
@@ -15,11 +16,24 @@ from dynagent._compat import aiohttp as aiohttp_compat
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 _encode = _json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+_encode_ascii = _json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON text, non-ASCII kept as is."""
-    return _encode(value)
+def encoded(value: Any) -> bytes:
+    """Compact JSON as UTF-8, non-ASCII kept as is, for a stream's events: by orjson, in a
+    tenth of the standard encoder's time (a streamed answer encodes every event it sends).
+    What orjson refuses
+    (an integer past 64 bits, a key that is not a string, nesting past 254) goes through
+    ``json``; a lone surrogate, which has no UTF-8, is sent escaped, so the event still
+    leaves as valid JSON."""
+    try:
+        return orjson.dumps(value, default=str)
+    except TypeError:  # orjson.JSONEncodeError included
+        pass
+    try:
+        return _encode(value).encode()
+    except UnicodeEncodeError:
+        return _encode_ascii(value).encode()
 
 
 def json(
@@ -99,4 +113,4 @@ class EventStream:
 
 def event(name: str, data: Any) -> bytes:
     """One named server-sent event."""
-    return f"event: {name}\ndata: {_encode(data)}\n\n".encode()
+    return b"event: " + name.encode() + b"\ndata: " + encoded(data) + b"\n\n"

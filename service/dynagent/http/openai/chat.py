@@ -28,7 +28,7 @@ from dynagent.http.openai.schemas import (
     OpenAIError,
 )
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, EventStream, dumps, json, open_stream
+from dynagent.http.sse import SSE_HEADERS, EventStream, encoded, json, open_stream
 from dynagent.runtime.agent import Agent, RunResult
 
 routes = Routes("openai", error_body=OpenAIError)
@@ -125,7 +125,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     chunks = _chunks(body.model, trace_id, events, answer_of(agent, run), usage)
     stream = EventStream(response)
     async for chunk, last in chunks:
-        await stream.write(b"data: " + dumps(chunk).encode() + b"\n\n", held=last)
+        await stream.write(b"data: " + encoded(chunk) + b"\n\n", held=last)
     await stream.end(b"data: [DONE]\n\n")
     return response
 
