@@ -177,3 +177,26 @@ async def test_a_schema_answer_fits_the_agents_schema_and_the_callers_together()
     result = await agent.run("Late parcel", options=RunOptions(output_schema=asked))
 
     assert result.output == {"category": "billing", "urgent": True}
+
+
+@pytest.mark.parametrize(
+    ("choice", "called"),
+    [
+        (None, ["lookup", "notify"]),
+        ("auto", ["lookup", "notify"]),
+        ("required", ["lookup", "notify"]),
+        ("none", []),
+        ({"type": "function", "function": {"name": "notify"}}, ["notify"]),
+    ],
+)
+async def test_the_offline_model_honours_tool_choice(choice: Any, called: list[str]) -> None:
+    tools = tuple(
+        ToolDefinition(name, "", {"type": "object", "properties": {}})
+        for name in ("lookup", "notify")
+    )
+    request = ModelRequest(({"role": "user", "content": "hi"},), tools, tool_choice=choice)
+
+    response = await TestModel().request(request)
+
+    assert [call.name for call in response.tool_calls] == called
+    assert (response.content is None) == bool(called)

@@ -1,7 +1,8 @@
 """The offline ``test`` model: schema-valid tool calls, then a schema-valid answer.
 
-Like pydantic-ai's ``TestModel``: it calls every tool once with arguments built
-from the tool's JSON Schema, then answers, so samples run with no network. Its
+Like pydantic-ai's ``TestModel``: it calls every tool once (those ``tool_choice``
+allows) with arguments built from the tool's JSON Schema, then answers, so samples run
+with no network. Its
 arguments and answer show what it was given (``_test_text.py``): the caller's
 words, the tools' results and the agent's system prompt.
 """
@@ -22,6 +23,7 @@ from dynagent.models.base import (
     StreamItem,
     TextDelta,
     ToolCallRequest,
+    ToolDefinition,
 )
 
 _WORDS = _regex.compile(r"\s*\S+\s*|\s+")
@@ -59,16 +61,29 @@ class TestModel:
         usage = Usage(sum(len(str(m.get("content") or "")) for m in request.messages) // 4, 0)
         last = request.messages[-1] if request.messages else {}
         asked = Request.of(request.messages)
-        if self.call_tools and request.tools and last.get("role") == "user":
+        tools = _chosen(request) if self.call_tools and last.get("role") == "user" else ()
+        if tools:
             calls = tuple(
                 ToolCallRequest(
                     f"call_{i}", tool.name, json.dumps(example(tool.parameters, fill=asked.fill))
                 )
-                for i, tool in enumerate(request.tools)
+                for i, tool in enumerate(tools)
             )
             return ModelResponse(None, calls, usage, self.name)
         content = _answer(request, asked)
         return ModelResponse(content, (), Usage(usage.input_tokens, len(content) // 4), self.name)
+
+
+def _chosen(request: ModelRequest) -> tuple[ToolDefinition, ...]:
+    """The tools the offline model calls, as a model honours ``tool_choice``: all of them
+    (``auto``, ``required``), none (``none``), or the one it names."""
+    choice = request.tool_choice
+    if choice == "none":
+        return ()
+    if isinstance(choice, dict):
+        named = (choice.get("function") or {}).get("name") or choice.get("name")
+        return tuple(tool for tool in request.tools if tool.name == named)
+    return tuple(request.tools)
 
 
 def _answer(request: ModelRequest, asked: Request) -> str:
