@@ -205,7 +205,12 @@ async def test_a_body_over_the_limit_is_413(service: RunningService) -> None:
         ("GET", "/v1/agents/nobody", "no agent named 'nobody'"),
         ("POST", "/v1/agents/nobody/invoke", "no agent named 'nobody'"),
         ("GET", "/v1/traces/0123456789abcdef", "no recent trace '0123456789abcdef'"),
-        ("GET", "/v2/nothing/here", "Not Found"),
+        (
+            "GET",
+            "/v2/nothing/here",
+            "Not Found: this service has no GET /v2/nothing/here; "
+            "GET /openapi.json lists its routes",
+        ),
     ],
 )
 async def test_unknown_things_are_404(
@@ -221,9 +226,22 @@ async def test_a_wrong_method_is_405(service: RunningService) -> None:
     response = await service.client.get("/v1/agents/offline/invoke")
     assert await error_of(response) == (
         405,
-        {"type": "method_not_allowed", "message": "Method Not Allowed"},
+        {
+            "type": "method_not_allowed",
+            "message": "Method Not Allowed: /v1/agents/offline/invoke takes POST, not GET",
+        },
     )
     assert response.headers["Allow"] == "POST"
+
+
+async def test_a_missing_routes_error_quotes_a_bounded_part_of_its_path(
+    service: RunningService,
+) -> None:
+    path = "/v2/" + "x" * 5_000
+    status, error = await error_of(await service.client.post(path, json={}))
+    assert (status, error["type"]) == (404, "not_found")
+    assert f"POST /v2/{'x' * 196}…;" in error["message"]
+    assert len(error["message"]) < 320
 
 
 async def run_error(

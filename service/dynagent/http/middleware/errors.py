@@ -143,16 +143,33 @@ CLIENT_CLOSED = 499
 """What a response to a caller that went away is recorded as (nginx's code); never sent."""
 
 
-def http_error(exc: web.HTTPException, *, openai: bool) -> web.Response:
+SHOWN_PATH = 200
+"""Characters of a request's path an error about its route quotes."""
+
+
+def http_error(request: web.Request, exc: web.HTTPException, *, openai: bool) -> web.Response:
     """The JSON answer for aiohttp's own 4xx and 5xx (no route, wrong method, too large)."""
     kind = _HTTP_KINDS.get(exc.status, "http_error")
     message = exc.reason or kind
     if exc.status == 413 and exc.text:  # name the limit the body went over
         message = f"{exc.text} Send a smaller body (listen.max_body_bytes)."
+    elif exc.status in (404, 405) and exc.text == f"{exc.status}: {exc.reason}":  # the router's
+        message = f"{message}: {_route_help(request, exc)}"
     response = error_response(kind, message, exc.status, openai=openai)
     if "Allow" in exc.headers:  # a 405 must say which methods are allowed
         response.headers["Allow"] = exc.headers["Allow"]
     return response
+
+
+def _route_help(request: web.Request, exc: web.HTTPException) -> str:
+    """What a caller who asked for a route this service does not have should read."""
+    path = request.path
+    if len(path) > SHOWN_PATH:
+        path = path[:SHOWN_PATH] + "…"
+    if exc.status == 405:
+        allowed = exc.headers.get("Allow", "")
+        return f"{path} takes {allowed or 'no method'}, not {request.method}"
+    return f"this service has no {request.method} {path}; GET /openapi.json lists its routes"
 
 
 def unexpected_error(request: web.Request, exc: Exception, *, openai: bool) -> web.Response:

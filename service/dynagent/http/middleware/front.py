@@ -50,7 +50,7 @@ def front_middleware(
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            response = http_error(exc, openai=openai)
+            response = http_error(request, exc, openai=openai)
         except Exception as exc:
             response = unexpected_error(request, exc, openai=openai)
         return mask_body(response, service.secrets)
