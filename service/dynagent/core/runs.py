@@ -327,11 +327,12 @@ async def _recorded(
     shadow copy (``rollout.shadow``) started, as a whole run's is."""
     seen = [first]
     error: str | None = DISCONNECTED
+    waiting = drain.guard(first.trace_id)  # entered for each event's wait, not its write
     try:
         yield first
         while True:
             try:
-                async with drain.guard(first.trace_id):
+                async with waiting:
                     event = await anext(events, None)
             except ServiceStopping as exc:
                 for last in served.closing(seen, exc.kind, exc.message):
