@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from dynagent.core.response_store import ResponseStore, StoredResponse
 from dynagent.core.shared_runs import SharedRuns
 from dynagent.core.traces import TraceStore
+from dynagent.exceptions import SessionStoreUnavailable
 from tests.support import Reply, ScriptedModelServer
 from tests.support.redis import RedisServer, redis_server
 from tests.support.service import (
@@ -253,6 +254,33 @@ async def test_with_redis_out_a_run_is_answered_and_its_trace_read_on_its_replic
             await asyncio.to_thread(redis_server.start)
     assert (status, trace["trace_id"]) == (200, answer["trace_id"])
     assert (rated[0], rated[1]["error"]["type"]) == (503, "unavailable")
+    assert "the fleet's Redis is unavailable (Redis " in rated[1]["error"]["message"]
+
+
+async def test_a_redis_that_never_answers_is_named_for_its_timeout() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # takes the connection, answers nothing
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    runs = SharedRuns(
+        f"redis://127.0.0.1:{port}/0",
+        key_prefix="t:",
+        timeout=0.2,
+        traces=(3, 10_000),
+        responses=(2, 10_000),
+    )
+    try:
+        with pytest.raises(SessionStoreUnavailable) as raised:
+            await runs.get("trace", "0123456789abcdef")
+    finally:
+        await runs.aclose()
+        server.close()
+    assert raised.value.message == (
+        "reading a trace failed: the fleet's Redis is unavailable (Redis did not answer "
+        "within 0.2 s (sessions.timeout)); retry in a moment"
+    )
 
 
 @pytest.fixture

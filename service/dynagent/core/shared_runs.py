@@ -150,7 +150,7 @@ class SharedRuns:
             async with asyncio.timeout(self.timeout):
                 yield
         except (RedisError, TimeoutError) as exc:
-            why = type(exc).__name__
+            why = self._why(exc)
             self._out, self._out_until = why, loop.time() + OUT_FOR
         except _Out:
             pass
@@ -159,6 +159,14 @@ class SharedRuns:
                 f"{doing} failed: the fleet's Redis is unavailable ({why}); retry in a moment",
                 retry_after=OUT_FOR,
             )
+
+    def _why(self, error: BaseException) -> str:
+        """An outage's reason in the session store's words (``sessions.redis``)."""
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        if isinstance(error, TimeoutError | RedisTimeoutError):
+            return f"Redis did not answer within {self.timeout:g} s (sessions.timeout)"
+        return f"Redis failed ({type(error).__name__})"
 
     async def keep(self, kind: str, record_id: str, record: dict[str, Any]) -> bool:
         """Keep a ``trace`` or ``response``; False when it is bigger than the byte bound."""
