@@ -47,6 +47,7 @@ OWNER_ONLY_ROUTES = {("GET", "/v1/agents/{name}/sessions/{session_id}")}
 another key's session (the same id is the admin's own session)."""
 SESSION = "alice-session"
 DELETES = {
+    ("DELETE", "/v1/traces/{trace_id}"),
     ("DELETE", "/v1/responses/{response_id}"),
     ("DELETE", "/v1/agents/{name}/sessions/{session_id}"),
 }
@@ -230,6 +231,7 @@ async def test_every_route_shows_a_run_only_to_the_key_that_made_it_and_to_admin
     assert bob[("GET", "/v1/traces/{trace_id}")][0] == 404
     assert bob[("GET", "/v1/responses/{response_id}")][0] == 404
     assert bob[("DELETE", "/v1/responses/{response_id}")][0] == 404
+    assert bob[("DELETE", "/v1/traces/{trace_id}")][0] == 404
     assert bob[("DELETE", "/v1/agents/{name}/sessions/{session_id}")][0] == 404
     assert bob[("POST", "/v1/traces/{trace_id}/feedback")][0] == 404
     admin = await _walk(service, "ops", runs)
@@ -243,6 +245,9 @@ async def test_every_route_shows_a_run_only_to_the_key_that_made_it_and_to_admin
     deleted = await _walk(service, "alice", runs, deletes=True)  # bob's delete took nothing
     assert deleted[("DELETE", "/v1/responses/{response_id}")][0] == 200
     assert deleted[("DELETE", "/v1/agents/{name}/sessions/{session_id}")][0] == 200
+    assert deleted[("DELETE", "/v1/traces/{trace_id}")][0] == 200
+    gone = await service.client.get(f"/v1/traces/{runs.invoked}", headers=bearer("alice"))
+    assert gone.status == 404
 
 
 async def test_every_run_route_records_its_caller_as_the_owner(service: RunningService) -> None:

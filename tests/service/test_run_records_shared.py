@@ -132,6 +132,40 @@ async def test_a_response_continues_on_any_replica_and_after_a_restart(
     assert said == [["first"], ["first", "second"], ["first", "second", "third"]]
 
 
+async def test_a_trace_deleted_on_one_replica_is_gone_on_every_one(
+    model_server: ScriptedModelServer, replica: Replica, redis_server: RedisServer
+) -> None:
+    model_server.script("gpt-main", [Reply("one"), Reply("two")])
+    async with replica("one") as one, replica("two") as two:
+        ids = []
+        for text in ("erase me", "keep me"):
+            status, answer = await _call(one, "POST", "/v1/agents/bot/invoke", body={"input": text})
+            assert status == 200, answer
+            ids.append(answer["trace_id"])
+        doomed, kept = ids
+        path = f"/v1/traces/{doomed}"
+        rated = await _call(two, "POST", f"{path}/feedback", body={"thumbs": "up"})
+        assert rated[0] == 200, rated
+        assert (await _call(two, "DELETE", path, OTHER_KEY))[0] == 404  # not theirs
+        assert await _call(two, "DELETE", path) == (200, {"trace_id": doomed, "deleted": True})
+        for reader in (one, two):  # one served the run and still held it in memory
+            assert (await _call(reader, "GET", path))[0] == 404
+            status, listed = await _call(reader, "GET", "/v1/traces")
+            assert doomed not in [trace["trace_id"] for trace in listed["traces"]]
+        again = await _call(one, "POST", f"{path}/feedback", body={"thumbs": "down"})
+        assert again[0] == 404
+        await asyncio.to_thread(redis_server.stop)
+        try:  # a delete the fleet cannot take is refused, not done on one replica alone
+            status, error = await _call(one, "DELETE", f"/v1/traces/{kept}")
+        finally:
+            await asyncio.to_thread(redis_server.start)
+        assert (status, error["error"]["type"]) == (503, "unavailable"), error
+        assert (await _call(two, "GET", f"/v1/traces/{kept}"))[0] == 200
+    async with Redis.from_url(redis_server.url) as redis:
+        held = [key async for key in redis.scan_iter(f"*{doomed}*")]
+    assert held == []
+
+
 async def test_a_response_deleted_on_one_replica_is_gone_on_every_one(
     model_server: ScriptedModelServer, replica: Replica, redis_server: RedisServer
 ) -> None:

@@ -205,6 +205,17 @@ class SharedRuns:
         async with self._command(f"deleting a {kind}"):
             return bool(await self._forget(keys=keys, args=[record_id]))
 
+    async def missing(self, kind: str, record_ids: list[str]) -> set[str]:
+        """Those of ``record_ids`` the fleet no longer keeps (deleted, or past its bounds)."""
+        if not record_ids:
+            return set()
+        pipe = self._redis.pipeline(transaction=False)
+        for record_id in record_ids:
+            pipe.exists(self._key(kind, record_id))
+        async with self._command(f"reading the {kind}s kept"):
+            found = await pipe.execute()
+        return {record_id for record_id, kept in zip(record_ids, found, strict=True) if not kept}
+
     async def trace(self, trace_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """A kept trace and its rating, each None when there is none."""
         async with self._command("reading a trace"):

@@ -134,6 +134,9 @@ class TraceStore:
         self._feedback: dict[str, dict[str, Any]] = {}
         """The rating of a kept trace (``POST /v1/traces/{trace_id}/feedback``)."""
         self._sizes: dict[str, int] = {}
+        self._in_fleet: set[str] = set()
+        """Kept traces the fleet's Redis took: once it no longer has one (deleted on any
+        replica, or past the fleet's bounds), this replica's copy is not shown."""
 
     def record(
         self,
@@ -171,9 +174,15 @@ class TraceStore:
             self._forget(gone)
             self._feedback.pop(gone, None)
         if self.shared is not None:
-            work = self.shared.keep_quietly("trace", trace_id, self._traces[trace_id].document())
+            work = self._share(self.shared, trace_id, self._traces[trace_id])
             task = self._writing[trace_id] = asyncio.get_running_loop().create_task(work)
             task.add_done_callback(lambda _: self._writing.pop(trace_id, None))
+
+    async def _share(self, shared: SharedRuns, trace_id: str, recorded: _Recorded) -> bool:
+        kept = await shared.keep_quietly("trace", trace_id, recorded.document())
+        if kept and self._traces.get(trace_id) is recorded:
+            self._in_fleet.add(trace_id)
+        return kept
 
     async def written(self, trace_id: str) -> None:
         """Until the trace is in the fleet's Redis (or failed to be): a run's answer
@@ -191,6 +200,36 @@ class TraceStore:
     def _forget(self, trace_id: str) -> None:
         if self._traces.pop(trace_id, None) is not None:
             self.bytes -= self._sizes.pop(trace_id)
+        self._in_fleet.discard(trace_id)
+
+    async def forget(self, trace_id: str, reader: Caller) -> bool:
+        """Delete a run's trace and its rating that ``reader`` may read, here and in the
+        fleet's Redis (there first: a delete the fleet did not take is refused,
+        ``SessionStoreUnavailable``); False when there is none ``reader`` may read."""
+        if await self.find(trace_id, reader) is None:
+            return False
+        await self.written(trace_id)  # a write under way lands first, then goes
+        if self.shared is not None:
+            await self.shared.forget("trace", trace_id)
+        self._forget(trace_id)
+        self._feedback.pop(trace_id, None)
+        return True
+
+    async def unshared(self, trace_ids: list[str]) -> set[str]:
+        """Those of ``trace_ids`` this replica keeps but the fleet no longer does (deleted
+        on another replica, or past the fleet's bounds), forgotten here too; none while
+        the fleet's Redis is out."""
+        ours = [trace_id for trace_id in trace_ids if trace_id in self._in_fleet]
+        if self.shared is None or not ours:
+            return set()
+        try:
+            gone = await self.shared.missing("trace", ours)
+        except SessionStoreUnavailable:
+            return set()
+        for trace_id in gone:
+            self._forget(trace_id)
+            self._feedback.pop(trace_id, None)
+        return gone
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -203,6 +242,8 @@ class TraceStore:
             document, rating = await self.shared.trace(trace_id)
         except SessionStoreUnavailable:  # Redis is out: what this replica has
             return self.get(trace_id, reader)
+        if document is None and trace_id in self._in_fleet:
+            return None  # the fleet deleted or dropped it
         if document is None:
             return self.get(trace_id, reader)  # kept on this replica only (Redis was out)
         if not reader.may_read_run(document["owner"], document["agent"]):
@@ -229,6 +270,8 @@ class TraceStore:
         if self.shared is None:
             return self.rate(trace_id, rater, feedback)
         document, _ = await self.shared.trace(trace_id)
+        if document is None and trace_id in self._in_fleet:
+            raise _not_found(trace_id)  # the fleet deleted or dropped it
         if document is None:
             return self.rate(trace_id, rater, feedback)
         run = RatedRun(

@@ -12,7 +12,14 @@ from dynagent.events import Event, FinalOutput, ModelResponseEvent, RunFinished
 from dynagent.exceptions import NotFound
 from dynagent.http._routes import AGENT_ERRORS, ROUTING, RUN_ERRORS, SERVED_BY, SSE, Route, Routes
 from dynagent.http.api.bodies import read_body
-from dynagent.http.api.schemas import AgentList, AgentStatus, InvokeRequest, InvokeResponse, Trace
+from dynagent.http.api.schemas import (
+    AgentList,
+    AgentStatus,
+    InvokeRequest,
+    InvokeResponse,
+    Trace,
+    TraceDeleted,
+)
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
 from dynagent.http.sse import SSE_HEADERS, EventStream, json, open_stream
 from dynagent.http.sse import event as sse_event
@@ -136,5 +143,29 @@ async def get_trace(request: web.Request) -> web.Response:
     trace_id = request.match_info["trace_id"]
     trace = await service(request).traces.find(trace_id, caller(request))
     if trace is None:
-        raise NotFound(f"no recent trace {trace_id!r} of this API key; only the last runs are kept")
+        raise _no_trace(trace_id)
     return json(Trace.model_validate(trace))
+
+
+@routes.add(
+    Route(
+        "DELETE",
+        "/v1/traces/{trace_id}",
+        "Delete a recent run's trace and its rating, on every replica (the caller's own; "
+        "an admin's: anyone's)",
+        tags=("traces",),
+        response=TraceDeleted,
+        errors=(*AGENT_ERRORS, 503),
+    )
+)
+async def delete_trace(request: web.Request) -> web.Response:
+    """Erase what a run left in the trace store (its input, answer and events), for a
+    caller who wants the conversation gone; someone else's run is not found."""
+    trace_id = request.match_info["trace_id"]
+    if not await service(request).traces.forget(trace_id, caller(request)):
+        raise _no_trace(trace_id)
+    return json(TraceDeleted(trace_id=trace_id, deleted=True))
+
+
+def _no_trace(trace_id: str) -> NotFound:
+    return NotFound(f"no recent trace {trace_id!r} of this API key; only the last runs are kept")

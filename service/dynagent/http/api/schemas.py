@@ -336,3 +336,8 @@ class SessionDeleted(Answer):
     agent: str
     session_id: str
     deleted: Literal[True]
+
+
+class TraceDeleted(Answer):
+    trace_id: str
+    deleted: Literal[True]
