@@ -37,6 +37,7 @@ from tests.support.service import (
 __all__ = ["redis_server"]
 
 KEY, OTHER_KEY = "shared-runs-key-aaaaaaaaaaaa", "shared-runs-key-bbbbbbbbbbbb"
+ADMIN = "shared-runs-admin-key-cccccccc"
 
 Replica = Callable[[str], AbstractAsyncContextManager[RunningService]]
 
@@ -55,7 +56,8 @@ def replica(
 
     def start(name: str) -> AbstractAsyncContextManager[RunningService]:
         config = service_config(agents_dir, tmp_path / name, sessions=sessions)
-        return running_service(config, environ={"DYNAGENT_API_KEYS": f"{KEY},{OTHER_KEY}"})
+        environ = {"DYNAGENT_API_KEYS": f"{KEY},{OTHER_KEY}", "DYNAGENT_ADMIN_KEYS": ADMIN}
+        return running_service(config, environ=environ)
 
     return start
 
@@ -148,6 +150,9 @@ async def test_a_trace_deleted_on_one_replica_is_gone_on_every_one(
         assert rated[0] == 200, rated
         assert (await _call(two, "DELETE", path, OTHER_KEY))[0] == 404  # not theirs
         assert await _call(two, "DELETE", path) == (200, {"trace_id": doomed, "deleted": True})
+        status, captured = await _call(one, "GET", "/v1/agents/bot/capture", ADMIN)
+        assert status == 200, captured  # a backtest from production leaves the erased run out
+        assert "erase me" not in json.dumps(captured) and "keep me" in json.dumps(captured)
         for reader in (one, two):  # one served the run and still held it in memory
             assert (await _call(reader, "GET", path))[0] == 404
             status, listed = await _call(reader, "GET", "/v1/traces")
