@@ -21,6 +21,7 @@ from blockbuster import BlockBuster, blockbuster_ctx
 from dynagent.spec._plugins import plugin_points
 from tests.support import AgentFactory, ScriptedModelServer
 from tests.support.budget import LONG_TIMEOUT, is_long
+from tests.support.service import RunningService, bot_service
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -149,6 +150,20 @@ def agents_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "agents"
     folder.mkdir()
     return folder
+
+
+@pytest.fixture
+async def keyed_bot(
+    request: pytest.FixtureRequest,
+    model_server: ScriptedModelServer,
+    agents_dir: Path,
+    tmp_path: Path,
+) -> AsyncIterator[RunningService]:
+    """Agent ``bot`` on ``model_server``, served with the API keys the test module names
+    in ``SERVICE_KEYS`` (environment variable → comma-separated keys)."""
+    keys: dict[str, str] = request.module.SERVICE_KEYS
+    async with bot_service(model_server, agents_dir, tmp_path, **keys) as running:
+        yield running
 
 
 @pytest.fixture

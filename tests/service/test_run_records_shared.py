@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -65,8 +65,16 @@ def replica(
 async def _call(
     service: RunningService, method: str, path: str, key: str = KEY, body: Any = None
 ) -> tuple[int, Any]:
-    async with service.client.request(method, path, json=body, headers=auth(key)) as response:
-        return response.status, await response.json()
+    return await service.call(method, path, key, body)
+
+
+async def _with_redis_out(redis_server: RedisServer, answer: Awaitable[Any]) -> Any:
+    """``answer`` awaited while the fleet's Redis is stopped (started again after)."""
+    await asyncio.to_thread(redis_server.stop)
+    try:
+        return await answer
+    finally:
+        await asyncio.to_thread(redis_server.start)
 
 
 async def test_a_run_is_read_and_rated_through_any_replica_and_after_a_restart(
@@ -159,11 +167,9 @@ async def test_a_trace_deleted_on_one_replica_is_gone_on_every_one(
             assert doomed not in [trace["trace_id"] for trace in listed["traces"]]
         again = await _call(one, "POST", f"{path}/feedback", body={"thumbs": "down"})
         assert again[0] == 404
-        await asyncio.to_thread(redis_server.stop)
-        try:  # a delete the fleet cannot take is refused, not done on one replica alone
-            status, error = await _call(one, "DELETE", f"/v1/traces/{kept}")
-        finally:
-            await asyncio.to_thread(redis_server.start)
+        # A delete the fleet cannot take is refused, not done on one replica alone.
+        deleting = _call(one, "DELETE", f"/v1/traces/{kept}")
+        status, error = await _with_redis_out(redis_server, deleting)
         assert (status, error["error"]["type"]) == (503, "unavailable"), error
         assert (await _call(two, "GET", f"/v1/traces/{kept}"))[0] == 200
     async with Redis.from_url(redis_server.url) as redis:
@@ -196,11 +202,9 @@ async def test_a_response_deleted_on_one_replica_is_gone_on_every_one(
         later = {"model": "bot", "input": "y", "previous_response_id": doomed}
         assert (await _call(one, "POST", "/v1/responses", body=later))[0] == 404
         assert (await _call(one, "GET", f"/v1/responses/{kept}"))[0] == 200
-        await asyncio.to_thread(redis_server.stop)
-        try:  # a delete the fleet cannot take is refused, not done on one replica alone
-            status, error = await _call(one, "DELETE", f"/v1/responses/{kept}")
-        finally:
-            await asyncio.to_thread(redis_server.start)
+        # A delete the fleet cannot take is refused, not done on one replica alone.
+        deleting = _call(one, "DELETE", f"/v1/responses/{kept}")
+        status, error = await _with_redis_out(redis_server, deleting)
         assert (status, error["error"]["type"]) == (503, "server_error"), error
     async with replica("three") as three:
         assert (await _call(three, "GET", f"/v1/responses/{kept}"))[0] == 200

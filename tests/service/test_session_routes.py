@@ -3,42 +3,31 @@ the next turn of a deleted session starting over."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 from tests.support import Reply, ScriptedModelServer
-from tests.support.service import (
-    RunningService,
-    agent_document,
-    running_service,
-    service_config,
-    write_agent,
-)
+from tests.support.service import RunningService
 
 ALICE, BOB = "session-routes-alice-key-aaaa", "session-routes-bob-key-bbbbbb"
 SESSION = "chat/2026 #1"  # a slash and a space: the id is one path segment, encoded
 
 
+SERVICE_KEYS = {"DYNAGENT_API_KEYS": f"{ALICE},{BOB}"}
+"""The keys ``keyed_bot`` serves with."""
+
+
 @pytest.fixture
-async def service(
-    model_server: ScriptedModelServer, agents_dir: Path, tmp_path: Path
-) -> AsyncIterator[RunningService]:
-    write_agent(agents_dir, agent_document("bot", model_server))
-    config = service_config(agents_dir, tmp_path)
-    async with running_service(config, environ={"DYNAGENT_API_KEYS": f"{ALICE},{BOB}"}) as running:
-        yield running
+def service(keyed_bot: RunningService) -> RunningService:
+    return keyed_bot
 
 
 async def call(
     service: RunningService, method: str, path: str, key: str = ALICE, body: Any = None
 ) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with service.client.request(method, path, json=body, headers=headers) as response:
-        return response.status, await response.json()
+    return await service.call(method, path, key, body)
 
 
 PATH = f"/v1/agents/bot/sessions/{quote(SESSION, safe='')}"

@@ -153,6 +153,12 @@ class RunningService:
             seconds.append(time.perf_counter() - started)
         return statistics.median(seconds)
 
+    async def call(self, method: str, path: str, key: str, body: Any = None) -> tuple[int, Any]:
+        """``method path`` with ``key`` as its bearer: the status and the JSON answer."""
+        headers = {"Authorization": f"Bearer {key}"}
+        async with self.client.request(method, path, json=body, headers=headers) as response:
+            return response.status, await response.json()
+
     async def wait_error(self, name: str, contains: str) -> dict[str, Any]:
         """Wait until ``name`` reports a ``last_error`` whose message contains ``contains``."""
 
@@ -170,6 +176,17 @@ async def running_service(config: ServiceConfig, **options: Any) -> AsyncIterato
     app = create_app(config, **options)
     async with TestClient(TestServer(app)) as client:
         yield RunningService(client, app, config.factories.default.directory)
+
+
+@asynccontextmanager
+async def bot_service(
+    server: ScriptedModelServer, agents: Path, state: Path, **keys: str
+) -> AsyncIterator[RunningService]:
+    """Agent ``bot`` on ``server``, served with the API keys of ``keys`` (environment
+    variable → comma-separated keys, e.g. ``DYNAGENT_API_KEYS``)."""
+    write_agent(agents, agent_document("bot", server))
+    async with running_service(service_config(agents, state), environ=keys) as running:
+        yield running
 
 
 def parse_sse(text: str) -> list[tuple[str, Any]]:
