@@ -154,12 +154,16 @@ def _tool(check: ToolCheck, outcome: Outcome) -> Verdict:
 
 
 def _ceiling(check: CeilingCheck, outcome: Outcome) -> Verdict:
-    measured: float | None = {
-        "max-steps": float(outcome.steps),
-        "max-latency-ms": outcome.latency_ms,
-        "max-tokens": float(outcome.tokens),
-        "max-cost": outcome.cost,
-    }[check.type]
+    kind = check.type
+    measured: float | None
+    if kind == "max-steps":
+        measured = float(outcome.steps)
+    elif kind == "max-latency-ms":
+        measured = outcome.latency_ms
+    elif kind == "max-tokens":
+        measured = float(outcome.tokens)
+    else:
+        measured = outcome.cost
     what = check.type.removeprefix("max-")
     if measured is None:
         return _verdict(False, f"the run's {what} is not known")

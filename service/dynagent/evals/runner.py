@@ -317,14 +317,12 @@ async def run_case(
         runner = isolated(agent, case.tool_results, live=case.live_tools)
     messages: list[Message] = [{"role": t.role, "content": t.content} for t in case.history]
     messages.append({"role": "user", "content": case.input})
-    events: list[Event] = []
     started = time.perf_counter()
     try:
-        result = await runner.run(
-            messages, variables=case.variables, variant="stable", on_event=events.append
-        )
-    except DynagentError as exc:
+        result = await runner.run(messages, variables=case.variables, variant="stable")
+    except DynagentError as exc:  # a failed run's error carries its events (RunError)
         latency = (time.perf_counter() - started) * 1000
+        events: Sequence[Event] = getattr(exc, "events", ())
         return Outcome("", latency_ms=latency, tool_calls=_calls(events)), str(exc)
     latency = (time.perf_counter() - started) * 1000
     usage = result.usage

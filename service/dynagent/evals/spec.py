@@ -9,6 +9,7 @@ It is validated like an agent definition: unknown fields are errors naming their
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -258,9 +259,10 @@ class EvalSuite(_Strict):
         """How many checks a judge scores."""
         return sum(1 for c in self.cases for a in c.assert_ if a.type in JUDGED_TYPES)
 
-    @property
+    @cached_property
     def revision(self) -> str:
-        """Content hash of the suite: equal suites share a revision."""
+        """Content hash of the suite: equal suites share a revision (a suite is frozen:
+        hashed once, not on every run of it, where it cost a few µs a case)."""
         return spec_revision(self.model_dump(mode="json", by_alias=True))
 
 
