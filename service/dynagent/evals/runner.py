@@ -250,7 +250,7 @@ async def _trial(
         failed = Verdict(False, 0.0, f"the run failed: {error}")
         checks = tuple(failed for _ in case.assert_)
         return TrialResult(TrialVerdict(False, 0.0, checks), "", outcome.latency_ms, 0, None, error)
-    judged = await _judged(case, outcome, judging)
+    judged = await _judged(case, outcome, judging) if case.judged else None
     verdict = trial_verdict(case, outcome, judged)
     answer = outcome.answer[:SHOWN_ANSWER]
     return TrialResult(verdict, answer, outcome.latency_ms, outcome.tokens, outcome.cost)
@@ -315,11 +315,14 @@ async def run_case(
         runner = shared
     else:
         runner = isolated(agent, case.tool_results, live=case.live_tools)
-    messages: list[Message] = [{"role": t.role, "content": t.content} for t in case.history]
-    messages.append({"role": "user", "content": case.input})
+    # A case without history is the caller's words alone, as a plain run is given them.
+    asked: str | list[Message] = case.input
+    if case.history:
+        asked = [{"role": t.role, "content": t.content} for t in case.history]
+        asked.append({"role": "user", "content": case.input})
     started = time.perf_counter()
     try:
-        result = await runner.run(messages, variables=case.variables, variant="stable")
+        result = await runner.run(asked, variables=case.variables, variant="stable")
     except DynagentError as exc:  # a failed run's error carries its events (RunError)
         latency = (time.perf_counter() - started) * 1000
         events: Sequence[Event] = getattr(exc, "events", ())
@@ -337,12 +340,13 @@ async def run_case(
 
 
 def _calls(events: Sequence[Event]) -> tuple[ToolCall, ...]:
+    asked = [event for event in events if isinstance(event, ToolCallEvent)]
+    if not asked:  # most runs of a suite: no tool was called
+        return ()
     results = {e.call_id: e.output for e in events if isinstance(e, ToolResultEvent)}
-    calls = []
-    for event in events:
-        if isinstance(event, ToolCallEvent):
-            calls.append(ToolCall(event.name, _args(event.arguments), results.get(event.call_id)))
-    return tuple(calls)
+    return tuple(
+        ToolCall(event.name, _args(event.arguments), results.get(event.call_id)) for event in asked
+    )
 
 
 def _args(arguments: str) -> Mapping[str, Any]:

@@ -204,6 +204,11 @@ class Case(_Strict):
     the stable version's answer here)."""
     assert_: list[Assertion] = Field(alias="assert", min_length=1, max_length=100)
 
+    @cached_property
+    def judged(self) -> bool:
+        """Whether a judge scores any of its checks (looked up once per case, not per run)."""
+        return any(check.type in JUDGED_TYPES for check in self.assert_)
+
     @field_validator("tool_results")
     @classmethod
     def _results(cls, value: dict[str, str | tuple[str, ...]]) -> dict[str, Any]:

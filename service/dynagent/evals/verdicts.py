@@ -59,15 +59,20 @@ def trial_verdict(
 ) -> TrialVerdict:
     """Every check of ``case`` against one run; ``judged``: verdicts a judge gave, by the
     check's position (an ``llm-rubric`` check without one is not passed)."""
-    judged = judged or {}
-    checks = tuple(
-        judged.get(index) or evaluate(check, outcome) for index, check in enumerate(case.assert_)
-    )
-    weights = [check.weight for check in case.assert_]
-    total = sum(weights)
-    score = sum(w * v.score for w, v in zip(weights, checks, strict=True)) / total if total else 1.0
-    passed = all(v.passed for w, v in zip(weights, checks, strict=True) if w > 0)
-    return TrialVerdict(passed, _unit(score), checks)
+    # One pass over the checks: a suite runs this for every trial of every case.
+    checks: list[Verdict] = []
+    total = weighted = 0.0
+    passed = True
+    for index, check in enumerate(case.assert_):
+        verdict = (judged.get(index) if judged else None) or evaluate(check, outcome)
+        checks.append(verdict)
+        weight = check.weight
+        total += weight
+        weighted += weight * verdict.score
+        if weight > 0 and not verdict.passed:
+            passed = False
+    score = weighted / total if total else 1.0
+    return TrialVerdict(passed, _unit(score), tuple(checks))
 
 
 def case_verdict(case: Case, trials: Sequence[TrialVerdict]) -> CaseVerdict:
