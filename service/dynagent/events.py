@@ -79,11 +79,10 @@ def _layout(kind: Any) -> tuple[tuple[str, ...], Callable[[Any], Any], tuple[str
     of those that may hold a ``Usage``: read once per class, not per event (a streamed
     run turns every event it sends into a dict; ``dataclasses.fields()`` per call was
     most of the cost of recording 30,000 deltas)."""
-    fields = dataclasses.fields(kind)
+    fields = dataclasses.fields(kind)  # every event has trace_id, step and at: a tuple
     names = tuple(f.name for f in fields)
     usages = tuple(f.name for f in fields if "Usage" in str(f.type))
-    read = operator.attrgetter(*names)
-    return names, read if len(names) > 1 else (lambda event: (read(event),)), usages
+    return names, operator.attrgetter(*names), usages
 
 
 class _Sized:

@@ -67,8 +67,7 @@ async def capture_suite(
     if not 1 <= last <= MAX_LAST:
         raise BadRequest(f"last must be a whole number from 1 to {MAX_LAST}")
     mine = [s for s in traces.summaries(reader) if s["agent"] == name]  # newest first
-    gone = await traces.unshared([s["trace_id"] for s in mine])  # deleted on another replica
-    mine = [s for s in mine if s["trace_id"] not in gone]
+    mine = await traces.still_kept(mine)  # not a run deleted through another replica
     chosen = [s for s in mine if s["variant"] == variant and s["status"] == "ok"][:last]
     if not chosen:
         raise NotFound(

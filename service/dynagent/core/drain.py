@@ -81,9 +81,10 @@ class _Guard:
             self._timer = loop.call_at(deadline, self._expire)
 
     def _expire(self) -> None:
+        # Armed only while inside (the exit cancels the timer): the block is still running.
         self._timer = None
-        if self in self._drain._inside and self._task is not None:
-            self._expired = True
+        self._expired = True
+        if self._task is not None:
             self._task.cancel()
 
     async def __aexit__(

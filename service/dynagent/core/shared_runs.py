@@ -142,6 +142,8 @@ class SharedRuns:
         at once (a run does not wait out the timeout for its trace while Redis is out)."""
         from redis.exceptions import RedisError
 
+        from dynagent.sessions.redis_client import failure
+
         loop = asyncio.get_running_loop()
         why = self._out if loop.time() < self._out_until else None
         try:
@@ -150,7 +152,7 @@ class SharedRuns:
             async with asyncio.timeout(self.timeout):
                 yield
         except (RedisError, TimeoutError) as exc:
-            why = self._why(exc)
+            why = failure(exc, self.timeout)
             self._out, self._out_until = why, loop.time() + OUT_FOR
         except _Out:
             pass
@@ -159,14 +161,6 @@ class SharedRuns:
                 f"{doing} failed: the fleet's Redis is unavailable ({why}); retry in a moment",
                 retry_after=OUT_FOR,
             )
-
-    def _why(self, error: BaseException) -> str:
-        """An outage's reason in the session store's words (``sessions.redis``)."""
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
-        if isinstance(error, TimeoutError | RedisTimeoutError):
-            return f"Redis did not answer within {self.timeout:g} s (sessions.timeout)"
-        return f"Redis failed ({type(error).__name__})"
 
     async def keep(self, kind: str, record_id: str, record: dict[str, Any]) -> bool:
         """Keep a ``trace`` or ``response``; False when it is bigger than the byte bound."""

@@ -171,8 +171,7 @@ class TraceStore:
         )
         while len(self._traces) > self.max_traces or self.bytes > self.max_bytes:
             gone = next(iter(self._traces))
-            self._forget(gone)
-            self._feedback.pop(gone, None)
+            self._drop(gone)
         if self.shared is not None:
             work = self._share(self.shared, trace_id, self._traces[trace_id])
             task = self._writing[trace_id] = asyncio.get_running_loop().create_task(work)
@@ -202,6 +201,11 @@ class TraceStore:
             self.bytes -= self._sizes.pop(trace_id)
         self._in_fleet.discard(trace_id)
 
+    def _drop(self, trace_id: str) -> None:
+        """The trace and its rating gone from this replica."""
+        self._forget(trace_id)
+        self._feedback.pop(trace_id, None)
+
     async def forget(self, trace_id: str, reader: Caller) -> bool:
         """Delete a run's trace and its rating that ``reader`` may read, here and in the
         fleet's Redis (there first: a delete the fleet did not take is refused,
@@ -211,25 +215,23 @@ class TraceStore:
         await self.written(trace_id)  # a write under way lands first, then goes
         if self.shared is not None:
             await self.shared.forget("trace", trace_id)
-        self._forget(trace_id)
-        self._feedback.pop(trace_id, None)
+        self._drop(trace_id)
         return True
 
-    async def unshared(self, trace_ids: list[str]) -> set[str]:
-        """Those of ``trace_ids`` this replica keeps but the fleet no longer does (deleted
-        on another replica, or past the fleet's bounds), forgotten here too; none while
-        the fleet's Redis is out."""
-        ours = [trace_id for trace_id in trace_ids if trace_id in self._in_fleet]
+    async def still_kept(self, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``summaries`` (of this replica's runs) without those the fleet no longer keeps
+        (deleted on another replica, or past the fleet's bounds), which are dropped here
+        too; all of them while the fleet's Redis is out."""
+        ours = [s["trace_id"] for s in summaries if s["trace_id"] in self._in_fleet]
         if self.shared is None or not ours:
-            return set()
+            return summaries
         try:
             gone = await self.shared.missing("trace", ours)
         except SessionStoreUnavailable:
-            return set()
+            return summaries
         for trace_id in gone:
-            self._forget(trace_id)
-            self._feedback.pop(trace_id, None)
-        return gone
+            self._drop(trace_id)
+        return [summary for summary in summaries if summary["trace_id"] not in gone]
 
     def __len__(self) -> int:
         return len(self._traces)

@@ -50,14 +50,13 @@ from typing import Any
 from loguru import logger
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from dynagent.exceptions import SessionConflict, SessionStoreUnavailable
 from dynagent.models.base import Message
 from dynagent.sessions._redis_diagnosis import answer_of
 from dynagent.sessions._redis_scripts import ACQUIRE, APPEND, FORGET, RELEASE, RENEW
 from dynagent.sessions.base import DEFAULT_SESSION_TTL, SessionLocks
-from dynagent.sessions.redis_client import connect
+from dynagent.sessions.redis_client import connect, failure
 from dynagent.sessions.redis_url import SENTINEL_SCHEME, secrets_of
 
 PIN_SECONDS = 30 * 24 * 3600
@@ -145,9 +144,7 @@ class RedisSessionStore:
     def _why(self, error: Exception) -> str:
         if isinstance(error, _NoReplica):
             return "no replica of the Redis primary took the write in time (WAIT 1)"
-        if isinstance(error, TimeoutError | RedisTimeoutError):
-            return f"Redis did not answer within {self.timeout:g} s (sessions.timeout)"
-        return f"Redis failed ({type(error).__name__})"
+        return failure(error, self.timeout)
 
     def _set_outage(self, reason: str | None) -> None:
         if (reason is None) == (self.outage is None):

@@ -20,6 +20,13 @@ RETRIES = 12
 doubling up to 0.25 s; the caller bounds the whole by its own timeout."""
 
 
+def failure(error: BaseException, timeout: float) -> str:
+    """Why a command of ``timeout`` seconds failed, as an outage's reason reads."""
+    if isinstance(error, TimeoutError | RedisTimeoutError):
+        return f"Redis did not answer within {timeout:g} s (sessions.timeout)"
+    return f"Redis failed ({type(error).__name__})"
+
+
 def connect(url: str, timeout: float) -> Redis:
     """A client of the server ``url`` names, or of the primary its Sentinels name now (asked
     again on every new connection, so a retry after a failover reaches the new one)."""

@@ -4,6 +4,8 @@ and scoping as the rest of the API: a limited key sees only its agents."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 from aiohttp import web
 
@@ -80,19 +82,15 @@ async def list_traces(request: web.Request) -> web.Response:
             raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
     limit = whole_number(request.query.get("limit"), "limit", default=100, most=MAX_LIMIT)
     redactor, traces = service(request).redactor, service(request).traces
-    chosen: list[dict[str, object]] = []
+    chosen: list[dict[str, Any]] = []
     for summary in traces.summaries(who):
         if len(chosen) >= limit:
             break
         if all(str(summary.get(key)) == value for key, value in wanted.items()):
             chosen.append(summary)
     # A run deleted through another replica is not listed by the one that served it.
-    gone = await traces.unshared([str(summary["trace_id"]) for summary in chosen])
-    found = [
-        TraceSummary.model_validate(redactor.value(summary))
-        for summary in chosen
-        if summary["trace_id"] not in gone
-    ]
+    kept = await traces.still_kept(chosen)
+    found = [TraceSummary.model_validate(redactor.value(summary)) for summary in kept]
     return json(TraceList(traces=found))
 
 
