@@ -14,11 +14,18 @@ from dynagent.core.drain import Drain
 from dynagent.exceptions import ServiceStopping
 
 
+async def _next_turn() -> None:
+    """Suspend until the loop's next turn (a wait a deadline can cut)."""
+    resumed = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(resumed.set_result, None)
+    await resumed
+
+
 async def test_while_serving_a_guard_changes_nothing() -> None:
     drain = Drain()
     async with drain.guard("t1"):
         assert drain.running == 1
-        await asyncio.sleep(0)
+        await _next_turn()
     assert drain.running == 0
     with pytest.raises(TimeoutError):  # a block's own timeout stays its own
         async with drain.guard("t1"):
@@ -61,14 +68,14 @@ async def test_a_block_entered_after_the_drain_began_has_what_is_left() -> None:
     drain.begin(0)  # past the deadline: stopped at its first wait
     with pytest.raises(ServiceStopping):
         async with drain.guard("t3"):
-            await asyncio.sleep(10)
+            await asyncio.Event().wait()
 
 
 async def test_a_block_that_ends_in_time_is_not_touched_by_the_deadline() -> None:
     drain = Drain()
     drain.begin(5)
     async with drain.guard("t4"):
-        await asyncio.sleep(0)
+        await _next_turn()
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
 
@@ -80,11 +87,13 @@ async def test_a_reused_guard_stops_only_the_wait_it_is_in_not_what_runs_between
     between_done = asyncio.Event()
     outcome: list[str] = []
 
+    go_on = asyncio.Event()
+
     async def stream() -> None:
         async with guard:
-            await asyncio.sleep(0)
+            await _next_turn()
         outside.set()
-        await asyncio.sleep(0.1)  # the write of an event: past the deadline, not cut
+        await go_on.wait()  # the write of an event, while the deadline passes: not cut
         between_done.set()
         try:
             async with guard:
@@ -94,7 +103,9 @@ async def test_a_reused_guard_stops_only_the_wait_it_is_in_not_what_runs_between
 
     task = asyncio.create_task(stream())
     await outside.wait()
-    drain.begin(0.01)
+    assert drain.running == 0
+    drain.begin(0)  # past at once: a timer armed for the stream would fire next turn,
+    asyncio.get_running_loop().call_soon(go_on.set)  # before the stream resumes
     await task
     assert (between_done.is_set(), outcome, drain.running) == (True, ["stopped"], 0)
 
