@@ -36,7 +36,13 @@ JSON_ATTEMPTS = 32
 _NOT_JSON: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
+# The records of one run (``ToolCall``, ``Outcome``, ``Verdict``, and the trial's and the
+# case's in ``verdicts`` and ``runner``) are built once and never changed, but are not
+# frozen: a frozen dataclass sets each field through ``object.__setattr__`` (a ``Verdict``
+# costs 0.73 µs to make instead of 0.17 µs), and a suite makes seven of them per case.
+
+
+@dataclass(slots=True)
 class ToolCall:
     """One tool call of a run: its arguments and the result the model saw."""
 
@@ -45,7 +51,7 @@ class ToolCall:
     result: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """What one run of a case produced."""
 
@@ -60,7 +66,7 @@ class Outcome:
     """None when the model's price is unknown."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Verdict:
     """One check's result: passed or not, a score in 0..1, and why."""
 
@@ -80,12 +86,15 @@ def _verdict(passed: bool, reason: str) -> Verdict:
 
 def evaluate(assertion: Assertion, outcome: Outcome) -> Verdict:
     """Check ``outcome`` against ``assertion``."""
-    if isinstance(assertion, RubricCheck | PairwiseCheck):
-        return Verdict(False, 0.0, "needs a judge", needs_judge=True)
+    check = _CHECKS.get(type(assertion))
+    if check is not None:
+        return check(assertion, outcome)
     if isinstance(assertion, RegexCheck):
         found = compiled_pattern(assertion.value).search(outcome.answer) is not None
         return _verdict(found, f"{'matches' if found else 'does not match'} the pattern")
-    return _CHECKS[type(assertion)](assertion, outcome)
+    if isinstance(assertion, RubricCheck | PairwiseCheck):
+        return Verdict(False, 0.0, "needs a judge", needs_judge=True)
+    raise TypeError(f"no check for {type(assertion).__name__}")
 
 
 def _text(check: TextCheck, outcome: Outcome) -> Verdict:

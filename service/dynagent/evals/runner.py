@@ -47,7 +47,7 @@ SHOWN_ANSWER = 2000
 """Characters of an answer kept in a case's result."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TrialResult:
     """One run of a case: what it produced and how its checks went."""
 
@@ -60,7 +60,7 @@ class TrialResult:
     """Why the run ended without an answer, if it did."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CaseResult:
     case_id: str
     verdict: CaseVerdict

@@ -20,7 +20,7 @@ SHOWN_FAILURES = 5
 _EPSILON = 1e-9
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TrialVerdict:
     passed: bool
     score: float
@@ -31,7 +31,7 @@ class TrialVerdict:
         return any(check.needs_judge for check in self.checks)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CaseVerdict:
     case_id: str
     passed: bool
@@ -79,10 +79,13 @@ def case_verdict(case: Case, trials: Sequence[TrialVerdict]) -> CaseVerdict:
     """The verdict of ``case`` from its trials' verdicts."""
     if not trials:
         return CaseVerdict(case.id, False, 0.0, 0.0, (), "no trial ran")
-    passing = sum(1 for trial in trials if trial.passed)
+    passing, scores = 0, 0.0
+    for trial in trials:  # one pass, no generator: a suite does this for every case
+        passing += trial.passed
+        scores += trial.score
     share = passing / len(trials)
     passed = share + _EPSILON >= case.pass_trials
-    score = _unit(sum(trial.score for trial in trials) / len(trials))
+    score = _unit(scores / len(trials))
     reason = f"{passing} of {len(trials)} trials passed"
     if not passed:
         reason += f" (needs {case.pass_trials:.0%}): {_first_failure(case, trials)}"
