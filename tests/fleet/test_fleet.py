@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import yaml
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from dynagent.registry.canary import picks_canary
 from tests.support import DEFAULT_MODEL, CallTools, Fail, Reply, ScriptedModelServer, Slow
@@ -58,9 +59,25 @@ async def invoke(
         return r.status, await r.json(content_type=None)
 
 
-async def replicas_with_trace(http: aiohttp.ClientSession, fleet: Fleet, trace: str) -> list[int]:
-    """The replicas that ran ``trace``: each lists its own runs (``GET /v1/traces``), while
-    any of them reads any run by its id (the traces live in the fleet's Redis)."""
+async def runs_per_replica(http: aiohttp.ClientSession, fleet: Fleet, name: str) -> list[float]:
+    """How many runs of ``name`` each replica served, as its ``/metrics`` counts them."""
+    counts = []
+    for n in range(1, 4):
+        async with http.get(f"{fleet.replica_url(n)}/metrics") as response:
+            text = await response.text()
+        counts.append(
+            sum(
+                sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if sample.name == "dynagent_requests_total" and sample.labels["agent"] == name
+            )
+        )
+    return counts
+
+
+async def listed_by(http: aiohttp.ClientSession, fleet: Fleet, trace: str) -> list[int]:
+    """The replicas whose traces list (``GET /v1/traces``) has ``trace``."""
     found = []
     for n in range(1, 4):
         async with http.get(f"{fleet.replica_url(n)}/v1/traces") as response:
@@ -79,15 +96,19 @@ async def test_a_session_alternating_replicas_continues(
     await serving_everywhere(http, fleet, name, revision_of(document))
     model_server.script(name, [Reply(lambda body: str(len(body["messages"])))] * 6)
 
-    served_by = []
+    served_by: list[int] = []
     for turn in range(6):
+        before = await runs_per_replica(http, fleet, name)
         code, body = await invoke(
             http, fleet.url, name, {"input": f"turn {turn}", "session_id": "conversation"}
         )
         assert (code, body["output"]) == (200, str(2 + 2 * turn))  # system + all turns so far
-        served_by += await replicas_with_trace(http, fleet, body["trace_id"])
+        after = await runs_per_replica(http, fleet, name)
+        served_by += [n for n, (a, b) in enumerate(zip(after, before, strict=True), 1) if a > b]
+        # every replica lists the run and reads it, whichever ran it
+        assert await listed_by(http, fleet, body["trace_id"]) == [1, 2, 3]
     assert len(served_by) == 6 and set(served_by) == {1, 2, 3}, served_by
-    for n in range(1, 4):  # and every replica reads the run, whichever ran it
+    for n in range(1, 4):
         async with http.get(f"{fleet.replica_url(n)}/v1/traces/{body['trace_id']}") as response:
             assert response.status == 200
     assert model_server.requests[-1]["messages"][1:] == [

@@ -357,11 +357,13 @@ async def test_the_fleet_keeps_records_within_count_and_bytes_oldest_first(
     for number, size in enumerate(sizes):
         record = {"text": "x" * size}
         record_id = f"r{number}"
-        if await runs.keep("trace", record_id, record):
+        if await runs.keep("trace", record_id, record, {"trace_id": record_id}):
             kept.append(record_id)
             await runs.rate(record_id, {"score": 1})
     tag = "{t:runs}:"
     held = [str(member) for member in await client.zrange(f"{tag}traces", 0, -1)]
+    lines = await client.hgetall(f"{tag}traces:summaries")  # the list's lines go with them
+    assert sorted(lines) == sorted(held)
     lengths = [await client.strlen(f"{tag}trace:{record_id}") for record_id in held]
     total = int(await client.get(f"{tag}traces:bytes") or 0)
     assert held == kept[-len(held) :] and len(held) <= 3
@@ -370,6 +372,7 @@ async def test_the_fleet_keeps_records_within_count_and_bytes_oldest_first(
     assert stored == {
         f"{tag}traces",
         f"{tag}traces:bytes",
+        f"{tag}traces:summaries",
         f"{tag}seq",
         *(f"{tag}trace:{record_id}" for record_id in held),
         *(f"{tag}feedback:{record_id}" for record_id in held),

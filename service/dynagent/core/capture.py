@@ -14,6 +14,7 @@ from typing import Any
 
 from dynagent.core.auth import Caller
 from dynagent.core.redact import Redactor
+from dynagent.core.trace_list import listing
 from dynagent.core.traces import TraceStore
 from dynagent.evals.capture import (
     MAX_LAST,
@@ -66,19 +67,20 @@ async def capture_suite(
     happen on a worker thread."""
     if not 1 <= last <= MAX_LAST:
         raise BadRequest(f"last must be a whole number from 1 to {MAX_LAST}")
-    mine = [s for s in traces.summaries(reader) if s["agent"] == name]  # newest first
-    mine = await traces.still_kept(mine)  # not a run deleted through another replica
+    # Newest first; every replica's runs when the fleet shares a Redis.
+    mine = await listing(traces, reader, {"agent": name}, traces.max_traces)
     chosen = [s for s in mine if s["variant"] == variant and s["status"] == "ok"][:last]
     if not chosen:
         raise NotFound(
-            f"no answered {variant} run of agent {name!r} is kept on this replica: serve "
-            "some traffic first (only the last runs are kept, traces.max_traces)"
+            f"no answered {variant} run of agent {name!r} is kept: serve some traffic "
+            "first (only the last runs are kept, traces.max_traces)"
         )
     chosen.reverse()  # oldest first: a suite reads in the order the traffic came
     sessions = _sessions(mine)
     needed = {s["trace_id"] for s in chosen}
     needed.update(s["trace_id"] for c in chosen for s in _earlier(c, sessions))
-    kept = {trace_id: traces.get(trace_id, reader) for trace_id in needed}
+    ids = list(needed)
+    kept = dict(zip(ids, await asyncio.gather(*(traces.find(t, reader) for t in ids)), strict=True))
     build = _Build(kept, redactor, sessions)
     return await asyncio.to_thread(build.capture, name, chosen, judge, rubric)
 

@@ -75,7 +75,7 @@ class ResponseStore:
         if self.shared is not None:
             record = {"body": stored.body, "messages": list(stored.messages)}
             record |= {"owner": stored.owner, "agent": stored.agent}
-            if await self.shared.keep_quietly("response", stored.body["id"], record):
+            if await self.shared.keep_quietly("response", stored.body["id"], record, None):
                 self._in_fleet.add(stored.body["id"])
 
     async def find(self, response_id: str, reader: Caller) -> StoredResponse:

@@ -9,6 +9,9 @@ Keys, all under one hash tag (``{<sessions.key_prefix>runs}``):
     the record as JSON
 ``…:feedback:<id>``
     a trace's rating, set once (``SET NX``), deleted with its trace
+``…:traces:summaries``
+    a trace's line in the traces list (``GET /v1/traces``), by id: the list is the
+    fleet's, read without the records
 ``…:traces`` / ``…:responses`` (sorted by ``…:seq``) and ``…:traces:bytes`` / ``…:responses:bytes``
     the records kept, oldest first, and their size: one script keeps at most
     ``traces.max_traces`` traces and ``traces.max_bytes`` bytes of them for the whole fleet
@@ -30,7 +33,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loguru import logger
 
@@ -48,16 +51,19 @@ if size > tonumber(ARGV[4]) then return 0 end
 local old = redis.call('STRLEN', KEYS[4])
 local total = redis.call('INCRBY', KEYS[2], size - old)
 redis.call('SET', KEYS[4], ARGV[2])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[5], ARGV[1], ARGV[7]) end
 redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[3]), ARGV[1])
 while redis.call('ZCARD', KEYS[1]) > tonumber(ARGV[3]) or total > tonumber(ARGV[4]) do
   local oldest = redis.call('ZPOPMIN', KEYS[1])[1]
   total = redis.call('DECRBY', KEYS[2], redis.call('STRLEN', ARGV[5] .. oldest))
   redis.call('DEL', ARGV[5] .. oldest, ARGV[6] .. oldest)
+  redis.call('HDEL', KEYS[5], oldest)
 end
 return 1
 """
-"""KEYS index, bytes, seq, record; ARGV id, JSON, max count, max bytes, record key prefix,
-rating key prefix → 1 kept, 0 bigger than the byte bound alone."""
+"""KEYS index, bytes, seq, record, summaries; ARGV id, JSON, max count, max bytes, record
+key prefix, rating key prefix, summary JSON ('' for none) → 1 kept, 0 bigger than the byte
+bound alone."""
 
 _FORGET = """
 local size = redis.call('STRLEN', KEYS[3])
@@ -65,9 +71,10 @@ local indexed = redis.call('ZREM', KEYS[1], ARGV[1])
 if indexed == 0 and size == 0 then return 0 end
 if indexed == 1 then redis.call('DECRBY', KEYS[2], size) end
 redis.call('DEL', KEYS[3], KEYS[4])
+redis.call('HDEL', KEYS[5], ARGV[1])
 return 1
 """
-"""KEYS index, bytes, record, rating; ARGV id → 1 forgotten, 0 there was none."""
+"""KEYS index, bytes, record, rating, summaries; ARGV id → 1 forgotten, 0 there was none."""
 
 _RATE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -75,6 +82,11 @@ if redis.call('SET', KEYS[2], ARGV[1], 'NX') then return 1 end
 return 0
 """
 """KEYS trace, rating; ARGV rating → 1 kept, 0 rated already, -1 the trace is gone."""
+
+
+def _dumps(value: dict[str, Any]) -> str:
+    """``default=str``: a value JSON has no form for (a tool's odd result) never fails a run."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 SPEND_DAYS = 30
@@ -162,22 +174,32 @@ class SharedRuns:
                 retry_after=OUT_FOR,
             )
 
-    async def keep(self, kind: str, record_id: str, record: dict[str, Any]) -> bool:
-        """Keep a ``trace`` or ``response``; False when it is bigger than the byte bound."""
+    async def keep(
+        self,
+        kind: str,
+        record_id: str,
+        record: dict[str, Any],
+        summary: dict[str, Any] | None = None,
+    ) -> bool:
+        """Keep a ``trace`` or ``response``, and its line in the list (``summary``); False
+        when it is bigger than the byte bound."""
         most, most_bytes = self._bounds[kind]
-        # ``default=str``: a value JSON has no form for (a tool's odd result) never fails a run
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+        text = _dumps(record)
         keys = [self._key(f"{kind}s"), self._key(f"{kind}s:bytes"), self._key("seq")]
+        keys += [self._key(kind, record_id), self._key(f"{kind}s:summaries")]
         args: list[str | int] = [record_id, text, most, most_bytes]
         args += [self._key(kind, ""), self._key("feedback", "")]
+        args.append("" if summary is None else _dumps(summary))
         async with self._command(f"keeping a {kind}"):
-            return bool(await self._keep(keys=[*keys, self._key(kind, record_id)], args=args))
+            return bool(await self._keep(keys=keys, args=args))
 
-    async def keep_quietly(self, kind: str, record_id: str, record: dict[str, Any]) -> bool:
+    async def keep_quietly(
+        self, kind: str, record_id: str, record: dict[str, Any], summary: dict[str, Any] | None
+    ) -> bool:
         """``keep``, a failure logged (the replica still has the record in memory);
         whether the fleet has it."""
         try:
-            kept = await self.keep(kind, record_id, record)
+            kept = await self.keep(kind, record_id, record, summary)
         except SessionStoreUnavailable as exc:
             if not self._warned:  # once per outage, not once per run
                 logger.warning("run records are kept on this replica only: {}", exc)
@@ -195,20 +217,25 @@ class SharedRuns:
         """Delete a kept ``trace`` or ``response`` (and a trace's rating); False when
         there was none."""
         keys = [self._key(f"{kind}s"), self._key(f"{kind}s:bytes"), self._key(kind, record_id)]
-        keys.append(self._key("feedback", record_id))
+        keys += [self._key("feedback", record_id), self._key(f"{kind}s:summaries")]
         async with self._command(f"deleting a {kind}"):
             return bool(await self._forget(keys=keys, args=[record_id]))
 
-    async def missing(self, kind: str, record_ids: list[str]) -> set[str]:
-        """Those of ``record_ids`` the fleet no longer keeps (deleted, or past its bounds)."""
-        if not record_ids:
-            return set()
-        pipe = self._redis.pipeline(transaction=False)
-        for record_id in record_ids:
-            pipe.exists(self._key(kind, record_id))
-        async with self._command(f"reading the {kind}s kept"):
-            found = await pipe.execute()
-        return {record_id for record_id, kept in zip(record_ids, found, strict=True) if not kept}
+    async def newest(
+        self, kind: str, start: int, count: int
+    ) -> list[tuple[str, dict[str, Any] | None]]:
+        """``count`` of the records kept, from the ``start``-th newest: each id with its
+        line in the list (None: kept without one)."""
+        async with self._command(f"listing the {kind}s"):
+            ids = cast(
+                "list[bytes]",
+                await self._redis.zrevrange(self._key(f"{kind}s"), start, start + count - 1),
+            )
+            lines = await self._redis.hmget(self._key(f"{kind}s:summaries"), ids) if ids else []
+        return [
+            (record_id.decode(), None if line is None else dict(json.loads(line)))
+            for record_id, line in zip(ids, lines, strict=True)
+        ]
 
     async def trace(self, trace_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """A kept trace and its rating, each None when there is none."""

@@ -178,7 +178,8 @@ class TraceStore:
             task.add_done_callback(lambda _: self._writing.pop(trace_id, None))
 
     async def _share(self, shared: SharedRuns, trace_id: str, recorded: _Recorded) -> bool:
-        kept = await shared.keep_quietly("trace", trace_id, recorded.document())
+        line = {**_summary(trace_id, recorded), "principal": recorded.owner}
+        kept = await shared.keep_quietly("trace", trace_id, recorded.document(), line)
         if kept and self._traces.get(trace_id) is recorded:
             self._in_fleet.add(trace_id)
         return kept
@@ -217,21 +218,6 @@ class TraceStore:
             await self.shared.forget("trace", trace_id)
         self._drop(trace_id)
         return True
-
-    async def still_kept(self, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``summaries`` (of this replica's runs) without those the fleet no longer keeps
-        (deleted on another replica, or past the fleet's bounds), which are dropped here
-        too; all of them while the fleet's Redis is out."""
-        ours = [s["trace_id"] for s in summaries if s["trace_id"] in self._in_fleet]
-        if self.shared is None or not ours:
-            return summaries
-        try:
-            gone = await self.shared.missing("trace", ours)
-        except SessionStoreUnavailable:
-            return summaries
-        for trace_id in gone:
-            self._drop(trace_id)
-        return [summary for summary in summaries if summary["trace_id"] not in gone]
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -299,13 +285,15 @@ class TraceStore:
         self._feedback[trace_id] = feedback
         return RatedRun(recorded.agent, recorded.revision, recorded.variant, recorded.routed)
 
-    def summaries(self, reader: Caller) -> Iterator[dict[str, Any]]:
+    def summaries(self, reader: Caller, *, alone: bool = False) -> Iterator[dict[str, Any]]:
         """One line per kept trace ``reader`` may read, newest first, read from the events
-        as they are kept: listing never converts a whole (perhaps 1 MB) trace to JSON."""
+        as they are kept: listing never converts a whole (perhaps 1 MB) trace to JSON.
+        ``alone``: only those the fleet's Redis has not taken (yet, or while it was out)."""
         return (
             _summary(tid, recorded)
             for tid, recorded in reversed(self._traces.items())
             if reader.may_read_run(recorded.owner, recorded.agent)
+            and not (alone and tid in self._in_fleet)
         )
 
 

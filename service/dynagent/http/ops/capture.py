@@ -52,8 +52,9 @@ VARIANTS = ("stable", "canary")
     )
 )
 async def capture(request: web.Request) -> web.Response:
-    """The last answered runs of the agent kept on this replica, as a suite whose cases
-    replay their recorded tool results and compare with the answer they gave."""
+    """The last answered runs of the agent kept (by every replica, when the fleet shares a
+    Redis), as a suite whose cases replay their recorded tool results and compare with the
+    answer they gave."""
     name = request.match_info["name"]
     who = caller(request)
     who.check_agent(name)

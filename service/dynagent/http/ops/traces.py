@@ -4,11 +4,10 @@ and scoping as the rest of the API: a limited key sees only its agents."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 from aiohttp import web
 
+from dynagent.core.trace_list import listing
 from dynagent.exceptions import BadRequest, NotFound
 from dynagent.http._routes import AGENT_ERRORS, Param, Route, Routes
 from dynagent.http.ops.ui_schemas import (
@@ -81,16 +80,10 @@ async def list_traces(request: web.Request) -> web.Response:
         if key in wanted and wanted[key] not in allowed:
             raise BadRequest(f"{key} must be one of {', '.join(allowed)}")
     limit = whole_number(request.query.get("limit"), "limit", default=100, most=MAX_LIMIT)
-    redactor, traces = service(request).redactor, service(request).traces
-    chosen: list[dict[str, Any]] = []
-    for summary in traces.summaries(who):
-        if len(chosen) >= limit:
-            break
-        if all(str(summary.get(key)) == value for key, value in wanted.items()):
-            chosen.append(summary)
-    # A run deleted through another replica is not listed by the one that served it.
-    kept = await traces.still_kept(chosen)
-    found = [TraceSummary.model_validate(redactor.value(summary)) for summary in kept]
+    redactor = service(request).redactor
+    # Every replica's runs when the fleet shares a Redis (core/trace_list.py).
+    listed = await listing(service(request).traces, who, wanted, limit)
+    found = [TraceSummary.model_validate(redactor.value(summary)) for summary in listed]
     return json(TraceList(traces=found))
 
 

@@ -1,0 +1,84 @@
+"""The traces list (``GET /v1/traces``, and the runs a capture starts from): this
+replica's runs, or, when the fleet shares a Redis, every replica's.
+
+The fleet's list is read from the lines each replica wrote beside its traces
+(``shared_runs``), newest first, a page at a time until enough match: never the traces
+themselves. Added to it: the runs this replica kept while Redis was out, which the fleet
+does not have. While Redis is out, the list is this replica's alone, as it would be
+without a shared Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from dynagent.exceptions import SessionStoreUnavailable
+
+if TYPE_CHECKING:
+    from dynagent.core.auth import Caller
+    from dynagent.core.shared_runs import SharedRuns
+    from dynagent.core.traces import TraceStore
+
+PAGE = 200
+"""Lines read from Redis at a time."""
+
+
+async def listing(
+    traces: TraceStore, reader: Caller, wanted: Mapping[str, str], limit: int
+) -> list[dict[str, Any]]:
+    """At most ``limit`` lines of the runs ``reader`` may read whose fields have the
+    ``wanted`` values (compared as text), newest first."""
+    shared = traces.shared
+    if shared is None:
+        return list(islice(_matching(traces.summaries(reader), wanted), limit))
+    try:
+        fleet = await _fleet(shared, reader, wanted, limit)
+    except SessionStoreUnavailable:
+        return list(islice(_matching(traces.summaries(reader), wanted), limit))
+    listed = {line["trace_id"] for line in fleet}
+    alone = [
+        line
+        for line in islice(_matching(traces.summaries(reader, alone=True), wanted), limit)
+        if line["trace_id"] not in listed  # a write under way: the fleet's line is listed
+    ]
+    if not alone:
+        return fleet
+    merged = sorted(fleet + alone, key=lambda line: line["started_at"] or 0.0, reverse=True)
+    return merged[:limit]
+
+
+def _matching(
+    lines: Iterable[dict[str, Any]], wanted: Mapping[str, str]
+) -> Iterable[dict[str, Any]]:
+    return (line for line in lines if _fits(line, wanted))
+
+
+async def _fleet(
+    shared: SharedRuns, reader: Caller, wanted: Mapping[str, str], limit: int
+) -> list[dict[str, Any]]:
+    """The fleet's lines, newest first, until ``limit`` of them match (or none is left:
+    at most ``traces.max_traces`` are kept)."""
+    chosen: list[dict[str, Any]] = []
+    seen: set[str] = set()  # runs kept meanwhile move the older ones a page further
+    start = 0
+    while len(chosen) < limit:
+        page = await shared.newest("trace", start, PAGE)
+        for trace_id, line in page:
+            if line is None or trace_id in seen:
+                continue  # None: kept by a replica that wrote no line for it
+            seen.add(trace_id)
+            principal = line.pop("principal", "")
+            if reader.may_read_run(principal, line["agent"]) and _fits(line, wanted):
+                chosen.append(line)
+                if len(chosen) == limit:
+                    break
+        if len(page) < PAGE:
+            break
+        start += PAGE
+    return chosen
+
+
+def _fits(line: dict[str, Any], wanted: Mapping[str, str]) -> bool:
+    return all(str(line.get(key)) == value for key, value in wanted.items())

@@ -1,0 +1,95 @@
+"""The traces list of a fleet on one Redis (``sessions.store: redis``): every replica lists
+every replica's runs, each caller only theirs (an admin everyone's), after a restart too;
+what a replica kept alone while Redis was out is listed by that replica beside the
+fleet's; with Redis out, a replica lists its own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import pytest
+
+from tests.support import Reply, ScriptedModelServer
+from tests.support.redis import RedisServer, redis_server
+from tests.support.service import (
+    RunningService,
+    agent_document,
+    running_service,
+    service_config,
+    write_agent,
+)
+
+__all__ = ["redis_server"]
+
+KEY, OTHER_KEY = "trace-list-key-aaaaaaaaaaaa", "trace-list-key-bbbbbbbbbbbb"
+ADMIN = "trace-list-admin-key-cccccccc"
+
+Replica = Callable[[str], AbstractAsyncContextManager[RunningService]]
+
+
+@pytest.fixture
+def replica(
+    model_server: ScriptedModelServer, redis_server: RedisServer, agents_dir: Path, tmp_path: Path
+) -> Replica:
+    write_agent(agents_dir, agent_document("bot", model_server))
+    sessions = {"store": "redis", "url": redis_server.url}
+
+    def start(name: str) -> AbstractAsyncContextManager[RunningService]:
+        config = service_config(agents_dir, tmp_path / name, sessions=sessions)
+        environ = {"DYNAGENT_API_KEYS": f"{KEY},{OTHER_KEY}", "DYNAGENT_ADMIN_KEYS": ADMIN}
+        return running_service(config, environ=environ)
+
+    return start
+
+
+async def run(service: RunningService, text: str, key: str = KEY) -> str:
+    status, answer = await service.call("POST", "/v1/agents/bot/invoke", key, {"input": text})
+    assert status == 200, answer
+    return str(answer["trace_id"])
+
+
+async def listed(service: RunningService, key: str = KEY, query: str = "") -> list[str]:
+    status, answer = await service.call("GET", f"/v1/traces{query}", key)
+    assert status == 200, answer
+    return [trace["trace_id"] for trace in answer["traces"]]
+
+
+async def test_every_replica_lists_every_replicas_runs_each_caller_theirs(
+    model_server: ScriptedModelServer, replica: Replica
+) -> None:
+    model_server.script("gpt-main", [Reply("ok")] * 3)
+    async with replica("one") as one, replica("two") as two:
+        first = await run(one, "first")
+        theirs = await run(two, "theirs", OTHER_KEY)
+        second = await run(two, "second")
+        for service in (one, two):
+            assert await listed(service) == [second, first]  # newest first
+            assert await listed(service, OTHER_KEY) == [theirs]
+            assert await listed(service, ADMIN) == [second, theirs, first]
+        assert await listed(one, query="?limit=1") == [second]
+        assert await listed(one, ADMIN, "?status=ok&agent=bot&limit=2") == [second, theirs]
+        assert await listed(one, ADMIN, "?agent=other") == []
+        status, answer = await one.call("GET", "/v1/traces?limit=1", KEY)
+        newest = answer["traces"][0]
+        assert status == 200 and newest["input"] == "second" and "principal" not in newest
+    async with replica("three") as three:  # a restarted fleet lists what it had
+        assert await listed(three, ADMIN) == [second, theirs, first]
+
+
+async def test_runs_kept_alone_while_redis_was_out_are_listed_by_their_replica(
+    model_server: ScriptedModelServer, replica: Replica, redis_server: RedisServer
+) -> None:
+    model_server.script("gpt-main", [Reply("ok")] * 2)
+    async with replica("one") as one, replica("two") as two:
+        shared = await run(one, "shared")
+        await asyncio.to_thread(redis_server.stop)
+        try:
+            alone = await run(one, "alone")
+            assert await listed(one) == [alone, shared]  # its own, while Redis is out
+        finally:
+            await asyncio.to_thread(redis_server.start)
+        assert await listed(one) == [alone, shared]
+        assert await listed(two) == [shared]
