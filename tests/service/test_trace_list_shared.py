@@ -1,5 +1,6 @@
 """The traces list of a fleet on one Redis (``sessions.store: redis``): every replica lists
-every replica's runs, each caller only theirs (an admin everyone's), after a restart too;
+every replica's runs, each caller only theirs (an admin everyone's), after a restart too,
+and captures them as a suite;
 what a replica kept alone while Redis was out is listed by that replica beside the
 fleet's; with Redis out, a replica lists its own."""
 
@@ -75,6 +76,13 @@ async def test_every_replica_lists_every_replicas_runs_each_caller_theirs(
         status, answer = await one.call("GET", "/v1/traces?limit=1", KEY)
         newest = answer["traces"][0]
         assert status == 200 and newest["input"] == "second" and "principal" not in newest
+        status, captured = await one.call("GET", "/v1/agents/bot/capture", ADMIN)
+        assert status == 200, captured  # a backtest from production: every replica's runs
+        assert [case["input"] for case in captured["suite"]["cases"]] == [
+            "first",
+            "theirs",
+            "second",
+        ]
     async with replica("three") as three:  # a restarted fleet lists what it had
         assert await listed(three, ADMIN) == [second, theirs, first]
 

@@ -79,10 +79,24 @@ async def capture_suite(
     sessions = _sessions(mine)
     needed = {s["trace_id"] for s in chosen}
     needed.update(s["trace_id"] for c in chosen for s in _earlier(c, sessions))
-    ids = list(needed)
-    kept = dict(zip(ids, await asyncio.gather(*(traces.find(t, reader) for t in ids)), strict=True))
+    kept = await _read(traces, reader, list(needed))
     build = _Build(kept, redactor, sessions)
     return await asyncio.to_thread(build.capture, name, chosen, judge, rubric)
+
+
+READ_AT_ONCE = 32
+"""Traces read at a time (from the fleet's Redis: each read a connection of its own)."""
+
+
+async def _read(
+    traces: TraceStore, reader: Caller, ids: list[str]
+) -> dict[str, dict[str, Any] | None]:
+    kept: dict[str, dict[str, Any] | None] = {}
+    for start in range(0, len(ids), READ_AT_ONCE):
+        some = ids[start : start + READ_AT_ONCE]
+        found = await asyncio.gather(*(traces.find(trace_id, reader) for trace_id in some))
+        kept.update(zip(some, found, strict=True))
+    return kept
 
 
 @dataclass
