@@ -33,7 +33,7 @@ from bench._load import LoadResult, load
 from bench._process import Child, cpu_seconds, free_port
 from bench._service import AGENT, agent_document
 from bench._stats import ratio, summary
-from dynagent import AgentBuilder, load_spec
+from dynagent import AgentBuilder, Resources, load_spec
 from dynagent.registry.canary import picks_canary
 from dynagent.sessions import SqliteSessionStore
 from dynagent.sessions.base import SessionStore
@@ -243,14 +243,19 @@ async def _session_turns(model_url: str, redis_port: int, turns: int) -> dict[st
 async def _turns(
     model_url: str, store: SessionStore | None, turns: int, session: str
 ) -> list[float]:
-    agent = AgentBuilder(sessions=store).build(load_spec(agent_document(model_url)))
+    resources = Resources()  # the agent's model client, closed at the end
+    builder = AgentBuilder(resources=resources, sessions=store)
+    agent = builder.build(load_spec(agent_document(model_url)))
     latencies = []
-    for turn in range(turns):
-        # a fresh session every 10 turns: the history stays the size of a short conversation
-        session_id = f"{session}-{turn // 10}" if store is not None else None
-        started = time.perf_counter()
-        await agent.run("ping", session_id=session_id)
-        latencies.append((time.perf_counter() - started) * 1000)
+    try:
+        for turn in range(turns):
+            # a fresh session every 10 turns: the history stays the size of a short conversation
+            session_id = f"{session}-{turn // 10}" if store is not None else None
+            started = time.perf_counter()
+            await agent.run("ping", session_id=session_id)
+            latencies.append((time.perf_counter() - started) * 1000)
+    finally:
+        await resources.aclose()
     return latencies
 
 
