@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +26,17 @@ from dynagent.exceptions import SessionStoreUnavailable
 from tests.support import Reply, ScriptedModelServer
 from tests.support.redis import RedisServer, redis_server
 from tests.support.service import (
+    FLEET_ADMIN,
+    FLEET_KEY,
+    FLEET_OTHER_KEY,
+    Replica,
     RunningService,
-    agent_document,
-    running_service,
-    service_config,
-    write_agent,
+    fleet_replicas,
 )
 
 __all__ = ["redis_server"]
 
-KEY, OTHER_KEY = "shared-runs-key-aaaaaaaaaaaa", "shared-runs-key-bbbbbbbbbbbb"
-ADMIN = "shared-runs-admin-key-cccccccc"
-
-Replica = Callable[[str], AbstractAsyncContextManager[RunningService]]
+KEY, OTHER_KEY, ADMIN = FLEET_KEY, FLEET_OTHER_KEY, FLEET_ADMIN
 
 
 def auth(key: str = KEY) -> dict[str, str]:
@@ -50,16 +47,7 @@ def auth(key: str = KEY) -> dict[str, str]:
 def replica(
     model_server: ScriptedModelServer, redis_server: RedisServer, agents_dir: Path, tmp_path: Path
 ) -> Replica:
-    """Starts one replica of the fleet (its own state folder), on the shared Redis."""
-    write_agent(agents_dir, agent_document("bot", model_server))
-    sessions = {"store": "redis", "url": redis_server.url}
-
-    def start(name: str) -> AbstractAsyncContextManager[RunningService]:
-        config = service_config(agents_dir, tmp_path / name, sessions=sessions)
-        environ = {"DYNAGENT_API_KEYS": f"{KEY},{OTHER_KEY}", "DYNAGENT_ADMIN_KEYS": ADMIN}
-        return running_service(config, environ=environ)
-
-    return start
+    return fleet_replicas(model_server, redis_server.url, agents_dir, tmp_path)
 
 
 async def _call(

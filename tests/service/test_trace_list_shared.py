@@ -1,14 +1,11 @@
 """The traces list of a fleet on one Redis (``sessions.store: redis``): every replica lists
 every replica's runs, each caller only theirs (an admin everyone's), after a restart too,
-and captures them as a suite;
-what a replica kept alone while Redis was out is listed by that replica beside the
-fleet's; with Redis out, a replica lists its own."""
+and captures them as a suite; what a replica kept alone while Redis was out is listed by
+that replica beside the fleet's; with Redis out, a replica lists its own."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -16,34 +13,24 @@ import pytest
 from tests.support import Reply, ScriptedModelServer
 from tests.support.redis import RedisServer, redis_server
 from tests.support.service import (
+    FLEET_ADMIN,
+    FLEET_KEY,
+    FLEET_OTHER_KEY,
+    Replica,
     RunningService,
-    agent_document,
-    running_service,
-    service_config,
-    write_agent,
+    fleet_replicas,
 )
 
 __all__ = ["redis_server"]
 
-KEY, OTHER_KEY = "trace-list-key-aaaaaaaaaaaa", "trace-list-key-bbbbbbbbbbbb"
-ADMIN = "trace-list-admin-key-cccccccc"
-
-Replica = Callable[[str], AbstractAsyncContextManager[RunningService]]
+KEY, OTHER_KEY, ADMIN = FLEET_KEY, FLEET_OTHER_KEY, FLEET_ADMIN
 
 
 @pytest.fixture
 def replica(
     model_server: ScriptedModelServer, redis_server: RedisServer, agents_dir: Path, tmp_path: Path
 ) -> Replica:
-    write_agent(agents_dir, agent_document("bot", model_server))
-    sessions = {"store": "redis", "url": redis_server.url}
-
-    def start(name: str) -> AbstractAsyncContextManager[RunningService]:
-        config = service_config(agents_dir, tmp_path / name, sessions=sessions)
-        environ = {"DYNAGENT_API_KEYS": f"{KEY},{OTHER_KEY}", "DYNAGENT_ADMIN_KEYS": ADMIN}
-        return running_service(config, environ=environ)
-
-    return start
+    return fleet_replicas(model_server, redis_server.url, agents_dir, tmp_path)
 
 
 async def run(service: RunningService, text: str, key: str = KEY) -> str:

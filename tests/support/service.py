@@ -13,8 +13,8 @@ import json
 import os
 import statistics
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,34 @@ async def bot_service(
         yield running
 
 
+Replica = Callable[[str], AbstractAsyncContextManager[RunningService]]
+"""Starts one replica, by name, of a fleet on one Redis."""
+
+FLEET_KEY, FLEET_OTHER_KEY = "fleet-caller-key-aaaaaaaaaaaa", "fleet-caller-key-bbbbbbbbbbbb"
+FLEET_ADMIN = "fleet-admin-key-cccccccccccc"
+"""The API keys of ``fleet_replicas``: two callers and an admin."""
+
+
+def fleet_replicas(
+    server: ScriptedModelServer, redis_url: str, agents: Path, states: Path
+) -> Replica:
+    """Replicas serving agent ``bot`` on ``server``, each with its own state folder under
+    ``states``, sharing the Redis at ``redis_url`` (``sessions.store: redis``), with the
+    keys ``FLEET_KEY`` and ``FLEET_OTHER_KEY`` and the admin key ``FLEET_ADMIN``."""
+    write_agent(agents, agent_document("bot", server))
+    sessions = {"store": "redis", "url": redis_url}
+    keys = {
+        "DYNAGENT_API_KEYS": f"{FLEET_KEY},{FLEET_OTHER_KEY}",
+        "DYNAGENT_ADMIN_KEYS": FLEET_ADMIN,
+    }
+
+    def start(name: str) -> AbstractAsyncContextManager[RunningService]:
+        config = service_config(agents, states / name, sessions=sessions)
+        return running_service(config, environ=keys)
+
+    return start
+
+
 def parse_sse(text: str) -> list[tuple[str, Any]]:
     """``(event, data)`` pairs of a ``text/event-stream`` body; ``data`` parsed as JSON."""
     events: list[tuple[str, Any]] = []
@@ -228,9 +256,14 @@ class Gate:
 
 
 __all__ = [
+    "FLEET_ADMIN",
+    "FLEET_KEY",
+    "FLEET_OTHER_KEY",
     "Gate",
+    "Replica",
     "RunningService",
     "agent_document",
+    "fleet_replicas",
     "parse_sse",
     "revision_of",
     "running_service",
