@@ -295,8 +295,10 @@ def bars(data: dict[str, Any]) -> list[dict[str, Any]]:
             "<= 2000",
             p99 is not None and p99 <= 2000,
         )
-        cpu = data["fleet"]["scaling"]["replicas"]["3"]["cpu_ratio_to_one_replica"]
-        bar("CPU per request, 3 replicas / 1", cpu, "<= 1.25", cpu <= 1.25)
+        # On two cores, CPU per request grows with the busy processes for any server (the
+        # floor's proxies too): the bar is ours over the floor's growth, measured alike.
+        ours = data["fleet"]["scaling"]["replicas"]["3"]["vs_floor"]
+        bar("CPU per request, 3 replicas / 1, over the floor's", ours, "<= 1.1", ours <= 1.1)
     if "loop" in data.get("hostile_text", {}):
         hold = data["hostile_text"]["loop"]["max_loop_hold_ms"]
         bar(
