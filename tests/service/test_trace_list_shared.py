@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from dynagent.core.auth import Caller
+from dynagent.core.shared_runs import SharedRuns
+from dynagent.core.trace_list import listing
+from dynagent.core.traces import TraceStore
 from tests.support import Reply, ScriptedModelServer
 from tests.support.redis import RedisServer, redis_server
 from tests.support.service import (
@@ -88,3 +92,37 @@ async def test_runs_kept_alone_while_redis_was_out_are_listed_by_their_replica(
             await asyncio.to_thread(redis_server.start)
         assert await listed(one) == [alone, shared]
         assert await listed(two) == [shared]
+
+
+async def test_a_fleet_list_pages_through_every_line_newest_first(
+    redis_server: RedisServer,
+) -> None:
+    shared = SharedRuns(
+        redis_server.url,
+        key_prefix="paging:",
+        timeout=5.0,
+        traces=(1000, 10_000_000),
+        responses=(10, 10_000),
+    )
+    traces = TraceStore(1000, shared=shared)
+    admin = Caller("admin", admin=True, principal="key:admin")
+    me, them = Caller("me", principal="key:me"), Caller("them", principal="key:them")
+    numbers = range(450)  # more than two pages of 200
+    try:
+        for n in numbers:
+            line = {
+                "trace_id": f"t{n:03d}",
+                "agent": "bot" if n % 2 else "other",
+                "started_at": float(n),
+                "principal": "key:me" if n % 3 == 0 else "key:them",
+            }
+            assert await shared.keep("trace", f"t{n:03d}", {"n": n}, line)
+        newest_first = [f"t{n:03d}" for n in reversed(numbers)]
+        assert [line["trace_id"] for line in await listing(traces, admin, {}, 500)] == newest_first
+        mine = await listing(traces, me, {"agent": "bot"}, 500)
+        wanted = [f"t{n:03d}" for n in reversed(numbers) if n % 3 == 0 and n % 2]
+        assert [line["trace_id"] for line in mine] == wanted
+        assert len(await listing(traces, them, {}, 250)) == 250
+        assert await listing(traces, them, {"agent": "nobody"}, 10) == []
+    finally:
+        await shared.aclose()
