@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dynagent.core import trace_list
 from dynagent.core.auth import Caller
 from dynagent.core.shared_runs import SharedRuns
 from dynagent.core.trace_list import listing
@@ -95,7 +96,7 @@ async def test_runs_kept_alone_while_redis_was_out_are_listed_by_their_replica(
 
 
 async def test_a_fleet_list_pages_through_every_line_newest_first(
-    redis_server: RedisServer,
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shared = SharedRuns(
         redis_server.url,
@@ -124,5 +125,9 @@ async def test_a_fleet_list_pages_through_every_line_newest_first(
         assert [line["trace_id"] for line in mine] == wanted
         assert len(await listing(traces, them, {}, 250)) == 250
         assert await listing(traces, them, {"agent": "nobody"}, 10) == []
+        monkeypatch.setattr(trace_list, "MOST_READ", 400)  # a list reads so many lines at most
+        assert [line["trace_id"] for line in await listing(traces, admin, {}, 500)] == (
+            newest_first[:400]
+        )
     finally:
         await shared.aclose()

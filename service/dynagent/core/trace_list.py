@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 PAGE = 200
 """Lines read from Redis at a time."""
 
+MOST_READ = 10_000
+"""Lines a list reads at most, newest first: a caller with few runs in a fleet keeping
+more traces than this (``traces.max_traces``) sees those among the newest."""
+
 
 async def listing(
     traces: TraceStore, reader: Caller, wanted: Mapping[str, str], limit: int
@@ -58,8 +62,8 @@ def _matching(
 async def _fleet(
     shared: SharedRuns, reader: Caller, wanted: Mapping[str, str], limit: int
 ) -> list[dict[str, Any]]:
-    """The fleet's lines, newest first, until ``limit`` of them match (or none is left:
-    at most ``traces.max_traces`` are kept)."""
+    """The fleet's lines, newest first, until ``limit`` of them match, none is left (at
+    most ``traces.max_traces`` are kept), or ``MOST_READ`` have been read."""
     chosen: list[dict[str, Any]] = []
     seen: set[str] = set()  # runs kept meanwhile move the older ones a page further
     start = 0
@@ -74,9 +78,9 @@ async def _fleet(
                 chosen.append(line)
                 if len(chosen) == limit:
                     break
-        if len(page) < PAGE:
-            break
         start += PAGE
+        if len(page) < PAGE or start >= MOST_READ:
+            break
     return chosen
 
 
