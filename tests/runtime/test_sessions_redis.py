@@ -224,3 +224,24 @@ async def test_a_delete_fences_off_a_run_whose_lock_expired_before_it(
         assert [key async for key in raw.scan_iter(f"{PREFIX}{{s}}:turns")] == []
     finally:
         await raw.aclose()
+
+
+async def test_a_turn_cancelled_while_its_lock_is_let_go_stays_cancelled(
+    redis_server: RedisServer,
+) -> None:
+    store = RedisSessionStore(redis_server.url, timeout=2.0)
+
+    async def turn() -> None:
+        async with store.lock("s"):
+            this = asyncio.current_task()
+            assert this is not None
+            # Cancelled as the turn ends: while the lock's renewer is being stopped.
+            asyncio.get_running_loop().call_soon(this.cancel)
+
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.create_task(turn())
+        async with asyncio.timeout(5), store.lock("s"):  # the lock was let go all the same
+            pass
+    finally:
+        await store.aclose()

@@ -294,11 +294,12 @@ class RedisSessionStore:
                 yield
             finally:
                 renewing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewing
+                cancelled = await _ended(renewing)
                 del self._holds[session_id]
                 if not await self._unlock(session_id, hold.value):
                     self._start(self._unlock_later(session_id, hold.value))
+                if cancelled:  # the turn itself was, while its renewer ended: it goes on
+                    raise asyncio.CancelledError
 
     async def _unlock(self, session_id: str, value: str) -> bool:
         with contextlib.suppress(SessionStoreUnavailable):
@@ -377,3 +378,15 @@ def _unavailable(doing: str, reason: str) -> SessionStoreUnavailable:
         "retry in a moment",
         retry_after=PROBE_EVERY,
     )
+
+
+async def _ended(task: asyncio.Task[None]) -> bool:
+    """Wait for ``task``, just cancelled, to end; whether the task waiting was cancelled
+    meanwhile. Its cancellation reaches the task it waits for, and comes back as that
+    task's ``CancelledError``: suppressing that one would lose the waiter's own."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        waiting = asyncio.current_task()
+        return waiting is not None and waiting.cancelling() > 0
+    return False
