@@ -10,7 +10,7 @@ without a shared Redis.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -34,18 +34,19 @@ async def listing(
 ) -> list[dict[str, Any]]:
     """At most ``limit`` lines of the runs ``reader`` may read whose fields have the
     ``wanted`` values (compared as text), newest first."""
-    shared = traces.shared
-    if shared is None:
-        return list(islice(_matching(traces.summaries(reader), wanted), limit))
     try:
-        fleet = await _fleet(shared, reader, wanted, limit)
+        fleet = (
+            None if traces.shared is None else await _fleet(traces.shared, reader, wanted, limit)
+        )
     except SessionStoreUnavailable:
-        return list(islice(_matching(traces.summaries(reader), wanted), limit))
+        fleet = None
+    if fleet is None:  # no fleet, or its Redis is out: this replica's own
+        return _here(traces, reader, wanted, limit)
     listed = {line["trace_id"] for line in fleet}
-    alone = [
+    alone = [  # a write under way: the fleet's line is listed
         line
-        for line in islice(_matching(traces.summaries(reader, alone=True), wanted), limit)
-        if line["trace_id"] not in listed  # a write under way: the fleet's line is listed
+        for line in _here(traces, reader, wanted, limit, alone=True)
+        if line["trace_id"] not in listed
     ]
     if not alone:
         return fleet
@@ -53,10 +54,17 @@ async def listing(
     return merged[:limit]
 
 
-def _matching(
-    lines: Iterable[dict[str, Any]], wanted: Mapping[str, str]
-) -> Iterable[dict[str, Any]]:
-    return (line for line in lines if _fits(line, wanted))
+def _here(
+    traces: TraceStore,
+    reader: Caller,
+    wanted: Mapping[str, str],
+    limit: int,
+    *,
+    alone: bool = False,
+) -> list[dict[str, Any]]:
+    """This replica's lines (``alone``: those the fleet's Redis has not taken)."""
+    lines = traces.summaries(reader, alone=alone)
+    return list(islice((line for line in lines if _fits(line, wanted)), limit))
 
 
 async def _fleet(
