@@ -62,6 +62,16 @@ def json(
     return _json_response(_json.dumps(value).encode(), status, headers)
 
 
+def json_value(
+    value: Any, *, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """A value of JSON's own types (a dict of text, numbers, lists…) as an answer, in
+    ``json``'s form, without a model built only to be dumped again: for a route's hot
+    answer, whose fields the caller writes in the schema's order. Raises ``ValueError``
+    for what JSON has no form for (NaN, infinities): the schema's encoding writes those."""
+    return _json_response(_json.dumps(value, allow_nan=False).encode(), status, headers)
+
+
 def _json_response(body: bytes, status: int, headers: Mapping[str, str] | None) -> web.Response:
     return web.Response(
         body=body, status=status, headers=headers, content_type="application/json", charset="utf-8"

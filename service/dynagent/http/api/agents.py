@@ -21,7 +21,7 @@ from dynagent.http.api.schemas import (
     TraceDeleted,
 )
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, EventStream, json, open_stream
+from dynagent.http.sse import SSE_HEADERS, EventStream, json, json_value, open_stream
 from dynagent.http.sse import event as sse_event
 from dynagent.http.state import caller, service
 from dynagent.runtime.agent import RunResult
@@ -86,17 +86,21 @@ async def invoke(request: web.Request) -> web.StreamResponse:
         agent, variant, trace_id, events = await stream_agent(request, run)
         return await write_sse(request, agent_headers(agent, variant, trace_id), events)
     agent, result = await run_agent(request, run)
-    answer = InvokeResponse(
-        output=result.output,
-        agent=result.agent,
-        revision=result.revision,
-        variant=result.variant,
-        trace_id=result.trace_id,
-        session_id=result.session_id,
-        usage=_usage(result),
-        steps=result.steps,
-    )
-    return json(answer, headers=agent_headers(agent, result.variant, result.trace_id))
+    answer = {  # InvokeResponse's fields, in its order
+        "output": result.output,
+        "agent": result.agent,
+        "revision": result.revision,
+        "variant": result.variant,
+        "trace_id": result.trace_id,
+        "session_id": result.session_id,
+        "usage": _usage(result),
+        "steps": result.steps,
+    }
+    headers = agent_headers(agent, result.variant, result.trace_id)
+    try:
+        return json_value(answer, headers=headers)
+    except ValueError:  # NaN or an infinity in a structured output
+        return json(InvokeResponse.model_validate(answer), headers=headers)
 
 
 def _usage(result: RunResult) -> dict[str, int | float]:
