@@ -9,13 +9,18 @@ must see the line as a loguru record, so the line goes through loguru then.
 from __future__ import annotations
 
 from collections.abc import Collection
+from types import TracebackType
+from typing import Any
+
+from loguru._logger import context as _context
 
 from dynagent._compat.versions import Tested
 
 TESTED = Tested("loguru", "0.7.3", "0.8")
-PRIVATE_PARTS = ("loguru:_logger.Core",)
+PRIVATE_PARTS = ("loguru:_logger.Core", "loguru:_logger.context")
 """What this module reaches, as ``module:attribute``: the logger's ``_core`` (a ``Core``),
-whose ``handlers`` maps each sink's id to its handler."""
+whose ``handlers`` maps each sink's id to its handler, and ``context``, the context
+variable holding what ``logger.contextualize`` added to each record's ``extra``."""
 
 
 def check() -> None:
@@ -28,3 +33,25 @@ def sink_ids() -> Collection[int]:
 
     handlers: dict[int, object] = logger._core.handlers  # type: ignore[attr-defined]
     return handlers.keys()
+
+
+class contextualized:
+    """``logger.contextualize(**extra)`` as a class: the same context variable set and
+    reset, without a generator and the logger's lock (a context variable is the running
+    task's own). Every run enters one."""
+
+    __slots__ = ("_extra", "_token")
+
+    def __init__(self, **extra: Any) -> None:
+        self._extra = extra
+
+    def __enter__(self) -> None:
+        self._token = _context.set({**_context.get(), **self._extra})
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        _context.reset(self._token)

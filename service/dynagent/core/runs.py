@@ -9,8 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loguru import logger
-
+from dynagent._compat.loguru import contextualized
 from dynagent.core.auth import Caller
 from dynagent.core.drain import Drain
 from dynagent.core.evidence import count_called, count_evidence
@@ -191,7 +190,7 @@ async def run_agent(service: Service, who: Caller, run: RunRequest) -> tuple[Age
     shadow = await _shadow_of(served)
     seen: list[Event] = []
     try:
-        with logger.contextualize(trace_id=served.trace_id), served.scope():
+        with contextualized(trace_id=served.trace_id), served.scope():
             async with service.drain.guard(served.trace_id):
                 result = await served.agent.run(
                     run.input,
@@ -259,7 +258,7 @@ async def stream_agent(
     served = await _serve(service, who, run)
     shadow = await _shadow_of(served)
     # The run's task starts inside the first ``anext`` and keeps this log context.
-    with logger.contextualize(trace_id=served.trace_id), served.scope():
+    with contextualized(trace_id=served.trace_id), served.scope():
         events = served.agent.stream(
             run.input,
             session_id=run.session_id,
