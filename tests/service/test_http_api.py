@@ -3,6 +3,7 @@ traces, metrics and the OpenAPI document."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -427,3 +428,27 @@ async def test_an_app_with_an_undocumented_route_is_not_made(
     monkeypatch.setattr(routing, "TABLES", (*routing.TABLES, stray))
     with pytest.raises(UndocumentedRoute, match=r"^GET /v1/stray has no Route"):
         create_app(service_config(agents_dir, state_dir))
+
+
+async def test_a_structured_output_json_cannot_hold_is_answered_as_valid_json(
+    model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
+) -> None:
+    # The model's JSON may spell NaN and numbers past a float's range, which parse (to
+    # NaN and infinity) and meet a schema that only asks for numbers; JSON has no form
+    # for them, and the answer must still be JSON a strict parser reads.
+    document = agent_document(
+        "shaped", model_server, output={"schema": {"type": "object"}, "retries": 0}
+    )
+    write_agent(agents_dir, document)
+    model_server.script(DEFAULT_MODEL, [Reply('{"ratio": NaN, "big": 1e400, "n": 2}')])
+    async with running_service(service_config(agents_dir, state_dir)) as running:
+        response = await running.client.post("/v1/agents/shaped/invoke", json={"input": "go"})
+        text = await response.text()
+    assert response.status == 200
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    body = json.loads(text, parse_constant=refuse)
+    assert body["output"] == {"ratio": None, "big": None, "n": 2}
+    assert body["agent"] == "shaped"
