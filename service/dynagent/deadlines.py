@@ -1,4 +1,5 @@
-"""One timer for a run's deadlines.
+"""One timer for a run's deadlines; background tasks stopped without losing the
+stopper's own cancellation (``cancelled``).
 
 A run is bounded by ``limits.timeout``; each model call in it by ``model.timeout`` for
 its whole answer (so that an endpoint trickling bytes cannot hold it longer). Two nested
@@ -19,6 +20,7 @@ import asyncio
 from contextvars import ContextVar, Token
 from math import inf
 from types import TracebackType
+from typing import Any
 
 _RUN: ContextVar[RunDeadline | None] = ContextVar("dynagent_run_deadline", default=None)
 
@@ -139,3 +141,30 @@ def call_deadline(seconds: float | None) -> _CallDeadline | asyncio.Timeout:
     if run is not None and run._task is asyncio.current_task() and not run._expired:
         return _CallDeadline(run, seconds)
     return asyncio.timeout(seconds)
+
+
+async def cancelled(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel ``tasks`` and return once every one has ended, their ``CancelledError``
+    absorbed; an error one raised before it was cancelled is raised (the first).
+
+    The stopper's own cancellation, if it comes while it waits, is raised once they have
+    all ended. ``task.cancel()`` then ``suppress(CancelledError): await task`` lost it:
+    a cancellation of the waiting task reaches the task it awaits and comes back as that
+    task's ``CancelledError``, which the ``suppress`` swallowed, and a shutdown told to
+    stop waiting went on as if it had not been."""
+    waiting = asyncio.current_task()
+    before = waiting.cancelling() if waiting is not None else 0
+    for task in tasks:
+        task.cancel()
+    failure: BaseException | None = None
+    for task in tasks:
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            failure = failure or exc
+    if waiting is not None and waiting.cancelling() > before:
+        raise asyncio.CancelledError
+    if failure is not None:
+        raise failure

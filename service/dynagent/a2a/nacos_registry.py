@@ -32,6 +32,7 @@ from v2.nacos.ai.nacos_ai_service import NacosAIService
 
 from dynagent.a2a.card import agent_card
 from dynagent.config import NacosConfig, ServiceConfig
+from dynagent.deadlines import cancelled
 from dynagent.exceptions import ConfigError
 from dynagent.nacos._sdk_config import CONNECT_TIMEOUT, sdk_config
 from dynagent.nacos.client import NacosUnavailable
@@ -155,9 +156,7 @@ class NacosA2aRegistrar:
             )
         finally:
             if self._task is not None and not self._task.done():
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
+                await cancelled(self._task)
 
     async def wait_for(
         self, predicate: Callable[[NacosA2aRegistrar], bool], within: float = 10

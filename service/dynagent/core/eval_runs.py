@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dynagent.core.metrics import Metrics
+from dynagent.deadlines import cancelled
 from dynagent.evals.runner import CaseResult, SuiteRun
 from dynagent.evals.spec import JUDGED_TYPES, EvalSuite
 
@@ -160,11 +161,8 @@ class EvalRuns:
     async def aclose(self) -> None:
         """Cancel the runs still going (the service is stopping)."""
         tasks = [h.task for _, h in self._runs.values() if h.task is not None and not h.task.done()]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        with contextlib.suppress(Exception):  # a run's failure is its own record's
+            await cancelled(*tasks)
 
 
 def count_case(

@@ -18,6 +18,7 @@ from loguru import logger
 
 from dynagent.config import AuthConfig
 from dynagent.core.auth import ApiKeys
+from dynagent.deadlines import cancelled
 from dynagent.exceptions import ConfigError
 from dynagent.masking import SecretValues
 
@@ -93,9 +94,7 @@ class KeysFileWatch:
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelled(task)
 
     async def _poll(self) -> None:
         while True:

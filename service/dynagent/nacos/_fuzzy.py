@@ -39,6 +39,7 @@ from v2.nacos.transport.model.rpc_response import Response
 from v2.nacos.transport.server_request_handler import IServerRequestHandler
 
 from dynagent._compat import nacos as sdk
+from dynagent.deadlines import cancelled
 
 PATTERN_SPLITTER = ">>"
 ChangeKind = Literal["added", "changed", "deleted"]
@@ -258,8 +259,5 @@ class FuzzyWatch:
             cancel = ConfigFuzzyWatchRequest(groupKeyPattern=self.pattern, watchType="CANCEL_WATCH")
             with contextlib.suppress(Exception):
                 await sdk.send(self._rpc_client, cancel, 1000)
-        for task in list(self._tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancelled(*self._tasks)
         self._rpc_client = None

@@ -23,6 +23,7 @@ from functools import cache
 from loguru import logger
 
 from dynagent.config import NacosConfig
+from dynagent.deadlines import cancelled
 from dynagent.exceptions import ConfigError, Conflict
 from dynagent.factories.base import _unexpected
 from dynagent.nacos import _saa_layout as layout
@@ -111,11 +112,7 @@ class SpringAiAlibabaAgentBuilderFactory:
             handle.cancel()
         loading = [load for load in self._loads.values() if not load.done()]
         tasks = [*self._tasks, *loading, *([self._poll] if self._poll else [])]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancelled(*tasks)
         if self._watch is not None:
             await self._watch.stop()
         for source in self._groups.values():

@@ -26,13 +26,13 @@ snapshot's copy with the refusal beside it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import assert_never
 
 from loguru import logger
 
+from dynagent.deadlines import cancelled
 from dynagent.nacos._degraded import Degradation, HealthCallback, Kind
 from dynagent.nacos._documents import annotated, config_document, refused
 from dynagent.nacos._fuzzy import FuzzyWatch, GroupChange
@@ -167,11 +167,7 @@ class NacosSource:
         if self._fuzzy is not None:
             await self._fuzzy.stop()
         tasks = [*self._tasks, *self._grace.tasks.values()]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancelled(*tasks)
         for data_id in list(self._listening):
             await self.client.unlisten(data_id, self.group, self._listener)
         if self.owns_client:

@@ -15,7 +15,6 @@ rewritten (``_yaml_lines``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
 import random
@@ -27,6 +26,7 @@ from typing import Any
 import yaml
 from loguru import logger
 
+from dynagent.deadlines import cancelled
 from dynagent.exceptions import ConfigError, Conflict, DynagentError
 from dynagent.factories.base import AgentBuilderFactory, document_name
 from dynagent.registry.canary import Pulled, load_canary
@@ -273,17 +273,11 @@ class RolloutDecisions:
     async def aclose(self, within: float = 5.0) -> None:
         """Let pending writes finish (for up to ``within`` seconds), then cancel them."""
         if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
+            await cancelled(self._ticker)
         if not self._tasks:
             return
         _, pending = await asyncio.wait(set(self._tasks), timeout=within)
-        for task in pending:
-            task.cancel()
-        for task in pending:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancelled(*pending)
 
 
 def _target(name: str, agent: Agent) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 
 from loguru import logger
 
+from dynagent.deadlines import cancelled
 from dynagent.evals.record import KIND, SuiteRecord
 from dynagent.evals.runner import SuiteRun
 from dynagent.evals.spec import EvalSuite
@@ -219,9 +220,7 @@ class CanaryGate:
         try:
             return await self._run(canary, policy, inputs.suite, inputs.judge, run_id)
         finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+            await cancelled(renewing)
 
     async def _claim(
         self, name: str, canary: Canary, key: GateKey, run_id: str
@@ -392,9 +391,5 @@ class CanaryGate:
 
     async def aclose(self) -> None:
         """Stop looking and cancel running gates (their claims expire for another replica)."""
-        for task in [*([self._ticker] if self._ticker else []), *self._tasks]:
-            task.cancel()
-        for task in [*([self._ticker] if self._ticker else []), *self._tasks]:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancelled(*([self._ticker] if self._ticker else []), *self._tasks)
         self._ticker = None

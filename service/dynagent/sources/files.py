@@ -19,6 +19,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
+from dynagent.deadlines import cancelled
 from dynagent.exceptions import Conflict
 from dynagent.registry.canary import load_canary
 from dynagent.runtime.agent import SourceInfo
@@ -171,9 +172,7 @@ class FileSource:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancelled(self._task)
         if self._observer is not None:
             await asyncio.to_thread(_unwatch, self._observer)
 
