@@ -298,8 +298,8 @@ class RedisSessionStore:
                 del self._holds[session_id]
                 if not await self._unlock(session_id, hold.value):
                     self._start(self._unlock_later(session_id, hold.value))
-                if cancelled:  # the turn itself was, while its renewer ended: it goes on
-                    raise asyncio.CancelledError
+                if cancelled:  # the turn was cancelled while its renewer ended: the
+                    raise asyncio.CancelledError  # lock let go, that cancellation goes on
 
     async def _unlock(self, session_id: str, value: str) -> bool:
         with contextlib.suppress(SessionStoreUnavailable):
