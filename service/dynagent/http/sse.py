@@ -72,6 +72,16 @@ def json_value(
     return _json_response(_json.dumps(value, allow_nan=False).encode(), status, headers)
 
 
+def compact_json_value(
+    value: Any, *, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """A value of JSON's own types as an answer in ``json(compact=True)``'s form (no
+    spaces, non-ASCII as UTF-8), by orjson, without a model built only to be dumped again.
+    Raises ``TypeError`` for what orjson refuses (an unpaired surrogate, an integer past
+    64 bits): the schema's encoding writes those."""
+    return _json_response(orjson.dumps(value), status, headers)
+
+
 def _json_response(body: bytes, status: int, headers: Mapping[str, str] | None) -> web.Response:
     return web.Response(
         body=body, status=status, headers=headers, content_type="application/json", charset="utf-8"

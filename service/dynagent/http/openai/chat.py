@@ -22,13 +22,19 @@ from dynagent.http.middleware.errors import STATUS, openai_error_body
 from dynagent.http.openai.answer import AnswerText
 from dynagent.http.openai.options import IGNORED_HEADER, chat_run, ignored_fields
 from dynagent.http.openai.schemas import (
-    ChatChoice,
     ChatCompletion,
     ChatCompletionRequest,
     OpenAIError,
 )
 from dynagent.http.runs import agent_headers, pinned_variant, run_agent, stream_agent
-from dynagent.http.sse import SSE_HEADERS, EventStream, encoded, json, open_stream
+from dynagent.http.sse import (
+    SSE_HEADERS,
+    EventStream,
+    compact_json_value,
+    encoded,
+    json,
+    open_stream,
+)
 from dynagent.runtime.agent import Agent, RunResult
 
 routes = Routes("openai", error_body=OpenAIError)
@@ -76,21 +82,22 @@ def headers_of(
     return headers
 
 
-def _completion(model: str, result: RunResult, answer: AnswerText) -> ChatCompletion:
+def _completion(model: str, result: RunResult, answer: AnswerText) -> dict[str, Any]:
+    """The answer as ``ChatCompletion``'s fields, in its order."""
     content = answer.text(result.events)
     calls = answer.client_calls()
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
     if calls:
         message["tool_calls"] = [tool_call_body(call) for call in calls]
-    choice = ChatChoice(index=0, message=message, finish_reason="tool_calls" if calls else "stop")
-    return ChatCompletion(
-        id=f"chatcmpl-{result.trace_id}",
-        object="chat.completion",
-        created=int(time.time()),
-        model=model,
-        choices=[choice],
-        usage=usage_body(result.usage),
-    )
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+    return {
+        "id": f"chatcmpl-{result.trace_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": usage_body(result.usage),
+    }
 
 
 @routes.add(
@@ -113,11 +120,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     run = await chat_run(body, name, pinned_variant(request, variant_in_name))
     if not body.stream:
         agent, result = await run_agent(request, run)
-        return json(
-            _completion(body.model, result, answer_of(agent, run)),
-            headers=headers_of(agent, result.variant, result.trace_id, body, run),
-            compact=True,
-        )
+        completion = _completion(body.model, result, answer_of(agent, run))
+        headers = headers_of(agent, result.variant, result.trace_id, body, run)
+        try:
+            return compact_json_value(completion, headers=headers)
+        except TypeError:  # an unpaired surrogate in the answer: escaped by the schema's
+            return json(ChatCompletion.model_validate(completion), headers=headers, compact=True)
     agent, variant, trace_id, events = await stream_agent(request, run, hold=True)
     headers = {**SSE_HEADERS, **headers_of(agent, variant, trace_id, body, run)}
     response = await open_stream(request, headers, first_event_ready=True)
