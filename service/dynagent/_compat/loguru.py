@@ -9,7 +9,6 @@ must see the line as a loguru record, so the line goes through loguru then.
 from __future__ import annotations
 
 from collections.abc import Collection
-from types import TracebackType
 from typing import Any
 
 from loguru._logger import context as _context
@@ -48,10 +47,5 @@ class contextualized:
     def __enter__(self) -> None:
         self._token = _context.set({**_context.get(), **self._extra})
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         _context.reset(self._token)
