@@ -68,7 +68,8 @@ def json_value(
     """A value of JSON's own types (a dict of text, numbers, lists…) as an answer, in
     ``json``'s form, without a model built only to be dumped again: for a route's hot
     answer, whose fields the caller writes in the schema's order. Raises ``ValueError``
-    for what JSON has no form for (NaN, infinities): the schema's encoding writes those."""
+    for what JSON has no form for (NaN, infinities) and ``TypeError`` for a value not of
+    JSON's types: the schema's encoding writes those."""
     return _json_response(_json.dumps(value, allow_nan=False).encode(), status, headers)
 
 

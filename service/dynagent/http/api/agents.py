@@ -99,7 +99,8 @@ async def invoke(request: web.Request) -> web.StreamResponse:
     headers = agent_headers(agent, result.variant, result.trace_id)
     try:
         return json_value(answer, headers=headers)
-    except ValueError:  # NaN or an infinity in a structured output
+    except (ValueError, TypeError):  # NaN or an infinity in a structured output, or a
+        # value of a plugin's that is not JSON's own: the schema's encoding writes those
         return json(InvokeResponse.model_validate(answer), headers=headers)
 
 
