@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any
 
 import pytest
 
 from dynagent import OutputValidationError
+from dynagent.runtime import _loop
+from dynagent.runtime.options import RunOptions
+from dynagent.spec import _schemas
 from tests.support import SYSTEM_PROMPT, AgentFactory, Reply, ScriptedModelServer
 
 SCHEMA: dict[str, Any] = {
@@ -115,3 +119,29 @@ async def test_zero_output_retries_fails_on_the_first_invalid_answer(
         await agent.run("2 + 2?")
 
     assert len(model_server.requests) == 1
+
+
+async def test_an_agents_own_schema_is_compiled_once_and_a_callers_for_each_run(
+    make_agent: AgentFactory, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[Any] = []
+    real = _schemas.validator
+
+    def counted(schema: Any) -> Any:
+        built.append(schema)
+        return real(schema)
+
+    monkeypatch.setattr(_schemas, "validator", counted)
+    monkeypatch.setattr(_loop, "validator", counted)
+    monkeypatch.setattr(_schemas, "_kept", OrderedDict())  # none kept by earlier tests
+    model_server.script("gpt-main", [Reply('{"answer": 4}')] * 3 + [Reply('{"n": 1}')] * 2)
+    agent = make_agent(output={"schema": SCHEMA})
+    for _ in range(3):
+        assert (await agent.run("2 + 2?")).output == {"answer": 4}
+    assert built == [SCHEMA]  # the agent's: once, for all its runs
+
+    asked = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    plain = make_agent()
+    for _ in range(2):
+        assert (await plain.run("n?", options=RunOptions(output_schema=asked))).output == {"n": 1}
+    assert built == [SCHEMA, asked, asked]  # a caller's: for each run, never kept

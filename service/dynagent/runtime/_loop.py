@@ -50,7 +50,7 @@ from dynagent.runtime._schema_pair import joined, unfenced
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
 from dynagent.sessions.base import SessionStore
-from dynagent.spec._schemas import validator
+from dynagent.spec._schemas import Validator, agent_validator, validator
 from dynagent.spec._templates import MissingVariable, render
 from dynagent.spec.agent import AgentSpec
 from dynagent.tools.base import Tool
@@ -149,8 +149,13 @@ class _Loop:
         self.produced: list[Message] = []
         """Input and answers of this run, in order: what a session keeps."""
         output = agent.spec.output
-        self.schema = joined(output.schema_ if output else None, options.output_schema)
-        self.validator = validator(self.schema) if self.schema else None
+        own_schema = output.schema_ if output else None
+        self.schema = joined(own_schema, options.output_schema)
+        self.validator: Validator | None = None
+        if self.schema is own_schema and own_schema is not None:  # built once per agent
+            self.validator = agent_validator(own_schema)
+        elif self.schema is not None:  # a caller's: built for this run
+            self.validator = validator(self.schema)
         self.output_retries = output.retries if output else options.output_retries
         own = tuple(tool.definition for tool in agent.tools.values())
         self.definitions = (*own, *options.client_tools)
