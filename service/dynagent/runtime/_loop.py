@@ -40,6 +40,7 @@ from dynagent.models.base import (
     ModelResponse,
     TextDelta,
     ToolCallRequest,
+    ToolDefinition,
 )
 from dynagent.models.cut import CUT_ATTEMPTS, prompt_size, tools_size
 from dynagent.models.prices import Prices, priced_name
@@ -79,6 +80,10 @@ class Agent(Protocol):
     def name(self) -> str: ...
     @property
     def prices(self) -> Prices: ...
+    @property
+    def definitions(self) -> tuple[ToolDefinition, ...]: ...
+    @property
+    def definition_chars(self) -> int: ...
 
 
 async def execute_run(
@@ -157,9 +162,9 @@ class _Loop:
         elif self.schema is not None:  # a caller's: built for this run
             self.validator = validator(self.schema)
         self.output_retries = output.retries if output else options.output_retries
-        own = tuple(tool.definition for tool in agent.tools.values())
-        self.definitions = (*own, *options.client_tools)
-        self.definition_chars = tools_size(self.definitions)
+        client = options.client_tools
+        self.definitions = (*agent.definitions, *client) if client else agent.definitions
+        self.definition_chars = agent.definition_chars + (tools_size(client) if client else 0)
         self.streamed_chars = 0
         """Text of the model call under way streamed so far."""
         self.client_names = options.client_names

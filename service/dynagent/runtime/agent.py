@@ -26,8 +26,8 @@ from dynagent.events import (
 from dynagent.exceptions import RunError, RunTimeout
 from dynagent.interceptors.base import InterceptorChain, RunContext
 from dynagent.masking import SecretValues, StreamMask
-from dynagent.models.base import Model
-from dynagent.models.cut import CUT_ATTEMPTS
+from dynagent.models.base import Model, ToolDefinition
+from dynagent.models.cut import CUT_ATTEMPTS, tools_size
 from dynagent.models.prices import Prices, priced_name
 from dynagent.runtime._calls import count_cut_attempts
 from dynagent.runtime._event_text import input_summary, masked, masked_value, redacted
@@ -119,9 +119,17 @@ class Agent:
     """The service's ``models.prices``: what its runs' model calls cost."""
     name: str = field(init=False, repr=False)
     """``spec.name``, kept: a run reads it a dozen times."""
+    definitions: tuple[ToolDefinition, ...] = field(init=False, repr=False)
+    """Its tools' definitions, as each model call sends them."""
+    definition_chars: int = field(init=False, repr=False)
+    """What those definitions add to each call's prompt size (``tools_size``): measured
+    once, not on every run (their parameter schemas are dumped to count them)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.spec.name)
+        definitions = tuple(tool.definition for tool in self.tools.values())
+        object.__setattr__(self, "definitions", definitions)
+        object.__setattr__(self, "definition_chars", tools_size(definitions))
 
     def cost_of(self, usage: Usage) -> float | None:
         """What ``usage`` of its model costs (``models.prices``); None without a price."""
