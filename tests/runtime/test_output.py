@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from typing import Any
 
 import pytest
 
 from dynagent import OutputValidationError
 from dynagent.runtime import _loop
+from dynagent.runtime import agent as agent_module
 from dynagent.runtime.options import RunOptions
-from dynagent.spec import _schemas
 from tests.support import SYSTEM_PROMPT, AgentFactory, Reply, ScriptedModelServer
 
 SCHEMA: dict[str, Any] = {
@@ -125,15 +124,14 @@ async def test_an_agents_own_schema_is_compiled_once_and_a_callers_for_each_run(
     make_agent: AgentFactory, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[Any] = []
-    real = _schemas.validator
+    real = _loop.validator
 
     def counted(schema: Any) -> Any:
         built.append(schema)
         return real(schema)
 
-    monkeypatch.setattr(_schemas, "validator", counted)
-    monkeypatch.setattr(_loop, "validator", counted)
-    monkeypatch.setattr(_schemas, "_kept", OrderedDict())  # none kept by earlier tests
+    monkeypatch.setattr(agent_module, "validator", counted)  # the agent's, at build
+    monkeypatch.setattr(_loop, "validator", counted)  # a caller's, in the run
     model_server.script("gpt-main", [Reply('{"answer": 4}')] * 3 + [Reply('{"n": 1}')] * 2)
     agent = make_agent(output={"schema": SCHEMA})
     for _ in range(3):

@@ -51,7 +51,7 @@ from dynagent.runtime._schema_pair import joined, unfenced
 from dynagent.runtime._tracing import within
 from dynagent.runtime.options import RunOptions
 from dynagent.sessions.base import SessionStore
-from dynagent.spec._schemas import Validator, agent_validator, validator
+from dynagent.spec._schemas import Validator, validator
 from dynagent.spec._templates import MissingVariable, render
 from dynagent.spec.agent import AgentSpec
 from dynagent.tools.base import Tool
@@ -84,6 +84,8 @@ class Agent(Protocol):
     def definitions(self) -> tuple[ToolDefinition, ...]: ...
     @property
     def definition_chars(self) -> int: ...
+    @property
+    def output_validator(self) -> Validator | None: ...
 
 
 async def execute_run(
@@ -156,10 +158,9 @@ class _Loop:
         output = agent.spec.output
         own_schema = output.schema_ if output else None
         self.schema = joined(own_schema, options.output_schema)
-        self.validator: Validator | None = None
-        if self.schema is own_schema and own_schema is not None:  # built once per agent
-            self.validator = agent_validator(own_schema)
-        elif self.schema is not None:  # a caller's: built for this run
+        if self.schema is None or self.schema is own_schema:  # built with the agent
+            self.validator: Validator | None = agent.output_validator
+        else:  # a caller's: built for this run
             self.validator = validator(self.schema)
         self.output_retries = output.retries if output else options.output_retries
         client = options.client_tools

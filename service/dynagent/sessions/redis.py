@@ -51,6 +51,7 @@ from loguru import logger
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
+from dynagent.deadlines import cancelled
 from dynagent.exceptions import SessionConflict, SessionStoreUnavailable
 from dynagent.models.base import Message
 from dynagent.sessions._redis_diagnosis import answer_of
@@ -293,13 +294,12 @@ class RedisSessionStore:
             try:
                 yield
             finally:
-                renewing.cancel()
-                cancelled = await _ended(renewing)
-                del self._holds[session_id]
-                if not await self._unlock(session_id, hold.value):
-                    self._start(self._unlock_later(session_id, hold.value))
-                if cancelled:  # the turn was cancelled while its renewer ended: the
-                    raise asyncio.CancelledError  # lock let go, that cancellation goes on
+                try:
+                    await cancelled(renewing)  # raises a cancellation of the turn meanwhile
+                finally:  # after the lock is let go
+                    del self._holds[session_id]
+                    if not await self._unlock(session_id, hold.value):
+                        self._start(self._unlock_later(session_id, hold.value))
 
     async def _unlock(self, session_id: str, value: str) -> bool:
         with contextlib.suppress(SessionStoreUnavailable):
@@ -378,15 +378,3 @@ def _unavailable(doing: str, reason: str) -> SessionStoreUnavailable:
         "retry in a moment",
         retry_after=PROBE_EVERY,
     )
-
-
-async def _ended(task: asyncio.Task[None]) -> bool:
-    """Wait for ``task``, just cancelled, to end; whether the task waiting was cancelled
-    meanwhile. Its cancellation reaches the task it waits for, and comes back as that
-    task's ``CancelledError``: suppressing that one would lose the waiter's own."""
-    try:
-        await task
-    except asyncio.CancelledError:
-        waiting = asyncio.current_task()
-        return waiting is not None and waiting.cancelling() > 0
-    return False

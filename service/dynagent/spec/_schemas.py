@@ -245,30 +245,6 @@ def validator(schema: Mapping[str, Any]) -> Validator:
     return made
 
 
-KEPT_VALIDATORS = 1024
-"""Validators of agents' own output schemas kept (``agent_validator``), newest used last."""
-
-_kept: OrderedDict[int, tuple[Mapping[str, Any], Validator]] = OrderedDict()
-
-
-def agent_validator(schema: Mapping[str, Any]) -> Validator:
-    """``validator(schema)`` for an agent's own output schema, built once per schema
-    object: every run of such an agent built it anew (22 µs for a three-field schema,
-    more with patterns to check). Kept by identity (the entry holds the schema, so its id
-    is not reused while kept), at most ``KEPT_VALIDATORS``; a schema a request brings is
-    not for this (each request's is another object). Called on the event loop only."""
-    key = id(schema)
-    found = _kept.get(key)
-    if found is not None and found[0] is schema:
-        _kept.move_to_end(key)
-        return found[1]
-    made = validator(schema)
-    _kept[key] = (schema, made)
-    if len(_kept) > KEPT_VALIDATORS:
-        _kept.popitem(last=False)
-    return made
-
-
 _ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly"}
 )
