@@ -11,6 +11,7 @@ from dynagent import OutputValidationError
 from dynagent.runtime import _loop
 from dynagent.runtime import agent as agent_module
 from dynagent.runtime.options import RunOptions
+from dynagent.spec import _schemas
 from tests.support import SYSTEM_PROMPT, AgentFactory, Reply, ScriptedModelServer
 
 SCHEMA: dict[str, Any] = {
@@ -124,7 +125,7 @@ async def test_an_agents_own_schema_is_compiled_once_and_a_callers_for_each_run(
     make_agent: AgentFactory, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[Any] = []
-    real = _loop.validator
+    real = _schemas.validator
 
     def counted(schema: Any) -> Any:
         built.append(schema)
