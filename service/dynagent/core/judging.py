@@ -100,7 +100,9 @@ class OnlineJudge:
             self._idle.set()
 
     async def idle(self) -> None:
-        """Until no sampled run waits or is judged (for tests and benchmarks)."""
+        """Until no sampled run waits or is judged (for tests and benchmarks); the runs
+        that have ended are offered first (``RunEnds``, through the registry)."""
+        self.registry.before_read()
         await self._idle.wait()
 
     async def aclose(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -27,6 +27,10 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120
 EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome", "weight")
 
 
+def _nothing() -> None:
+    pass
+
+
 def _registry() -> CollectorRegistry:
     """A registry with what every Prometheus exporter of a Python process has: the
     interpreter (``python_info``) and its garbage collector (``python_gc_*``); CPU, memory,
@@ -38,9 +42,24 @@ def _registry() -> CollectorRegistry:
     return registry
 
 
+class _Settled(Collector):
+    """Registered before the service's own metrics: a scrape first applies the run ends
+    that wait (``Metrics.before_collect``), so it counts every run that has ended."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        self._metrics.before_collect()
+        return ()
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = _registry()
+        self.before_collect: Callable[[], None] = _nothing
+        """Called before the metrics are read (the service's ``RunEnds.settle``)."""
+        self.registry.register(_Settled(self))
         labels = ("agent", "variant")
         self.requests = Counter(
             "dynagent_requests",
@@ -65,13 +84,7 @@ class Metrics:
         self.tokens = Counter(
             "dynagent_tokens", "Model tokens used.", [*labels, "kind"], registry=self.registry
         )
-        self.reloads = Counter(
-            "dynagent_reloads",
-            "Agent definition changes applied or refused.",
-            ["agent", "result"],
-            registry=self.registry,
-        )
-        self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
+        self._agent_metrics()
         self._rollout_metrics(labels)
         self._eval_metrics()
         self._online_metrics()
@@ -99,6 +112,16 @@ class Metrics:
             (self.cost, EVIDENCE_LABELS[:3]),
             (self.revision_tokens, EVIDENCE_LABELS[:3]),
         )
+
+    def _agent_metrics(self) -> None:
+        """Agents served, and their definitions' changes."""
+        self.reloads = Counter(
+            "dynagent_reloads",
+            "Agent definition changes applied or refused.",
+            ["agent", "result"],
+            registry=self.registry,
+        )
+        self.agents = Gauge("dynagent_agents", "Agents served.", registry=self.registry)
 
     def _eval_metrics(self) -> None:
         """Evaluation cases by verdict, the judges' scores, and where each gate stands."""

@@ -63,6 +63,8 @@ async def select(
     who.check_agent(run.name)
     registry = service.registry
     canary = registry.entry(run.name).canary
+    if canary is not None:  # its guard and budget weigh the runs that ended before
+        registry.before_read()
     key = routing_key(
         canary.policy.sticky_key if canary else "auto",
         session=run.session_id or run.sticky,

@@ -93,11 +93,21 @@ class _Served:
         return _Scoped(scope)
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
-        service, agent = self.service, self.agent
+        """The run ended: its span now, the rest with the service's next run ends
+        (``RunEnds``)."""
         self.close_span(events, error)
+        ended = time.perf_counter()
+        self.service.run_ends.add(self._count, trace_id, events, error, ended)
+
+    def _count(
+        self, trace_id: str, events: Sequence[Event], error: str | None, ended: float
+    ) -> None:
+        """The run's metrics, series, spend, trace, the guard's evidence and log line."""
+        service, agent = self.service, self.agent
         usage, cost = spent(events, agent.cost_of)
-        seconds = time.perf_counter() - self.started
-        if agent.name in service.registry:  # a removed agent's series are gone for good
+        seconds = ended - self.started
+        present = agent.name in service.registry  # a removed agent's figures are gone
+        if present:
             service.metrics.observe_run(
                 agent.name, self.variant, self.run.endpoint, seconds, usage, error
             )
@@ -126,7 +136,7 @@ class _Served:
         options = self.run.options
         shaped = options is not None and options.shapes(agent.spec)
         ok = guard_evidence(error, routed=self.run.pin is None, shaped=shaped)
-        if ok is not None:
+        if ok is not None and present:
             count_evidence(
                 service,
                 agent,

@@ -34,6 +34,7 @@ from dynagent.core.metrics import Metrics
 from dynagent.core.notices import attach_webhooks
 from dynagent.core.redact import Redactor
 from dynagent.core.response_store import MAX_BYTES, MAX_RESPONSES, ResponseStore
+from dynagent.core.run_ends import RunEnds
 from dynagent.core.series import RecentSeries
 from dynagent.core.shadows import ShadowRunner
 from dynagent.core.shared_runs import SharedRuns
@@ -106,6 +107,9 @@ class Service:
     """Online scores (``rollout.judge``): sampled live runs scored in the background."""
     evals: EvalRuns = field(default_factory=EvalRuns)
     """Evaluation runs this replica started (``core/evals.py``), kept for reading back."""
+    run_ends: RunEnds = field(default_factory=RunEnds)
+    """Finished runs' metrics, traces, evidence and log lines, applied in batches; settled
+    before anything reads them (``core/run_ends.py``)."""
     tracer: RunTracer | None = None
     """OpenTelemetry for runs; set when the ``otel`` extra is installed and configured."""
     factories: dict[str, AgentBuilderFactory] = field(default_factory=dict)
@@ -133,6 +137,11 @@ class Service:
     """Runs the suites of gated canaries (``rollout.gate``) and records their results."""
 
     def __post_init__(self) -> None:
+        # A fleet's trace is in its Redis before the run is answered: no batch to wait for.
+        self.run_ends.batched = self.traces.shared is None
+        settle = self.run_ends.settle
+        self.traces.before_read = self.metrics.before_collect = settle
+        self.registry.before_read = settle
         self.judging = OnlineJudge(self.registry, self.metrics)
         self.gate = CanaryGate(self.registry, self.decisions)
         runs = GateRuns(self.evals, self.metrics, self.registry, self.notify)
@@ -266,6 +275,7 @@ class Service:
             stack.push_async_callback(self.shadows.aclose)
             stack.push_async_callback(self.judging.aclose)
             stack.push_async_callback(self.evals.aclose)
+            stack.callback(self.run_ends.settle)  # the last runs' ends, before all of these
             if self.config.auth.keys_file is not None:
                 self.keys_watch = await asyncio.to_thread(  # it looks at the file: off the loop
                     KeysFileWatch, self.api_keys, self.config.auth, self.environ, self.secrets

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,10 @@ def owner_label(principal: str) -> str:
     return f"digest:{rest[:12]}" if kind == "digest" else principal
 
 
+def _nothing() -> None:
+    pass
+
+
 def _size(events: Sequence[Event]) -> int:
     """About how many bytes the events hold: their text, plus a little per event."""
     return sum(map(trace_size, events))
@@ -125,6 +129,9 @@ class TraceStore:
     ) -> None:
         self.shared = shared
         """The fleet's Redis, when it shares one: traces are written and read there."""
+        self.before_read: Callable[[], None] = _nothing
+        """Called before every read (the service's ``RunEnds.settle``: the traces of the
+        runs that have ended are all kept by then)."""
         self._writing: dict[str, asyncio.Task[bool]] = {}
         self.max_traces = max_traces
         self.max_bytes = max_bytes
@@ -211,6 +218,7 @@ class TraceStore:
         """Delete a run's trace and its rating that ``reader`` may read, here and in the
         fleet's Redis (there first: a delete the fleet did not take is refused,
         ``SessionStoreUnavailable``); False when there is none ``reader`` may read."""
+        self.before_read()
         if await self.find(trace_id, reader) is None:
             return False
         await self.written(trace_id)  # a write under way lands first, then goes
@@ -220,10 +228,12 @@ class TraceStore:
         return True
 
     def __len__(self) -> int:
+        self.before_read()
         return len(self._traces)
 
     async def find(self, trace_id: str, reader: Caller) -> dict[str, Any] | None:
         """``get``, through the fleet's Redis when it shares one (any replica's run)."""
+        self.before_read()
         if self.shared is None:
             return self.get(trace_id, reader)
         try:
@@ -244,6 +254,7 @@ class TraceStore:
     def get(self, trace_id: str, reader: Caller) -> dict[str, Any] | None:
         """The trace, as ``reader`` may see it; None when it is gone or not the reader's
         (the same answer: an id reveals nothing about a run of someone else)."""
+        self.before_read()
         recorded = self._traces.get(trace_id)
         if recorded is None or not reader.may_read_run(recorded.owner, recorded.agent):
             return None
@@ -255,6 +266,7 @@ class TraceStore:
     async def rate_run(self, trace_id: str, rater: Caller, feedback: dict[str, Any]) -> RatedRun:
         """``rate``, through the fleet's Redis when it shares one: a run is rated once in
         the whole fleet, on any replica."""
+        self.before_read()
         if self.shared is None:
             return self.rate(trace_id, rater, feedback)
         document, _ = await self.shared.trace(trace_id)
@@ -276,6 +288,7 @@ class TraceStore:
     def rate(self, trace_id: str, rater: Caller, feedback: dict[str, Any]) -> RatedRun:
         """Keep ``rater``'s rating of a kept run (shown with it): the identity that made
         the run, or a key with the ``feedback`` right, rates it once."""
+        self.before_read()
         recorded = self._traces.get(trace_id)
         if recorded is None:
             raise _not_found(trace_id)
@@ -289,6 +302,7 @@ class TraceStore:
         """One line per kept trace ``reader`` may read, newest first, read from the events
         as they are kept: listing never converts a whole (perhaps 1 MB) trace to JSON.
         ``alone``: only those the fleet's Redis has not taken (yet, or while it was out)."""
+        self.before_read()
         return (
             _summary(tid, recorded)
             for tid, recorded in reversed(self._traces.items())

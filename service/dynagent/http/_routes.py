@@ -80,6 +80,9 @@ class Route:
     """Default: the table's tags."""
     public: bool = False
     """Needs no API key."""
+    runs: bool = False
+    """Runs an agent: served without first applying the bookkeeping of the runs that ended
+    before (``RunEnds``); every other route applies it, as it may read it."""
     parameters: tuple[Param, ...] = ()
     """Headers and query parameters, after the path's own."""
     path_patterns: Mapping[str, str] = field(default_factory=dict)

@@ -96,6 +96,7 @@ async def get_agent_card(request: web.Request) -> web.Response:
         "POST",
         "/a2a/{name}",
         "A2A JSON-RPC message/send and message/stream (the same run path as invoke)",
+        runs=True,
         request=(SendMessageRequest, SendStreamingMessageRequest),
         response=SendMessageResponse,
         description="message/send: a JSON-RPC response (the reply Message, or an error); "

@@ -14,7 +14,7 @@ from dynagent.config import ServiceConfig
 from dynagent.core.service import FactoryMaker, Service
 from dynagent.core.tracing import RunTracer
 from dynagent.http import routing
-from dynagent.http._routes import DOCUMENT
+from dynagent.http._routes import DOCUMENT, route_of
 from dynagent.http.middleware.cors import cors_headers
 from dynagent.http.middleware.front import front_middleware
 from dynagent.http.openapi import openapi_json
@@ -66,8 +66,11 @@ def app_for(service: Service) -> web.Application:
     routing.install(app)
     open_paths = OPEN_PATHS | ({"/metrics"} if service.config.metrics.public else set())
     open_routes = (route for route in app.router.routes() if route.name in ui.OPEN_ROUTES)
+    run_routes = (r for r in app.router.routes() if (of := route_of(r.handler)) and of.runs)
     app.middlewares.append(
-        front_middleware(service, open_paths=open_paths, open_routes=open_routes)
+        front_middleware(
+            service, open_paths=open_paths, open_routes=open_routes, run_routes=run_routes
+        )
     )
     # Written now, from the routes served (raises for one that has no Route), and not
     # while the first request to it holds the loop.

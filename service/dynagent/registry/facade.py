@@ -22,6 +22,10 @@ from dynagent.runtime.agent import Agent, Variant
 from dynagent.spec.agent import AgentSpec
 
 
+def _nothing() -> None:
+    pass
+
+
 class AgentRegistry:
     def __init__(self) -> None:
         self.feed = Changes()
@@ -30,6 +34,9 @@ class AgentRegistry:
         self.readiness = Readiness(self.feed)
         self.attachments = Attachments(self.feed)
         """Documents beside an agent (its evaluation suite), shown in its status."""
+        self.before_read: Callable[[], None] = _nothing
+        """Called before the traffic figures are read or a canary routes (the service's
+        ``RunEnds.settle``: the runs that have ended are all counted by then)."""
 
     @property
     def listeners(self) -> list[Listener]:
@@ -81,6 +88,8 @@ class AgentRegistry:
         kept it from a serving canary, and the canary weight that chose the variant
         (``""``: none did), as ``core.routing.select`` gives them for a request."""
         canary = self.table.entry(name).canary
+        if canary is not None:  # its guard and budget weigh the runs that ended before
+            self.before_read()
         admitted = canary is None or canary.policy.eligible(None)
         agent, variant = self.rollouts.route(name, key=key, admitted=admitted)
         serving = canary is not None and canary.serving and not canary.held
@@ -91,6 +100,7 @@ class AgentRegistry:
     def status(self, name: str) -> dict[str, Any]:
         """``name``'s entry, the traffic figures of its variants, its revisions and what is
         attached to it (``evals``: its suite)."""
+        self.before_read()
         status = self.table.entry(name).status(self.rollouts.stats_of(name))
         status["revisions"] = [r.as_dict() for r in reversed(self.table.history(name))]
         attached = self.attachments.status_of(name)

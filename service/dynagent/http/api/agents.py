@@ -61,6 +61,7 @@ async def get_agent(request: web.Request) -> web.Response:
         "POST",
         "/v1/agents/{name}/invoke",
         "Run an agent",
+        runs=True,
         parameters=ROUTING,
         request=InvokeRequest,
         response=InvokeResponse,

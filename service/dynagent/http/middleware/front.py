@@ -26,13 +26,20 @@ from dynagent.http.state import CALLER
 
 
 def front_middleware(
-    service: Service, *, open_paths: Collection[str], open_routes: Iterable[web.AbstractRoute]
+    service: Service,
+    *,
+    open_paths: Collection[str],
+    open_routes: Iterable[web.AbstractRoute],
+    run_routes: Iterable[web.AbstractRoute] = (),
 ) -> Middleware:
     """The middleware of ``service``'s app: ``open_paths`` and ``open_routes`` need no key
-    (a path also covers its 404 and 405 answers, which have no route of their own)."""
+    (a path also covers its 404 and 405 answers, which have no route of their own); every
+    route but ``run_routes`` first applies the ends of the runs before (``RunEnds``)."""
     origins = frozenset(service.config.cors.allow_origins)
     paths = frozenset(open_paths)
     routes = frozenset(open_routes)
+    runs = frozenset(run_routes)
+    run_ends = service.run_ends
 
     @web.middleware
     async def front(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -40,8 +47,11 @@ def front_middleware(
             return preflight(request, origins)
         path = request.path
         openai = is_openai_path(path)
+        route = request.match_info.route
+        if route not in runs:
+            run_ends.settle()
         try:
-            if path not in paths and request.match_info.route not in routes:
+            if path not in paths and route not in routes:
                 keys = service.api_keys
                 request[CALLER] = keys.authenticate(request.headers.get("Authorization"))
             response = await handler(request)

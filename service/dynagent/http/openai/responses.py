@@ -71,6 +71,7 @@ async def _keep(
         "POST",
         "/v1/responses",
         "OpenAI Responses API",
+        runs=True,
         parameters=ROUTING,
         request=ResponsesRequest,
         response=ResponseObject,
