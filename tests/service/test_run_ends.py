@@ -13,7 +13,8 @@ import pytest
 from dynagent.core.run_ends import MOST_WAITING, SETTLE_AFTER, RunEnds
 from dynagent.core.service import Service
 from dynagent.http.state import SERVICE
-from tests.support import DEFAULT_MODEL, Reply, ScriptedModelServer
+from dynagent.registry.canary import picks_canary
+from tests.support import DEFAULT_MODEL, Fail, Reply, ScriptedModelServer
 from tests.support.canary import canary_document, canary_filename
 from tests.support.service import (
     RunningService,
@@ -115,23 +116,35 @@ async def test_every_reader_sees_the_runs_that_ended(
         assert status["traffic"]["stable"]["requests"] == 4
 
 
-async def test_a_canary_routes_after_the_runs_before_it_are_counted(
+async def test_while_an_agent_has_a_canary_its_runs_are_counted_before_they_are_answered(
     model_server: ScriptedModelServer, agents_dir: Path, state_dir: Path
 ) -> None:
-    """Its guard and budget weigh the evidence and spend of every run that ended."""
-    stable = agent_document("bot", model_server, system="Stable.")
-    write_agent(agents_dir, stable)
+    """The guard acts on a canary's failed run before the run is answered; the runs that
+    waited from before are counted first."""
+    write_agent(agents_dir, agent_document("bot", model_server, system="Stable."))
     model_server.script(DEFAULT_MODEL, [Reply("hello")], cycle=True)
+    model_server.script("gpt-canary", [Fail(500)], cycle=True)
     async with running_service(service_config(agents_dir, state_dir)) as service:
         core(service)
         for _ in range(2):
             await invoke(service)
         assert len(core(service).run_ends) == 2  # no canary: nothing reads them yet
-        candidate = agent_document("bot", model_server, system="Canary.")
+        candidate = agent_document(
+            "bot", model_server, system="Canary.", model={"name": "gpt-canary", "retries": 0}
+        )
+        guard = {"min_requests": 1, "max_error_rate": 0}
         write_agent(
-            agents_dir, canary_document(candidate, weight=50), filename=canary_filename("bot")
+            agents_dir,
+            canary_document(candidate, weight=50, guard=guard),
+            filename=canary_filename("bot"),
         )
         await service.registry.wait_for(lambda r: r.entry("bot").canary is not None)
-        await invoke(service)
-        # The two before were counted when the canary routed this one, which waits.
-        assert len(core(service).run_ends) == 1
+        key = next(k for k in (f"k{i}" for i in range(1000)) if picks_canary("bot", k, 50))
+        failed = await service.client.post(
+            "/v1/agents/bot/invoke", json={"input": "hi"}, headers={"X-Canary-Key": key}
+        )
+        assert failed.status == 502
+        assert len(core(service).run_ends) == 0
+        canary = service.registry.entry("bot").canary
+        assert canary is not None and canary.pulled is not None  # before the answer came
+        assert service.registry.rollouts.stats_of("bot")["stable"].requests == 2

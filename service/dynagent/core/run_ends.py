@@ -14,7 +14,9 @@ in the process (``TraceStore``, ``Metrics``), and the service's stop. So what is
 what it would be had each run's end been applied as it came.
 
 A fleet that shares a Redis writes each trace there before the run is answered (any
-replica reads it at once): its run ends are applied as they come, not batched.
+replica reads it at once): its run ends are applied as they come, not batched. So are
+the runs of an agent with a canary: its guard pulls a failing canary before the failed run
+is answered.
 """
 
 from __future__ import annotations
@@ -42,10 +44,13 @@ class RunEnds:
         self._due_on: asyncio.AbstractEventLoop | None = None
         """The loop that will apply what waits (None: nothing is due)."""
 
-    def add(self, apply: Callable[..., None], *args: Any) -> None:
-        """``apply(*args)`` within ``SETTLE_AFTER`` seconds, or before anything reads."""
-        if not self.batched:
-            apply(*args)
+    def add(self, apply: Callable[..., None], *args: Any, at_once: bool = False) -> None:
+        """``apply(*args)`` within ``SETTLE_AFTER`` seconds, or before anything reads;
+        ``at_once``: now, after the ends that wait (a canary's run: its guard acts on it
+        before the run is answered)."""
+        if at_once or not self.batched:
+            self._waiting.append((apply, args))
+            self.settle()
             return
         self._waiting.append((apply, args))
         try:

@@ -94,10 +94,12 @@ class _Served:
 
     def finish(self, trace_id: str, events: Sequence[Event], error: str | None = None) -> None:
         """The run ended: its span now, the rest with the service's next run ends
-        (``RunEnds``)."""
+        (``RunEnds``), or at once while its agent has a canary (the guard acts on it)."""
         self.close_span(events, error)
         ended = time.perf_counter()
-        self.service.run_ends.add(self._count, trace_id, events, error, ended)
+        entry = self.service.registry.table.find(self.agent.name)
+        canary = entry is not None and entry.canary is not None
+        self.service.run_ends.add(self._count, trace_id, events, error, ended, at_once=canary)
 
     def _count(
         self, trace_id: str, events: Sequence[Event], error: str | None, ended: float
