@@ -5,6 +5,7 @@ first, so a reader sees every run that has ended."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,22 @@ async def test_while_an_agent_has_a_canary_its_runs_are_counted_before_they_are_
         canary = service.registry.entry("bot").canary
         assert canary is not None and canary.pulled is not None  # before the answer came
         assert service.registry.rollouts.stats_of("bot")["stable"].requests == 2
+
+
+async def test_settled_from_another_thread_the_loop_applies_them() -> None:
+    """The stores the ends write belong to the loop; a reader on another thread (an
+    exporter of the embedding program's own) has the loop apply them."""
+    ends = RunEnds(after=3600.0)
+    applied: list[tuple[int, bool]] = []
+    done = asyncio.Event()
+    loop_thread = threading.get_ident()
+
+    def record(index: int) -> None:
+        applied.append((index, threading.get_ident() == loop_thread))
+
+    for index in range(3):
+        ends.add(record, index)
+    ends.add(done.set)
+    await asyncio.to_thread(ends.settle)
+    await asyncio.wait_for(done.wait(), 5)
+    assert applied == [(0, True), (1, True), (2, True)]

@@ -71,7 +71,18 @@ class RunEnds:
         self.settle()
 
     def settle(self) -> None:
-        """Apply every run end that waits; one that fails is logged, the rest applied."""
+        """Apply every run end that waits; one that fails is logged, the rest applied.
+        Called from another thread (an exporter of the process's own), it asks the loop
+        the ends came from to apply them: the stores they write are the loop's."""
+        loop = self._due_on
+        if self._waiting and loop is not None and not loop.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                loop.call_soon_threadsafe(self.settle)
+                return
         while self._waiting:
             waiting, self._waiting = self._waiting, []
             for apply, args in waiting:
