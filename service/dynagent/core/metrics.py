@@ -27,10 +27,6 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120
 EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome", "weight")
 
 
-def _nothing() -> None:
-    pass
-
-
 def _registry() -> CollectorRegistry:
     """A registry with what every Prometheus exporter of a Python process has: the
     interpreter (``python_info``) and its garbage collector (``python_gc_*``); CPU, memory,
@@ -57,7 +53,7 @@ class _Settled(Collector):
 class Metrics:
     def __init__(self) -> None:
         self.registry = _registry()
-        self.before_collect: Callable[[], None] = _nothing
+        self.before_collect: Callable[[], None] = lambda: None
         """Called before the metrics are read (the service's ``RunEnds.settle``)."""
         self.registry.register(_Settled(self))
         labels = ("agent", "variant")

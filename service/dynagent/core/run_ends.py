@@ -48,16 +48,12 @@ class RunEnds:
         """``apply(*args)`` within ``SETTLE_AFTER`` seconds, or before anything reads;
         ``at_once``: now, after the ends that wait (a canary's run: its guard acts on it
         before the run is answered)."""
-        if at_once or not self.batched:
-            self._waiting.append((apply, args))
-            self.settle()
-            return
         self._waiting.append((apply, args))
         try:
-            loop = asyncio.get_running_loop()
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:  # no loop to apply it later
             loop = None
-        if loop is None or len(self._waiting) >= MOST_WAITING:
+        if at_once or not self.batched or loop is None or len(self._waiting) >= MOST_WAITING:
             self.settle()
         elif self._due_on is not loop:  # none due, or due on a loop now gone
             self._due_on = loop
@@ -75,12 +71,12 @@ class RunEnds:
         Called from another thread (an exporter of the process's own), it asks the loop
         the ends came from to apply them: the stores they write are the loop's."""
         loop = self._due_on
-        if self._waiting and loop is not None and not loop.is_closed():
+        if self._waiting and loop is not None and loop.is_running():
             try:
                 running = asyncio.get_running_loop()
             except RuntimeError:
                 running = None
-            if running is not loop:
+            if running is not loop:  # that loop runs in another thread
                 loop.call_soon_threadsafe(self.settle)
                 return
         while self._waiting:

@@ -106,10 +106,6 @@ def owner_label(principal: str) -> str:
     return f"digest:{rest[:12]}" if kind == "digest" else principal
 
 
-def _nothing() -> None:
-    pass
-
-
 def _size(events: Sequence[Event]) -> int:
     """About how many bytes the events hold: their text, plus a little per event."""
     return sum(map(trace_size, events))
@@ -129,7 +125,7 @@ class TraceStore:
     ) -> None:
         self.shared = shared
         """The fleet's Redis, when it shares one: traces are written and read there."""
-        self.before_read: Callable[[], None] = _nothing
+        self.before_read: Callable[[], None] = lambda: None
         """Called before every read (the service's ``RunEnds.settle``: the traces of the
         runs that have ended are all kept by then)."""
         self._writing: dict[str, asyncio.Task[bool]] = {}
@@ -218,7 +214,6 @@ class TraceStore:
         """Delete a run's trace and its rating that ``reader`` may read, here and in the
         fleet's Redis (there first: a delete the fleet did not take is refused,
         ``SessionStoreUnavailable``); False when there is none ``reader`` may read."""
-        self.before_read()
         if await self.find(trace_id, reader) is None:
             return False
         await self.written(trace_id)  # a write under way lands first, then goes

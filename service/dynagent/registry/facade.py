@@ -22,10 +22,6 @@ from dynagent.runtime.agent import Agent, Variant
 from dynagent.spec.agent import AgentSpec
 
 
-def _nothing() -> None:
-    pass
-
-
 class AgentRegistry:
     def __init__(self) -> None:
         self.feed = Changes()
@@ -34,7 +30,7 @@ class AgentRegistry:
         self.readiness = Readiness(self.feed)
         self.attachments = Attachments(self.feed)
         """Documents beside an agent (its evaluation suite), shown in its status."""
-        self.before_read: Callable[[], None] = _nothing
+        self.before_read: Callable[[], None] = lambda: None
         """Called before the traffic figures are read or a canary routes (the service's
         ``RunEnds.settle``: the runs that have ended are all counted by then)."""
 
