@@ -19,10 +19,13 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from dynagent.core.tallies import Spread, Spreads, Tallies, Tally
 from dynagent.events import Usage
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """A judge's scores, 0 to 1."""
+_PerAgent = MetricWrapperBase | Tallies | Spreads
+"""A family with a series per agent: ``forget`` removes an agent's."""
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 EVIDENCE_LABELS = ("agent", "revision", "variant", "source", "outcome", "weight")
 
@@ -57,27 +60,27 @@ class Metrics:
         """Called before the metrics are read (the service's ``RunEnds.settle``)."""
         self.registry.register(_Settled(self))
         labels = ("agent", "variant")
-        self.requests = Counter(
+        self.requests = Tallies(
             "dynagent_requests",
             "Agent runs by outcome: ok, error (the run failed), or unavailable (a store or "
             "the config center was out: no version's error rate).",
             [*labels, "endpoint", "outcome"],
             registry=self.registry,
         )
-        self.errors = Counter(
+        self.errors = Tallies(
             "dynagent_errors",
             "Failed agent runs by error type.",
             [*labels, "type"],
             registry=self.registry,
         )
-        self.latency = Histogram(
+        self.latency = Spreads(
             "dynagent_request_duration_seconds",
             "Agent run latency.",
             labels,
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.tokens = Counter(
+        self.tokens = Tallies(
             "dynagent_tokens", "Model tokens used.", [*labels, "kind"], registry=self.registry
         )
         self._agent_metrics()
@@ -89,9 +92,9 @@ class Metrics:
         self._runs: dict[tuple[str, str, str, str], _RunSeries] = {}
         """The series one kind of run adds to, found once: looking a child up by its
         labels costs a lock and a tuple of strings per call, four calls per run."""
-        self._evidence: dict[tuple[str, str, str, str, bool, str], tuple[Counter, Histogram]] = {}
+        self._evidence: dict[tuple[str, str, str, str, bool, str], tuple[Tally, Spread]] = {}
         """Likewise the evidence series of each (agent, revision, variant, source, ok)."""
-        self._per_agent: tuple[tuple[MetricWrapperBase, tuple[str, ...]], ...] = (
+        self._per_agent: tuple[tuple[_PerAgent, tuple[str, ...]], ...] = (
             (self.requests, (*labels, "endpoint", "outcome")),
             (self.errors, (*labels, "type")),
             (self.latency, labels),
@@ -174,7 +177,7 @@ class Metrics:
     def _evidence_metrics(self) -> None:
         """What the rollout analysis reads, fleet-wide, from Prometheus: the runs that are
         evidence about a version (``registry.canary.guard_evidence``), by revision."""
-        self.evidence = Counter(
+        self.evidence = Tallies(
             "dynagent_rollout_requests",
             "Runs that count for or against a version: routed (the weight chose the "
             "variant), unmatched (rollout.match kept it from the canary) or shadow copies, "
@@ -182,7 +185,7 @@ class Metrics:
             EVIDENCE_LABELS,
             registry=self.registry,
         )
-        self.evidence_latency = Histogram(
+        self.evidence_latency = Spreads(
             "dynagent_rollout_latency_seconds",
             "Latency of the runs that count for or against a version.",
             EVIDENCE_LABELS[:4],
@@ -195,14 +198,14 @@ class Metrics:
         by agent, revision and variant, like the rollout's other figures (a removed agent's
         series go with it)."""
         self._spend: dict[tuple[str, str, str], _SpendSeries] = {}
-        self.cost = Counter(
+        self.cost = Tallies(
             "dynagent_cost_usd",
             "US dollars runs spent on model calls (models.prices; runs of a model without "
             "a price add nothing).",
             EVIDENCE_LABELS[:3],
             registry=self.registry,
         )
-        self.revision_tokens = Counter(
+        self.revision_tokens = Tallies(
             "dynagent_revision_tokens",
             "Model tokens runs used, by revision (dynagent_tokens_total has them by kind).",
             EVIDENCE_LABELS[:3],
@@ -323,9 +326,9 @@ class Metrics:
 class _RunSeries:
     """The children of one (agent, variant, endpoint, outcome)."""
 
-    requests: Counter
-    latency: Histogram
-    tokens: tuple[Counter, Counter] | None = None
+    requests: Tally
+    latency: Spread
+    tokens: tuple[Tally, Tally] | None = None
     """Input and output tokens, once a run reported its usage."""
 
 
@@ -372,6 +375,6 @@ class _AgentsOnly(Collector):
 class _SpendSeries:
     """The children of one (agent, revision, variant) that runs' spend adds to."""
 
-    tokens: Counter
-    cost: Counter | None = None
+    tokens: Tally
+    cost: Tally | None = None
     """Made by the first run with a known cost."""
