@@ -248,7 +248,7 @@ def cut_usage(events: Sequence[Event]) -> Usage:
             cut, answered = event, 0
         elif isinstance(event, ModelDelta):
             answered += len(event.text)
-        elif isinstance(event, ModelResponseEvent | ErrorEvent):
+        elif isinstance(event, (ModelResponseEvent, ErrorEvent)):
             cut = None
     return Usage() if cut is None else estimated_usage(cut.prompt_chars, answered)
 

@@ -18,6 +18,9 @@ def input_summary(input: AgentInput) -> JsonValue:
     return input if isinstance(input, str) else [dict(m) for m in input]
 
 
+_STRUCTURED = (str, list, dict)
+_NUMBERS = (int, float)
+"""Tuples, not ``X | Y``: a union written in a call is built on every call (200 ns)."""
 _TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
 
 
@@ -38,7 +41,11 @@ def masked(event: Event, mask: Callable[[str], str]) -> Event:
     changes: dict[str, Any] = {}
     for name in _TEXT_OF[type(event)]:
         value = getattr(event, name)
-        if isinstance(value, str | list | dict):
+        if type(value) is str:  # most texts: masked in one call, unchanged as the same str
+            masked: JsonValue = mask(value)
+            if masked is not value and masked != value:
+                changes[name] = masked
+        elif isinstance(value, _STRUCTURED):
             masked = _redact_value(value, mask)
             if masked != value:
                 changes[name] = masked
@@ -75,7 +82,7 @@ def _redact_value(value: JsonValue, redact: Callable[[str], str]) -> JsonValue:
         return [_redact_value(item, redact) for item in value]
     if isinstance(value, dict):
         return {key: _redact_value(item, redact) for key, item in value.items()}
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, _NUMBERS) and not isinstance(value, bool):
         masked = redact(str(value))
         return value if masked == str(value) else masked
     return value

@@ -131,7 +131,7 @@ def _followed(event: Event) -> bool:
     ``final_output`` by ``run_finished``."""
     if isinstance(event, ModelResponseEvent):
         return not event.tool_calls
-    return isinstance(event, FinalOutput | RunFinished)
+    return isinstance(event, (FinalOutput, RunFinished))
 
 
 @routes.add(
