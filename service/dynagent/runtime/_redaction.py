@@ -75,8 +75,11 @@ class RedactingEmitter:
             self._pending.append((event, -1))
             return
         size = event_text_size(event)
-        if size <= INLINE_CHARS:
-            self._sink(self._inline(event, size))
+        if size <= INLINE_CHARS:  # ``_inline``, written out: every event passes here
+            shown = self._shown(event)
+            if shown is event:
+                keep_size(event, size)
+            self._sink(shown)
             return
         self._pending.append((event, size))
         if self._task is None:

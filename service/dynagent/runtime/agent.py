@@ -10,7 +10,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Literal
 
 from dynagent.deadlines import RunDeadline
@@ -248,20 +247,12 @@ class Agent:
         # Masked inline, or on a worker thread when an event carries a long text. The
         # emitter holds the run's redactors, not the run's context that holds it: no
         # cycle, so a run's objects are freed when it ends, not by the garbage collector.
-        shown = RedactingEmitter(emit, partial(self._shown, redactors=ctx.redactors))
+        shown = RedactingEmitter(emit, _shown_by(ctx.redactors, self.secrets))
         if streamed and self.secrets:  # only streamed runs have deltas
             ctx.emit = DeltaGate(StreamMask(self.secrets), shown)
         else:
             ctx.emit = shown
         return ctx
-
-    def _shown(self, event: Event, redactors: list[Callable[[str], str]]) -> Event:
-        """The event as traces, streams and logs may see it."""
-        if redactors:
-            event = redacted(event, redactors)
-        if self.secrets:
-            event = masked(event, self.secrets.mask)
-        return event
 
     async def _guarded(
         self,
@@ -369,3 +360,19 @@ class Agent:
 
 def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _shown_by(
+    redactors: list[Callable[[str], str]], secrets: SecretValues | None
+) -> Callable[[Event], Event]:
+    """How each event of a run is shown to traces, streams and logs: redacted (the run's
+    ``pii_redaction``, added to as it starts), then its agent's secrets masked."""
+
+    def shown(event: Event) -> Event:
+        if redactors:
+            event = redacted(event, redactors)
+        if secrets:
+            event = masked(event, secrets.mask)
+        return event
+
+    return shown
