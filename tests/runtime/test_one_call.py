@@ -1,4 +1,5 @@
-"""A whole run that is one model call (``runtime._one_call``) is the run the loop makes:
+"""A run that is one model call (``runtime._one_call``), whole or streamed, is the run the
+loop makes:
 the same answer, the same request on the wire, the same events field for field (masked
 alike), the same failure; and an agent with anything the loop does for it takes the loop."""
 
@@ -145,6 +146,92 @@ async def test_secrets_are_masked_alike(
     assert SECRET not in str(one.output)
     assert _events(one) == _events(looped)
     assert SECRET not in repr(_events(one))
+
+
+async def _streamed(agent: Agent, text: str) -> list[dict[str, Any]]:
+    """The events of ``agent``'s streamed run of ``text``, as ``_events`` shows them."""
+    shown = []
+    async for event in agent.stream(text):
+        shown.append({k: v for k, v in event.as_dict().items() if k not in _VARYING})
+    events: list[dict[str, Any]] = _numbered(shown)
+    return events
+
+
+async def _both_streamed(
+    monkeypatch: pytest.MonkeyPatch,
+    model_server: ScriptedModelServer,
+    steps: list[Any],
+    agent: Agent,
+    text: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``_both`` for a streamed run: its events as one call, then through the loop, and
+    the bodies the first sent the model."""
+    outcomes = []
+    for as_one_call in (True, False):
+        model_server.script("gpt-main", steps)
+        if not as_one_call:
+            monkeypatch.setattr(agent_module, "one_call", lambda *_: False)
+        outcomes.append(await _streamed(agent, text))
+    sent = model_server.requests
+    half = len(sent) // 2
+    assert _numbered(sent[:half]) == _numbered(sent[half:])
+    return outcomes[0], outcomes[1], sent[:half]
+
+
+async def test_a_streamed_answer_is_the_loops_stream_event_for_event(
+    make_agent: AgentFactory, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = make_agent(model={"settings": {"temperature": 0.3}})
+    calls: list[bool] = []
+    answer = _one_call.answer
+
+    async def noted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("stream", False))
+        return await answer(*args, **kwargs)
+
+    monkeypatch.setattr(agent_module, "answer", noted)
+
+    one, looped, sent = await _both_streamed(
+        monkeypatch, model_server, [Reply("Paris, of course.")], agent, "Capital of France?"
+    )
+
+    assert calls == [True]  # the first run took the one call, streamed
+    assert one == looped
+    kinds = [e["type"] for e in one]
+    assert [k for i, k in enumerate(kinds) if not i or kinds[i - 1] != k] == [
+        "run_started",
+        "model_request",
+        "model_delta",  # the deltas of one window joined, however many
+        "model_response",
+        "final_output",
+        "run_finished",
+    ]
+    assert "".join(e["text"] for e in one if e["type"] == "model_delta") == "Paris, of course."
+    assert sent[0]["stream"] is True and sent[0]["temperature"] == 0.3
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [CallTools([("lookup", {"key": "a"})]), Reply("No tool, then.")],
+        [Fail(400)],
+        [Reply(f"the key is {SECRET}, split", pieces=["the key is ", SECRET[:9], SECRET[9:]])],
+    ],
+    ids=["tools asked for", "a failed call", "a secret across deltas"],
+)
+async def test_a_streamed_run_goes_on_fails_and_masks_as_the_loops_does(
+    make_agent: AgentFactory,
+    model_server: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+    steps: list[Any],
+) -> None:
+    agent = dataclasses.replace(make_agent(model={"retries": 0}), secrets=SecretValues([SECRET]))
+
+    one, looped, _ = await _both_streamed(monkeypatch, model_server, steps, agent, "Go.")
+
+    assert one == looped
+    assert SECRET not in repr(one)
+    assert one[-1]["type"] == "run_finished"
 
 
 async def _ignored(_: Any) -> str:

@@ -1,6 +1,7 @@
 """What a run records of each model call, besides making it: the size of what the model
 was sent (``model_request``'s ``prompt_chars``), the ``model_response`` event, and the
-count of a call cut off before it answered.
+count of a call cut off before it answered; and a streamed call, its deltas emitted as
+they come (``StreamedCall``).
 
 A call cut off (the run's time up, its caller gone, the service stopping) never reports
 its tokens, yet the endpoint has read its prompt and written part of an answer: the run
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import time
 
-from dynagent.events import ModelResponseEvent, Usage, estimated_usage, rounded_usd
+from dynagent.events import ModelDelta, ModelResponseEvent, Usage, estimated_usage, rounded_usd
+from dynagent.exceptions import ModelError
 from dynagent.interceptors.base import RunContext
-from dynagent.models.base import Model, ModelResponse
+from dynagent.models.base import Model, ModelRequest, ModelResponse, TextDelta
 from dynagent.models.prices import Prices, priced_name
 
 
@@ -73,3 +75,41 @@ def response_event(
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         cost_usd=rounded_usd(cost),
     )
+
+
+class StreamedCall:
+    """One streamed model call, as a model handler: each text delta emitted as a
+    ``model_delta`` event of the call's step, the text streamed so far counted in
+    ``chars`` (what a call cut off is charged for, ``count_cut``)."""
+
+    __slots__ = ("_ctx", "_model", "chars")
+
+    def __init__(self, model: Model, ctx: RunContext) -> None:
+        self._model = model
+        self._ctx = ctx
+        self.chars = 0
+
+    async def __call__(self, request: ModelRequest) -> ModelResponse:
+        ctx = self._ctx
+        final: ModelResponse | None = None
+        streamed_text = False
+        try:
+            async for item in self._model.stream(request):
+                if isinstance(item, TextDelta):
+                    streamed_text = True
+                    self.chars += len(item.text)
+                    ctx.emit(
+                        ModelDelta(trace_id=ctx.trace_id, step=ctx.model_calls, text=item.text)
+                    )
+                else:
+                    final = item
+        except ModelError as exc:
+            if not (streamed_text and exc.retryable):
+                raise
+            # Text already reached the caller: a retry would splice two answers.
+            raise ModelError(
+                f"{exc.message} after part of the answer was streamed", status=exc.status
+            ) from exc
+        if final is None:
+            raise ModelError("the model stream ended without a response")
+        return final

@@ -17,7 +17,6 @@ from dynagent.events import (
     STEP_SEPARATOR,
     FinalOutput,
     JsonValue,
-    ModelDelta,
     ModelRequestEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -26,7 +25,6 @@ from dynagent.events import (
 from dynagent.exceptions import (
     BadRequest,
     MaxStepsExceeded,
-    ModelError,
     OutputValidationError,
     RunError,
     ToolFailed,
@@ -38,13 +36,12 @@ from dynagent.models.base import (
     Model,
     ModelRequest,
     ModelResponse,
-    TextDelta,
     ToolCallRequest,
     ToolDefinition,
 )
 from dynagent.models.cut import CUT_ATTEMPTS, prompt_size, tools_size
 from dynagent.models.prices import Prices, priced_name
-from dynagent.runtime._calls import count_cut, response_event, take_cut_attempts
+from dynagent.runtime._calls import StreamedCall, count_cut, response_event, take_cut_attempts
 from dynagent.runtime._costs import CostMeter
 from dynagent.runtime._helpers import all_or_none, off_loop, parsed_arguments, tool_error
 from dynagent.runtime._schema_pair import joined, unfenced
@@ -118,9 +115,11 @@ async def go_on(
     messages: list[Message],
     answered: ModelResponse,
     options: RunOptions | None,
+    *,
+    stream: bool = False,
 ) -> tuple[JsonValue, Usage, int]:
-    """The rest of a whole run whose first model call, on ``messages``, was ``answered``."""
-    loop = _Loop(agent, ctx, False, options or RunOptions())
+    """The rest of a run whose first model call, on ``messages``, was ``answered``."""
+    loop = _Loop(agent, ctx, stream, options or RunOptions())
     return await loop.run([], [], messages, answered=answered)
 
 
@@ -166,8 +165,6 @@ class _Loop:
         client = options.client_tools
         self.definitions = (*agent.definitions, *client) if client else agent.definitions
         self.definition_chars = agent.definition_chars + (tools_size(client) if client else 0)
-        self.streamed_chars = 0
-        """Text of the model call under way streamed so far."""
         self.client_names = options.client_names
         limit = agent.spec.limits.max_cost_usd
         self.meter = CostMeter(agent.prices, priced_name(agent.model), limit, agent.name)
@@ -242,13 +239,14 @@ class _Loop:
             )
         )
         started = time.perf_counter()
-        handler = self._streamed if self.stream else self.agent.model.request
-        self.streamed_chars = 0
+        streamed = StreamedCall(self.agent.model, ctx) if self.stream else None
+        handler = streamed or self.agent.model.request
         try:
             with within(f"chat {step}"):  # the span the model call's traceparent names
                 response = await self.agent.chain.call_model(ctx, request, handler)
         except asyncio.CancelledError:
-            count_cut(self.agent.prices, self.agent.model, ctx, prompt, self.streamed_chars)
+            chars = streamed.chars if streamed else 0
+            count_cut(self.agent.prices, self.agent.model, ctx, prompt, chars)
             raise
         ctx.usage += response.usage
         cost = self.meter.cost(response)
@@ -257,32 +255,6 @@ class _Loop:
         cut = take_cut_attempts(self.agent.prices, ctx, CUT_ATTEMPTS.get())
         self.meter.after_call(ctx, None if cost is None or cut is None else cost + cut)
         return response
-
-    async def _streamed(self, request: ModelRequest) -> ModelResponse:
-        final: ModelResponse | None = None
-        streamed_text = False
-        try:
-            async for item in self.agent.model.stream(request):
-                if isinstance(item, TextDelta):
-                    streamed_text = True
-                    self.streamed_chars += len(item.text)
-                    self.ctx.emit(
-                        ModelDelta(
-                            trace_id=self.ctx.trace_id, step=self.ctx.model_calls, text=item.text
-                        )
-                    )
-                else:
-                    final = item
-        except ModelError as exc:
-            if not (streamed_text and exc.retryable):
-                raise
-            # Text already reached the caller: a retry would splice two answers.
-            raise ModelError(
-                f"{exc.message} after part of the answer was streamed", status=exc.status
-            ) from exc
-        if final is None:
-            raise ModelError("the model stream ended without a response")
-        return final
 
     async def _run_tools(self, step: int, calls: Sequence[ToolCallRequest]) -> list[Message]:
         with self.meter.calling():  # an agent called as a tool spends against our ceiling

@@ -1,7 +1,8 @@
-"""A whole run that is one model call: an agent with nothing between its prompt and the
-model — no tools, interceptors, session, output schema or cost ceiling — answered without
-the loop's machinery (``_loop._Loop``: its tool and schema set-up, the interceptor chain,
-the cost meter).
+"""A run that is one model call, whole or streamed: an agent with nothing between its
+prompt and the model — no tools, interceptors, session, output schema or cost ceiling —
+answered without the loop's machinery (``_loop._Loop``: its tool and schema set-up, the
+interceptor chain, the cost meter). A streamed call emits its deltas as the loop's do
+(``_calls.StreamedCall``, the loop's own).
 
 Most agents a service serves are of this kind, and every layer each of their requests
 passes costs CPU. The call emits what ``_Loop`` emits for the same run, field for field,
@@ -23,7 +24,7 @@ from dynagent.interceptors.base import RunContext
 from dynagent.models.base import Message, ModelRequest
 from dynagent.models.cut import prompt_size
 from dynagent.models.prices import priced_name
-from dynagent.runtime._calls import count_cut, response_event
+from dynagent.runtime._calls import StreamedCall, count_cut, response_event
 from dynagent.runtime._costs import CEILINGS
 from dynagent.runtime._loop import Agent, go_on
 from dynagent.runtime._tracing import within
@@ -33,8 +34,8 @@ _NO_SETTINGS: Mapping[str, Any] = {}
 
 
 def one_call(agent: Agent, options: RunOptions | None, session_key: str | None) -> bool:
-    """Whether a whole (not streamed) run of ``agent`` is one model call whose text is its
-    answer, unless the model asks for tools."""
+    """Whether a run of ``agent`` is one model call whose text is its answer, unless the
+    model asks for tools."""
     return (
         not agent.tools
         and not agent.chain.interceptors
@@ -47,9 +48,15 @@ def one_call(agent: Agent, options: RunOptions | None, session_key: str | None) 
 
 
 async def answer(
-    agent: Agent, ctx: RunContext, messages: list[Message], options: RunOptions | None
+    agent: Agent,
+    ctx: RunContext,
+    messages: list[Message],
+    options: RunOptions | None,
+    *,
+    stream: bool = False,
 ) -> tuple[JsonValue, Usage, int]:
-    """The run's output, usage and model calls, as ``_Loop.run`` returns them."""
+    """The run's output, usage and model calls, as ``_Loop.run`` returns them;
+    ``stream``: the call streamed, each text delta emitted as it comes."""
     model = agent.model
     request = ModelRequest(
         tuple(messages),
@@ -71,18 +78,19 @@ async def answer(
         )
     )
     started = time.perf_counter()
+    streamed = StreamedCall(model, ctx) if stream else None
     try:
         with within("chat 1"):  # the span the model call's traceparent names
-            response = await model.request(request)
+            response = await (streamed or model.request)(request)
     except asyncio.CancelledError:
-        count_cut(agent.prices, model, ctx, prompt, 0)
+        count_cut(agent.prices, model, ctx, prompt, streamed.chars if streamed else 0)
         raise
     ctx.usage += response.usage
     cost = agent.prices.cost(response.priced_as or priced_name(model), response.usage)
     ctx.emit(response_event(ctx, 1, model, response, started=started, cost=cost))
     ctx.cost_usd = None if cost is None or ctx.cost_usd is None else ctx.cost_usd + cost
     if response.tool_calls:
-        return await go_on(agent, ctx, messages, response, options)
+        return await go_on(agent, ctx, messages, response, options, stream=stream)
     output = response.content or ""
     ctx.emit(FinalOutput(trace_id=ctx.trace_id, step=1, output=output))
     return output, ctx.usage, 1

@@ -299,9 +299,9 @@ class Agent:
         try:
             # One timer for the run's limit and its model calls' whole-answer limits.
             with RunDeadline(self.spec.limits.timeout, self.spec.model.timeout):
-                if not stream and one_call(self, options, ctx.session_key or ctx.session_id):
+                if one_call(self, options, ctx.session_key or ctx.session_id):
                     sent = [*system_messages(self, ctx), *input_messages(input)]
-                    output, usage, steps = await answer(self, ctx, sent, options)
+                    output, usage, steps = await answer(self, ctx, sent, options, stream=stream)
                 else:
                     output, usage, steps = await execute_run(
                         self, ctx, input, stream=stream, options=options
