@@ -232,8 +232,7 @@ class _TextSink:
 
     def alone(self) -> bool:
         """Whether it is still the logger's only sink (no other sink misses the line)."""
-        ids = loguru_compat.sink_ids()
-        return len(ids) == 1 and self.sink_id in ids
+        return loguru_compat.only_sink(self.sink_id)
 
     def write(self, level: str, trace_id: str, message: str) -> None:
         if self.levels[level] < self.least:

@@ -8,9 +8,9 @@ must see the line as a loguru record, so the line goes through loguru then.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
+from loguru import logger as _logger
 from loguru._logger import context as _context
 
 from dynagent._compat.versions import Tested
@@ -26,12 +26,12 @@ def check() -> None:
     TESTED.check()
 
 
-def sink_ids() -> Collection[int]:
-    """The ids (as ``logger.add`` returned them) of the sinks the logger writes to now."""
-    from loguru import logger
-
-    handlers: dict[int, object] = logger._core.handlers  # type: ignore[attr-defined]
-    return handlers.keys()
+def only_sink(sink_id: int) -> bool:
+    """Whether the sink ``sink_id`` (as ``logger.add`` returned it) is the only one the
+    logger writes to now. Asked for every run's line: one attribute read and two dict
+    operations."""
+    handlers: dict[int, object] = _logger._core.handlers  # type: ignore[attr-defined]
+    return len(handlers) == 1 and sink_id in handlers
 
 
 class contextualized:
