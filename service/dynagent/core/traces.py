@@ -33,7 +33,7 @@ from dynagent.events import (
     spent,
 )
 from dynagent.exceptions import Conflict, Forbidden, NotFound, SessionStoreUnavailable
-from dynagent.runtime._redaction import trace_size
+from dynagent.runtime._redaction import trace_bytes
 from dynagent.runtime.agent import Agent, SourceInfo, Variant
 
 
@@ -108,7 +108,7 @@ def owner_label(principal: str) -> str:
 
 def _size(events: Sequence[Event]) -> int:
     """About how many bytes the events hold: their text, plus a little per event."""
-    return sum(map(trace_size, events))
+    return trace_bytes(events)
 
 
 class TraceStore:

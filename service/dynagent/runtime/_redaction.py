@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from dynagent.events import WHOLE, Event, counted_size, keep_size, text_size
 
 INLINE_CHARS = 8_192
 """Texts up to this size are masked inline (well under a millisecond of RE2 work each)."""
 
+EVENT_BYTES = 200
+"""What an event holds in a trace beside its text, about."""
 TEXT_FIELDS = ("input", "content", "arguments", "tool_calls", "output", "message", "text")
 
 
@@ -28,7 +30,7 @@ _FIELDS_OF: dict[type, tuple[str, ...]] = {}
 def event_text_size(event: object, limit: int = INLINE_CHARS) -> int:
     """Characters of text in the text fields of ``event``, counted up to a little past
     ``limit``. Every event of every run is counted once, where it is masked; its trace
-    reads that count (``trace_size``) unless masking changed the event."""
+    reads that count (``trace_bytes``) unless masking changed the event."""
     kind = type(event)
     names = _FIELDS_OF.get(kind)
     if names is None:
@@ -44,11 +46,15 @@ def event_text_size(event: object, limit: int = INLINE_CHARS) -> int:
     return total
 
 
-def trace_size(event: Event) -> int:
-    """About how many bytes ``event`` holds in a trace: its text, plus a little. Counted
-    where it was masked (``RedactingEmitter``) when it went through one, else here."""
-    size = counted_size(event)
-    return 200 + (size if size >= 0 else event_text_size(event, limit=WHOLE))
+def trace_bytes(events: Iterable[Event]) -> int:
+    """About how many bytes ``events`` hold in a trace: their text, plus a little each.
+    Each event's text is counted where it was masked (``RedactingEmitter``) when it went
+    through one, else here. Every event of every run is counted: one loop."""
+    total = 0
+    for event in events:
+        size = counted_size(event)
+        total += EVENT_BYTES + (size if size >= 0 else event_text_size(event, limit=WHOLE))
+    return total
 
 
 def _shown_sized(shown: Callable[[Event], Event], event: Event) -> Event:

@@ -282,7 +282,8 @@ class Agent:
         options: RunOptions | None,
     ) -> tuple[JsonValue, Usage, int]:
         started = time.perf_counter()
-        await self.chain.before_run(ctx)
+        if self.chain.interceptors:
+            await self.chain.before_run(ctx)
         ctx.emit(
             RunStarted(
                 trace_id=ctx.trace_id,
