@@ -65,12 +65,14 @@ async def select(
     canary = registry.entry(run.name).canary
     if canary is not None:  # its guard and budget weigh the runs that ended before
         registry.before_read()
-    key = routing_key(
-        canary.policy.sticky_key if canary else "auto",
-        session=run.session_id or run.sticky,
-        header=run.canary_key,
-        api_key=who.key_digest,
-    )
+    key = None  # without a canary every request is the stable's: no key to keep
+    if canary is not None:
+        key = routing_key(
+            canary.policy.sticky_key,
+            session=run.session_id or run.sticky,
+            header=run.canary_key,
+            api_key=who.key_digest,
+        )
     admitted = True
     if canary is not None and canary.policy.match and run.pin is None:
         admitted = canary.policy.eligible(_attributes(who, run))
