@@ -66,6 +66,11 @@ class _Guard:
         self._cancelling = 0
 
     async def __aenter__(self) -> None:
+        self.enter()
+
+    def enter(self) -> None:
+        """``async with``'s entry, as a plain call: a stream enters a guard around every
+        event it waits for, and a coroutine each way cost more than the guard's work."""
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("a drain guard is entered in a task")
@@ -93,6 +98,11 @@ class _Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self.leave(kind, error)
+
+    def leave(self, kind: type[BaseException] | None, error: BaseException | None) -> None:
+        """``async with``'s exit, as a plain call: raises ``ServiceStopping`` (from
+        ``error``) when the drain's deadline cancelled the block."""
         drain = self._drain
         drain._inside.discard(self)
         timer, self._timer = self._timer, None

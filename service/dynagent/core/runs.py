@@ -343,8 +343,13 @@ async def _recorded(
         yield first
         while True:
             try:
-                async with waiting:
+                waiting.enter()  # ``async with waiting``, written out: once per event
+                try:
                     event = await anext(events, None)
+                except BaseException as exc:
+                    waiting.leave(type(exc), exc)
+                    raise
+                waiting.leave(None, None)
             except ServiceStopping as exc:
                 for last in served.closing(seen, exc.kind, exc.message):
                     seen.append(last)
