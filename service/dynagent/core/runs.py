@@ -345,7 +345,10 @@ async def _recorded(
             try:
                 waiting.enter()  # ``async with waiting``, written out: once per event
                 try:
-                    event = await anext(events, None)
+                    # ``anext(events, None)`` without the wrapper it builds per call.
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    event = None
                 except BaseException as exc:
                     waiting.leave(type(exc), exc)
                     raise
