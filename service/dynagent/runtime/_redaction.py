@@ -114,6 +114,11 @@ class RedactingEmitter:
         finally:
             self._task = None
 
+    @property
+    def masking(self) -> bool:
+        """Whether events wait for a worker thread (``flush`` has something to wait for)."""
+        return self._task is not None
+
     async def flush(self) -> None:
         """Wait until every event emitted so far has reached the sink."""
         while self._task is not None:

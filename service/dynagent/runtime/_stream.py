@@ -94,7 +94,11 @@ class DeltaGate:
         self.emit(event)
 
 
-async def flushed(ctx: RunContext) -> None:
+def unflushed(ctx: RunContext) -> RedactingEmitter | None:
+    """The run's emitter while some of its events wait to be masked (``flush`` them before
+    the run returns); None when all have reached their sink: no coroutine to await then,
+    for every run."""
     emitter = ctx.emit.emit if isinstance(ctx.emit, DeltaGate) else ctx.emit
-    if isinstance(emitter, RedactingEmitter):
-        await emitter.flush()
+    if isinstance(emitter, RedactingEmitter) and emitter.masking:
+        return emitter
+    return None

@@ -40,7 +40,7 @@ from dynagent.runtime._loop import (
 )
 from dynagent.runtime._one_call import answer, one_call
 from dynagent.runtime._redaction import RedactingEmitter
-from dynagent.runtime._stream import DeltaGate, EventQueue, flushed
+from dynagent.runtime._stream import DeltaGate, EventQueue, unflushed
 from dynagent.runtime.options import RunOptions
 from dynagent.sessions.base import SessionStore
 from dynagent.sessions.scope import new_trace_id
@@ -267,9 +267,11 @@ class Agent:
         try:
             result = await self._timed(input, ctx, variant, stream=stream, options=options)
         except RunError:
-            await flushed(ctx)
+            if (emitter := unflushed(ctx)) is not None:
+                await emitter.flush()
             raise
-        await flushed(ctx)
+        if (emitter := unflushed(ctx)) is not None:
+            await emitter.flush()
         return result
 
     async def _timed(
