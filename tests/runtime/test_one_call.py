@@ -9,7 +9,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -24,6 +24,7 @@ from dynagent.runtime.options import RunOptions
 from dynagent.sessions.memory import MemorySessionStore
 from tests.support import AgentFactory, CallTools, Fail, Reply, ScriptedModelServer
 
+T = TypeVar("T")
 _VARYING = frozenset({"trace_id", "duration_ms", "at"})
 SECRET = "sk-one-call-secret-0123456789"
 
@@ -48,11 +49,11 @@ async def _both(
     monkeypatch: pytest.MonkeyPatch,
     model_server: ScriptedModelServer,
     steps: list[Any],
-    run: Callable[[], Awaitable[RunResult]],
-) -> tuple[RunResult | RunError, RunResult | RunError, list[dict[str, Any]]]:
+    run: Callable[[], Awaitable[T]],
+) -> tuple[T | RunError, T | RunError, list[dict[str, Any]]]:
     """``run`` once as one call, once through the loop, the model scripted alike; what
     each returned or raised, and the bodies each sent the model."""
-    outcomes: list[RunResult | RunError] = []
+    outcomes: list[T | RunError] = []
     for as_one_call in (True, False):
         model_server.script("gpt-main", steps)
         if not as_one_call:
@@ -164,18 +165,13 @@ async def _both_streamed(
     agent: Agent,
     text: str,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """``_both`` for a streamed run: its events as one call, then through the loop, and
-    the bodies the first sent the model."""
-    outcomes = []
-    for as_one_call in (True, False):
-        model_server.script("gpt-main", steps)
-        if not as_one_call:
-            monkeypatch.setattr(agent_module, "one_call", lambda *_: False)
-        outcomes.append(await _streamed(agent, text))
-    sent = model_server.requests
-    half = len(sent) // 2
-    assert _numbered(sent[:half]) == _numbered(sent[half:])
-    return outcomes[0], outcomes[1], sent[:half]
+    """``_both`` for a streamed run (which ends with its error events, not an exception):
+    its events as one call, then through the loop, and the bodies the first sent."""
+    one, looped, sent = await _both(
+        monkeypatch, model_server, steps, lambda: _streamed(agent, text)
+    )
+    assert isinstance(one, list) and isinstance(looped, list)
+    return one, looped, sent
 
 
 async def test_a_streamed_answer_is_the_loops_stream_event_for_event(
