@@ -10,7 +10,7 @@ async def test_each_tree_is_measured_over_its_own_turns() -> None:
 
     assert [t.tree for t in turns] == ["-", "-"]
     for turn in turns:
-        assert turn.answered > 0 and turn.cpu > 0
+        assert turn.answered > 0
         assert len(turn.each) == 2
         assert turn.per_request == turn.cpu / turn.answered * 1e6
 

@@ -106,11 +106,6 @@ def owner_label(principal: str) -> str:
     return f"digest:{rest[:12]}" if kind == "digest" else principal
 
 
-def _size(events: Sequence[Event]) -> int:
-    """About how many bytes the events hold: their text, plus a little per event."""
-    return trace_bytes(events)
-
-
 class TraceStore:
     """The newest traces, at most ``max_traces`` of them and about ``max_bytes`` in all
     (``traces.max_bytes``); the oldest go first. A trace bigger than ``max_bytes`` on its
@@ -132,7 +127,7 @@ class TraceStore:
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.bytes = 0
-        """The size of what is kept now, as ``_size`` counts it."""
+        """The size of what is kept now, as ``trace_bytes`` counts it."""
         self._traces: OrderedDict[str, _Recorded] = OrderedDict()
         self._feedback: dict[str, dict[str, Any]] = {}
         """The rating of a kept trace (``POST /v1/traces/{trace_id}/feedback``)."""
@@ -156,7 +151,7 @@ class TraceStore:
         runs of agents this run called as tools, with their events; ``routed``: False when
         the caller pinned the variant."""
         self._forget(trace_id)
-        size = _size(events) + sum(_size(run["events"]) for run in nested)
+        size = trace_bytes(events) + sum(trace_bytes(run["events"]) for run in nested)
         if size > self.max_bytes:
             return
         self._sizes[trace_id] = size

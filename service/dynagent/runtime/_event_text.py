@@ -41,9 +41,9 @@ def masked(event: Event, mask: Callable[[str], str]) -> Event:
     changes: dict[str, Any] = {}
     for name in _TEXT_OF[type(event)]:
         value = getattr(event, name)
-        if type(value) is str:  # most texts: masked in one call, unchanged as the same str
+        if type(value) is str:  # most texts: masked in one call
             masked: JsonValue = mask(value)
-            if masked is not value and masked != value:
+            if masked != value:
                 changes[name] = masked
         elif isinstance(value, _STRUCTURED):
             masked = _redact_value(value, mask)

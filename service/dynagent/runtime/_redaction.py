@@ -81,11 +81,8 @@ class RedactingEmitter:
             self._pending.append((event, -1))
             return
         size = event_text_size(event)
-        if size <= INLINE_CHARS:  # ``_inline``, written out: every event passes here
-            shown = self._shown(event)
-            if shown is event:
-                keep_size(event, size)
-            self._sink(shown)
+        if size <= INLINE_CHARS:
+            self._sink(self._inline(event, size))
             return
         self._pending.append((event, size))
         if self._task is None:

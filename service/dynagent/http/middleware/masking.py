@@ -21,6 +21,6 @@ def mask_body(response: web.StreamResponse, secrets: SecretValues) -> web.Stream
         except UnicodeDecodeError:
             return response
         masked = secrets.mask(text)
-        if masked is not text:  # ``mask`` returns the very str when it holds no secret
+        if masked != text:
             response.body = masked.encode()
     return response
