@@ -29,33 +29,8 @@ from dynagent.runtime.agent import RunResult
 routes = Routes("agents")
 
 
-@routes.add(
-    Route(
-        "GET",
-        "/v1/agents",
-        "The status of every agent the key may use",
-        response=AgentList,
-        errors=(401,),
-    )
-)
-async def list_agents(request: web.Request) -> web.Response:
-    who = caller(request)
-    registry = service(request).registry
-    statuses = [registry.status(e.name) for e in registry if who.may_see(e.name)]
-    return json(AgentList.model_validate({"agents": statuses}))
-
-
-@routes.add(
-    Route(
-        "GET", "/v1/agents/{name}", "An agent's status", response=AgentStatus, errors=AGENT_ERRORS
-    )
-)
-async def get_agent(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
-    caller(request).check_agent(name)
-    return json(AgentStatus.model_validate(service(request).registry.status(name)))
-
-
+# The run route is added first: aiohttp tries the routes under "/v1/agents" in the
+# order they were added, and every other one would be tried and refused before it.
 @routes.add(
     Route(
         "POST",
@@ -103,6 +78,33 @@ async def invoke(request: web.Request) -> web.StreamResponse:
     except (ValueError, TypeError):  # NaN or an infinity in a structured output, or a
         # value of a plugin's that is not JSON's own: the schema's encoding writes those
         return json(InvokeResponse.model_validate(answer), headers=headers)
+
+
+@routes.add(
+    Route(
+        "GET",
+        "/v1/agents",
+        "The status of every agent the key may use",
+        response=AgentList,
+        errors=(401,),
+    )
+)
+async def list_agents(request: web.Request) -> web.Response:
+    who = caller(request)
+    registry = service(request).registry
+    statuses = [registry.status(e.name) for e in registry if who.may_see(e.name)]
+    return json(AgentList.model_validate({"agents": statuses}))
+
+
+@routes.add(
+    Route(
+        "GET", "/v1/agents/{name}", "An agent's status", response=AgentStatus, errors=AGENT_ERRORS
+    )
+)
+async def get_agent(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    caller(request).check_agent(name)
+    return json(AgentStatus.model_validate(service(request).registry.status(name)))
 
 
 def _usage(result: RunResult) -> dict[str, int | float]:
