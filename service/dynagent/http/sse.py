@@ -17,6 +17,9 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 _encode = _json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 _encode_ascii = _json.JSONEncoder(separators=(",", ":"), default=str).encode
+_encode_spaced = _json.JSONEncoder(allow_nan=False).encode
+"""``json.dumps(value, allow_nan=False)``, its encoder built once: ``dumps`` builds one
+per call when given an option."""
 
 
 def encoded(value: Any) -> bytes:
@@ -70,7 +73,7 @@ def json_value(
     answer, whose fields the caller writes in the schema's order. Raises ``ValueError``
     for what JSON has no form for (NaN, infinities) and ``TypeError`` for a value not of
     JSON's types: the schema's encoding writes those."""
-    return _json_response(_json.dumps(value, allow_nan=False).encode(), status, headers)
+    return _json_response(_encode_spaced(value).encode(), status, headers)
 
 
 def compact_json_value(
