@@ -43,13 +43,18 @@ class EventQueue:
                 waiter.set_result(None)
 
     async def get(self) -> Event | None:
-        loop = asyncio.get_running_loop()
-        while not self._items:
-            self._waiter = loop.create_future()
-            await self._waiter
+        # The loop is asked for only when it is needed: each ask is a system call
+        # (``getpid``, which asyncio compares with the loop's), and most events are
+        # taken from a queue that already holds them.
+        if not self._items:
+            loop = asyncio.get_running_loop()
+            while not self._items:
+                self._waiter = loop.create_future()
+                await self._waiter
         event = self._items.popleft()
         if not isinstance(event, ModelDelta):
             return event
+        loop = asyncio.get_running_loop()
         deadline = self._delta_at + DELTA_WINDOW
         if loop.time() < deadline and all(isinstance(e, ModelDelta) for e in self._items):
             self._hold = loop.create_future()
