@@ -20,8 +20,9 @@ async def answer_of(client: Redis, url: str, seconds: float, *, sentinel: bool) 
     Secrets are the caller's to mask."""
     if sentinel:
         return await _sentinels_answer(client, seconds)
+    # Bounded by the timeout below, not a socket timeout (``redis_client.connect`` says why).
     once = Redis.from_url(
-        url, socket_connect_timeout=seconds, socket_timeout=seconds, retry=Retry(NoBackoff(), 0)
+        url, socket_connect_timeout=seconds, socket_timeout=None, retry=Retry(NoBackoff(), 0)
     )
     try:
         async with asyncio.timeout(seconds):
