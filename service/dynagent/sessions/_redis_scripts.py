@@ -21,9 +21,15 @@ return 0
 """
 
 RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+local held = redis.call('GET', KEYS[1])
+if not held then return 0 end
+local token, nonce = string.match(held, '^(%d+):(.*)$')
+if held == ARGV[1] or nonce == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+"""KEYS lock; ARGV the lock's value, or its nonce alone → 1 when it let the lock go. By
+the nonce: a holder whose acquiring was cut off before its answer came (its token
+unknown to it) can still let go of the lock it may have taken."""
 
 APPEND = """
 local token = tonumber(ARGV[1])

@@ -298,21 +298,33 @@ class RedisSessionStore:
                     await cancelled(renewing)  # raises a cancellation of the turn meanwhile
                 finally:  # after the lock is let go
                     del self._holds[session_id]
-                    if not await self._unlock(session_id, hold.value):
-                        self._start(self._unlock_later(session_id, hold.value))
+                    await self._let_go(session_id, hold.value)
 
-    async def _unlock(self, session_id: str, value: str) -> bool:
+    async def _let_go(self, session_id: str, value: str) -> None:
+        """Release the lock; if it cannot be now (an outage, the turn cancelled), later."""
+        try:
+            released = await self._unlock(session_id, value)
+        except BaseException:
+            self._start(self._unlock_later(session_id, value, at_once=True))
+            raise
+        if not released:
+            self._start(self._unlock_later(session_id, value))
+
+    async def _unlock(self, session_id: str, value: str) -> bool:  # ``value``, or its nonce
         with contextlib.suppress(SessionStoreUnavailable):
             async with self._command("unlocking"):
                 await self._release(keys=[self._key(session_id, "lock")], args=[value])
             return True
         return False
 
-    async def _unlock_later(self, session_id: str, value: str) -> None:
+    async def _unlock_later(self, session_id: str, value: str, *, at_once: bool = False) -> None:
         """A release lost to an outage (a failover) is tried again once Redis answers, so
-        the session is free then, not only when the lock expires ``lock_ttl`` later."""
+        the session is free then, not when the lock expires ``lock_ttl`` later; ``at_once``:
+        first now (a turn cut off as it took or let go of the lock: Redis likely answers)."""
         loop = asyncio.get_running_loop()
         until = loop.time() + self.lock_ttl
+        if at_once and self.outage is None and await self._unlock(session_id, value):
+            return
         while loop.time() < until:
             await asyncio.sleep(PROBE_EVERY)
             if self.outage is None and await self._unlock(session_id, value):
@@ -324,12 +336,20 @@ class RedisSessionStore:
         keys = [self._key(session_id, "lock"), self._key(session_id, "fence")]
         pause = 0.005
         while True:
-            async with self._command("locking"):
-                token, kept = await self._write(self._acquire, keys, [self._ttl_ms, nonce])
-                if not kept:  # a token a failover could hand out again: give it back
-                    if token > 0:
-                        await self._release(keys=keys[:1], args=[f"{token}:{nonce}"])
-                    raise _NoReplica
+            asked = False
+            try:
+                async with self._command("locking"):
+                    asked = True
+                    token, kept = await self._write(self._acquire, keys, [self._ttl_ms, nonce])
+                    asked = False  # answered: whether the lock is ours is known
+                    if not kept:  # a token a failover could hand out again: give it back
+                        if token > 0:
+                            await self._release(keys=keys[:1], args=[f"{token}:{nonce}"])
+                        raise _NoReplica
+            except BaseException:
+                if asked:  # cut off (cancelled, timed out) after Redis may have given it
+                    self._start(self._unlock_later(session_id, nonce, at_once=True))
+                raise
             if token > 0:
                 return _Hold(token, f"{token}:{nonce}")
             await asyncio.sleep(pause)  # another replica runs this session: poll, backing off
