@@ -30,6 +30,10 @@ from tests.support.redis import HOST, RedisSentinelSet, free_ports
 RESULTS = Path(__file__).parent / "results" / "redis_failover.json"
 WRITERS = 4
 DOWN_AFTER_MS = 1000
+WRITABLE_WITHIN = 60.0
+"""Seconds a kill may leave the sessions unwritable before the bench fails instead."""
+STOP_WITHIN = 10.0
+"""Seconds the writers have to stop once cancelled."""
 
 
 async def measure(kills: int) -> dict[str, Any]:
@@ -49,8 +53,8 @@ async def _kills(nodes: RedisSentinelSet, kills: int) -> dict[str, Any]:
     saved: dict[str, list[str]] = {f"s{i}": [] for i in range(WRITERS)}
     written = _Writes()
     samples: list[float] = []
+    writers = [asyncio.create_task(_write(store, s, saved[s], written)) for s in saved]
     try:
-        writers = [asyncio.create_task(_write(store, s, saved[s], written)) for s in saved]
         for _ in range(kills):
             await _whole(nodes)
             await _first_write_after(written, time.monotonic())
@@ -60,12 +64,15 @@ async def _kills(nodes: RedisSentinelSet, kills: int) -> dict[str, Any]:
             await asyncio.to_thread(nodes.start)  # the killed node rejoins as a replica
         for writer in writers:
             writer.cancel()
-        await asyncio.gather(*writers, return_exceptions=True)
+        async with asyncio.timeout(STOP_WITHIN):  # a writer that does not stop is a fault
+            await asyncio.gather(*writers, return_exceptions=True)
         lost = 0
         for session, texts in saved.items():
             kept = {m["content"] for m in await store.load(session)}
             lost += sum(1 for text in texts if text not in kept)
     finally:
+        for writer in writers:
+            writer.cancel()
         await store.aclose()
     return {
         "what": "SIGKILL of the Redis primary under session writes (lock, append with WAIT 1, "
@@ -109,10 +116,12 @@ async def _write(
 
 
 async def _first_write_after(written: _Writes, moment: float) -> float:
-    """When the first write that began after ``moment`` ended."""
-    while not (written.began and written.began[-1] > moment):
-        written.changed.clear()
-        await written.changed.wait()
+    """When the first write that began after ``moment`` ended (``TimeoutError`` past
+    ``WRITABLE_WITHIN``: the sessions never came back)."""
+    async with asyncio.timeout(WRITABLE_WITHIN):
+        while not (written.began and written.began[-1] > moment):
+            written.changed.clear()
+            await written.changed.wait()
     return time.monotonic()
 
 
