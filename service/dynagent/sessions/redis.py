@@ -336,20 +336,16 @@ class RedisSessionStore:
         keys = [self._key(session_id, "lock"), self._key(session_id, "fence")]
         pause = 0.005
         while True:
-            asked = False
-            try:
-                async with self._command("locking"):
-                    asked = True
+            async with self._command("locking"):
+                try:
                     token, kept = await self._write(self._acquire, keys, [self._ttl_ms, nonce])
-                    asked = False  # answered: whether the lock is ours is known
-                    if not kept:  # a token a failover could hand out again: give it back
-                        if token > 0:
-                            await self._release(keys=keys[:1], args=[f"{token}:{nonce}"])
-                        raise _NoReplica
-            except BaseException:
-                if asked:  # cut off (cancelled, timed out) after Redis may have given it
+                except BaseException:  # cut off (cancelled, timed out): Redis may have given it
                     self._start(self._unlock_later(session_id, nonce, at_once=True))
-                raise
+                    raise
+                if not kept:  # a token a failover could hand out again: give it back
+                    if token > 0:
+                        await self._release(keys=keys[:1], args=[f"{token}:{nonce}"])
+                    raise _NoReplica
             if token > 0:
                 return _Hold(token, f"{token}:{nonce}")
             await asyncio.sleep(pause)  # another replica runs this session: poll, backing off
