@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 from dynagent._compat.versions import Tested
 
 if TYPE_CHECKING:
-    import aiohttp
     from aiohttp import web
+
+    from dynagent.models._http import ModelAnswer
 
 TESTED = Tested("aiohttp", "3.14.5", "3.15")
 PRIVATE_PARTS = (
@@ -122,7 +123,7 @@ def requests_read(connection: web.RequestHandler) -> int:
     return count
 
 
-async def leave_unread(response: aiohttp.ClientResponse, seconds: float) -> None:
+async def leave_unread(response: ModelAnswer, seconds: float) -> None:
     """Leave the socket of ``response`` unread for ``seconds``. Nothing is held (nor
     waited for) when aiohttp paused reading itself or the connection is gone."""
     connection = response.connection

@@ -1,9 +1,11 @@
 """One OpenAI-compatible endpoint and key: the chat completions call on aiohttp's client.
 
-The body is built here as plain JSON and posted on one ``aiohttp.ClientSession`` per
-endpoint. Through the ``openai`` client's own request pipeline (options models, httpx2
-requests and headers over its aiohttp transport) the same call cost about 0.55 ms more
-CPU, half of what a served run cost on top of the physical floor (docs/benchmarks.md).
+The body is built here as plain JSON and posted on the endpoint's keep-alive connections
+(``_http.Connections``: aiohttp's client protocol and parser, without its session's
+per-call machinery); a redirect is followed on an ``aiohttp.ClientSession``. Through the
+``openai`` client's own request pipeline (options models, httpx2 requests and headers over
+its aiohttp transport) the same call cost about 0.55 ms more CPU, half of what a served run
+cost on top of the physical floor (docs/benchmarks.md).
 What the client did that a run needs is kept: its TLS trust (``SSL_CERT_FILE`` and the
 system's store, as httpx2 builds it), its per-read timeouts, redirects, gzip, and its
 errors: a failure is raised as the ``openai`` exception the client would raise
@@ -23,6 +25,11 @@ import aiohttp
 import httpx2
 import openai
 import orjson
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.streams import EofStream
+
+from dynagent.exceptions import ModelError
+from dynagent.models._http import REDIRECTS, Connections, ModelAnswer, UnsendableHeader
 
 MAX_ERROR_BODY = 1 << 20
 """Bytes of an error answer read for its message; the rest is dropped unread."""
@@ -69,7 +76,15 @@ class ModelEndpoint:
         self._ssl: ssl.SSLContext | bool = (
             httpx2.create_ssl_context(trust_env=True) if https else True
         )
+        self._connections = Connections(
+            self.url,
+            self.headers,
+            ssl_context=self._ssl if isinstance(self._ssl, ssl.SSLContext) else None,
+            keepalive=KEEPALIVE,
+            limit=MAX_CONNECTIONS,
+        )
         self._session: aiohttp.ClientSession | None = None
+        """For the calls the endpoint redirects."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
@@ -78,26 +93,35 @@ class ModelEndpoint:
         body: Mapping[str, Any],
         read_seconds: float | None,
         headers: Mapping[str, str] | None = None,
-    ) -> aiohttp.ClientResponse:
+    ) -> ModelAnswer:
         """The endpoint's answer to ``body``, its status checked and its body unread.
         ``read_seconds`` bounds connecting and each read; None: the caller bounds the
         whole call itself, and the client sets no timer of its own (a whole answer is
         read under one deadline, so a per-read timer, moved on every read, adds nothing)."""
-        session = self._session_here()
-        sent = {**self.headers, **headers} if headers else self.headers
+        data = _dumps(body)
+        response: ModelAnswer
         try:
-            response = await session.post(
-                self.url, data=_dumps(body), headers=sent, timeout=self._timeout(read_seconds)
-            )
+            response = await self._connections.post(data, headers, read_seconds)
+            if response.status in REDIRECTS and "Location" in response.headers:
+                response.close()  # aiohttp's session follows it, as the client did
+                response = await self._session_here().post(
+                    self.url,
+                    data=data,
+                    headers={**self.headers, **headers} if headers else self.headers,
+                    timeout=self._timeout(read_seconds),
+                )
         except TimeoutError as exc:  # aiohttp's connect and read timeouts
             raise openai.APITimeoutError(request=self.request) from exc
-        except aiohttp.ClientError as exc:
+        except UnsendableHeader as exc:  # a key or header of the configuration's
+            raise ModelError(f"the call to the model endpoint was not made: {exc}") from None
+        except (aiohttp.ClientError, HttpProcessingError, EofStream, OSError) as exc:
             raise openai.APIConnectionError(request=self.request) from exc
         if response.status >= 400:
             raise await self._status_error(response)
         return response
 
     async def aclose(self) -> None:
+        await self._connections.aclose()
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
@@ -126,7 +150,7 @@ class ModelEndpoint:
             self._timeouts[seconds] = timeout
         return timeout
 
-    async def _status_error(self, response: aiohttp.ClientResponse) -> openai.APIStatusError:
+    async def _status_error(self, response: ModelAnswer) -> openai.APIStatusError:
         """What the ``openai`` client raises for this error answer (its body read, up to
         ``MAX_ERROR_BODY``)."""
         try:

@@ -31,6 +31,7 @@ import orjson
 from dynagent._compat import aiohttp as aiohttp_compat
 from dynagent.events import JsonValue
 from dynagent.exceptions import ModelError
+from dynagent.models._http import ModelAnswer
 
 MAX_EVENT = 16 * 1024 * 1024
 """Bytes one event may hold (a whole answer or tool call can be one ``data:`` line)."""
@@ -118,7 +119,7 @@ def _event(text: bytes, events: list[tuple[bytes, bytes]]) -> None:
 
 
 async def chunk_blocks(
-    response: aiohttp.ClientResponse, request: httpx2.Request
+    response: ModelAnswer, request: httpx2.Request
 ) -> AsyncGenerator[Iterator[JsonValue], None]:
     """The chunks of a chat completions stream, a network block at a time (each taken
     before the next block is read), until ``[DONE]``. An ``error`` in the stream is raised
@@ -136,9 +137,7 @@ async def chunk_blocks(
                     return
 
 
-async def whole_body(
-    response: aiohttp.ClientResponse, limit: int, request: httpx2.Request
-) -> bytes:
+async def whole_body(response: ModelAnswer, limit: int, request: httpx2.Request) -> bytes:
     """The body of a response that is not a stream (a whole answer), refused past
     ``limit`` bytes as it arrives rather than held whole first.
 
@@ -160,7 +159,7 @@ async def whole_body(
     return bytes(body)
 
 
-def _identity(response: aiohttp.ClientResponse) -> bool:
+def _identity(response: ModelAnswer) -> bool:
     """Whether the body arrives as its ``Content-Length`` says: not chunked, and not
     compressed (a compressed body's length says nothing of what it inflates to)."""
     headers = response.headers
@@ -196,7 +195,7 @@ FREE_READS = 8
 """Reads of every stream never held: a whole short answer, and its first words."""
 
 
-async def paced_blocks(response: aiohttp.ClientResponse) -> AsyncGenerator[bytes, None]:
+async def paced_blocks(response: ModelAnswer) -> AsyncGenerator[bytes, None]:
     """The body of ``response`` as it arrives; past ``FREE_READS`` reads, at most one
     read of the socket per ``READ_EVERY`` seconds.
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-import aiohttp
 import openai
 import orjson
 
@@ -28,6 +27,7 @@ from dynagent.exceptions import ModelError
 from dynagent.models._answers import chunk_delta, from_completion, malformed, usage_of
 from dynagent.models._endpoint import ModelEndpoint
 from dynagent.models._failures import model_error, short, timeout_error
+from dynagent.models._http import Answer, ModelAnswer
 from dynagent.models._sse import chunk_blocks, whole_body
 from dynagent.models.base import ModelRequest, ModelResponse, StreamItem, TextDelta, ToolCallRequest
 from dynagent.models.breaker import BreakerPolicy, CircuitBreaker, Permit, endpoint_name
@@ -36,6 +36,8 @@ from dynagent.runtime._tracing import outgoing_headers
 from dynagent.spec.agent import ModelSettings
 
 MAX_BACKOFF = 8.0
+BODY_END_WAIT = 1.0
+"""Seconds a stream's connection waits for its body's end after ``[DONE]`` to be reused."""
 JOIN_OVER = 4
 """Text chunks of one network block above which they are passed on as one delta."""
 PAUSE_EVERY = 0.005
@@ -118,6 +120,7 @@ class OpenAIModel:
         call = partial(self._create, request, stream=True)
         chunks, permit = await self._with_retries(call, request)
         builder = _StreamAccumulator(self.model_name)
+        ended = False
         try:
             # A network block of many chunks (a flood: see _sse.py) is one text delta;
             # a few chunks, the usual pace of a model, stay a delta each. A pause every
@@ -137,6 +140,7 @@ class OpenAIModel:
                     if loop.time() - paused > PAUSE_EVERY:
                         await asyncio.sleep(0)
                         paused = loop.time()
+            ended = True
             response = builder.response()
             permit.succeeded()
         except openai.APIError as exc:
@@ -149,7 +153,7 @@ class OpenAIModel:
             raise
         finally:
             permit.release()  # a stream its reader dropped says nothing about the endpoint
-            _done(chunks)
+            _done(chunks, ended=ended)
         yield response
 
     async def _complete(self, request: ModelRequest) -> ModelResponse:
@@ -165,7 +169,7 @@ class OpenAIModel:
             raise malformed(f"not a chat completion (Content-Type {short(kind, 60)!r})")
         return from_completion(orjson.loads(body), self.model_name)
 
-    async def _create(self, request: ModelRequest, *, stream: bool) -> aiohttp.ClientResponse:
+    async def _create(self, request: ModelRequest, *, stream: bool) -> ModelAnswer:
         kwargs: dict[str, Any] = {**self._sent_settings, **request.settings}
         if request.tool_choice is not None and request.tools:
             kwargs["tool_choice"] = request.tool_choice
@@ -233,10 +237,13 @@ class OpenAIModel:
             raise
 
 
-def _done(response: aiohttp.ClientResponse) -> None:
-    """Its connection back to the pool when the body was read to its end, else closed."""
+def _done(response: ModelAnswer, *, ended: bool = False) -> None:
+    """Its connection back to the pool when the body was read to its end (for a stream
+    read to its ``[DONE]``, ``ended``: once the body's end arrives), else closed."""
     if response.content.at_eof():
         response.release()
+    elif ended and isinstance(response, Answer):
+        response.release_at_end(BODY_END_WAIT)
     else:
         response.close()
 
