@@ -198,3 +198,46 @@ async def test_a_key_with_a_line_break_is_refused_and_nothing_is_sent(
     assert "Authorization" in str(refused.value)
     assert "sk" not in str(refused.value)  # the key itself is never shown
     assert endpoint.peers == []
+
+
+@pytest.fixture
+async def trickling() -> AsyncIterator[str]:
+    """A stream of six chunks 0.15 s apart (``/steady``), or one chunk and then nothing
+    (``/stalled``)."""
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunk = f"data: {json.dumps(CHUNK)}\n\n".encode()
+        if request.match_info["kind"] == "stalled":
+            await response.write(chunk)
+            await asyncio.Event().wait()  # until the client leaves
+        for _ in range(6):
+            await response.write(chunk)
+            await asyncio.sleep(0.15)  # the endpoint's pace, not the test's wait
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/{kind}/chat/completions", completions)
+    async with served(app, shutdown_timeout=0.1) as base:
+        yield base
+
+
+async def test_a_stream_is_bounded_per_read_not_as_a_whole(trickling: str) -> None:
+    # model.timeout bounds each wait for the next block of a stream: a steady stream
+    # longer than it (six blocks 0.15 s apart, 0.9 s, against 0.5 s) is read whole; one
+    # that goes quiet is cut off.
+    pool = ClientPool()
+    try:
+        steady = OpenAIModel(pool.get(f"{trickling}/steady", "k"), "m", retries=0, timeout=0.5)
+        assert await _stream(steady) == "ok" * 6
+        stalled = OpenAIModel(pool.get(f"{trickling}/stalled", "k"), "m", retries=0, timeout=0.5)
+        with pytest.raises(ModelError) as cut:
+            await _stream(stalled)
+    finally:
+        await pool.aclose()
+    assert cut.value.kind == "timeout"
+    assert "model.timeout = 0.5 s" in str(cut.value)
