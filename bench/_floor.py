@@ -1,5 +1,5 @@
-"""``python -m bench._floor BASE_URL [raw|sdk] [uvloop] [work=N]``: the floors of the service
-benchmarks.
+"""``python -m bench._floor BASE_URL [raw|sdk|connections] [uvloop] [work=N]``: the floors of
+the service benchmarks.
 
 A minimal aiohttp app whose ``POST /invoke`` makes the same single model call an
 agent of the service makes (system prompt + the input) and answers
@@ -10,6 +10,10 @@ as a server-sent event: what serving a model call over HTTP costs with nothing e
   is read with plain ``json``; nothing else.
 - ``sdk``: the call goes out on the ``openai`` SDK's client, so the SDK's own cost is
   in the figure: the proxy a developer would write with the SDK.
+- ``connections``: the call goes out on the service's own model connections
+  (``dynagent.models._http.Connections``: aiohttp's client protocol and parser without
+  its session), read with plain ``json``: the floor a service making its calls that way
+  is measured against, beside the physical floor's aiohttp session.
 
 With ``uvloop`` the floor runs on uvloop's event loop, as ``dynagent serve`` does with
 ``listen.event_loop: uvloop``: what the loop alone takes off the floor.
@@ -69,6 +73,44 @@ def raw_calls(session: aiohttp.ClientSession, base_url: str) -> tuple[Complete, 
                 choices = json.loads(line[6:])["choices"]
                 if choices and choices[0]["delta"].get("content"):
                     yield choices[0]["delta"]["content"]
+
+    return complete, deltas
+
+
+def connection_calls(base_url: str) -> tuple[Complete, Deltas]:
+    from dynagent.models._http import Connections
+
+    headers = {"Authorization": "Bearer bench-key", "Content-Type": "application/json"}
+    pool = Connections(
+        base_url.rstrip("/") + "/chat/completions",
+        headers,
+        ssl_context=None,
+        keepalive=5.0,
+        limit=1000,
+    )
+
+    async def complete(text: str) -> str:
+        body = json.dumps({"model": REPLY_MODEL, "messages": _messages(text)}).encode()
+        response = await pool.post(body, None, None)
+        try:
+            answer = json.loads(await response.content.read())
+        finally:
+            response.release()
+        content: str = answer["choices"][0]["message"]["content"]
+        return content
+
+    async def deltas(text: str) -> AsyncIterator[str]:
+        body = {"model": REPLY_MODEL, "messages": _messages(text), "stream": True}
+        response = await pool.post(json.dumps(body).encode(), None, 30.0)
+        try:
+            async for line in response.content:
+                if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                    continue
+                choices = json.loads(line[6:])["choices"]
+                if choices and choices[0]["delta"].get("content"):
+                    yield choices[0]["delta"]["content"]
+        finally:
+            response.release()
 
     return complete, deltas
 
@@ -145,7 +187,10 @@ async def serve(base_url: str, kind: str, micros: float = 0.0) -> None:
     timeout = aiohttp.ClientTimeout(total=30)
     session = aiohttp.ClientSession(timeout=timeout)
     client = openai.AsyncOpenAI(base_url=base_url, api_key="bench-key", max_retries=0)
-    calls = raw_calls(session, base_url) if kind == "raw" else sdk_calls(client)
+    if kind == "connections":
+        calls = connection_calls(base_url)
+    else:
+        calls = raw_calls(session, base_url) if kind == "raw" else sdk_calls(client)
     await serve_app(app(*calls, burner(micros)), session.close, client.close)
 
 

@@ -7,6 +7,10 @@ references making the same one model call (whole against whole, streamed against
   aiohttp's client and plain ``json`` (``bench._floor raw``); every ratio is to it;
 - ``sdk_proxy``: the same handler making the call through the ``openai`` SDK
   (``bench._floor sdk``), so paying the SDK's own cost;
+- ``floor_connections`` (``--connections-floor``): the floor making its call on the
+  service's own model connections (aiohttp's client protocol and parser without its
+  session, ``bench._floor connections``): what the service costs beside a floor that calls
+  the model as it does;
 - ``floor_uvloop`` (``--uvloop-floor``): the floor on uvloop's event loop, to read beside
   the service on uvloop (``--event-loop uvloop``): what the loop alone takes off;
 - ``floor_workN`` (``--work-floors N …``): the floor spending N µs more CPU per request in
@@ -217,6 +221,7 @@ async def run(
     rounds: int,
     routes: tuple[str, ...] = BAR_ROUTES,
     uvloop_floor: bool = False,
+    connections_floor: bool = False,
     event_loop: str = "asyncio",
     works: tuple[int, ...] = (),
     featured: bool = False,
@@ -231,6 +236,8 @@ async def run(
         service = Service(config, free_port(), folder / "service.log", {})
         floors = {"floor": Child("bench._floor", model_url, "raw")}
         floors["sdk_proxy"] = Child("bench._floor", model_url, "sdk")
+        if connections_floor:
+            floors["floor_connections"] = Child("bench._floor", model_url, "connections")
         if uvloop_floor:
             floors["floor_uvloop"] = Child("bench._floor", model_url, "raw", "uvloop")
         if featured:
@@ -315,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         "--uvloop-floor", action="store_true", help="also the floor on uvloop's event loop"
     )
     parser.add_argument(
+        "--connections-floor",
+        action="store_true",
+        help="also the floor calling the model on the service's own connections",
+    )
+    parser.add_argument(
         "--event-loop",
         choices=["asyncio", "uvloop"],
         default="asyncio",
@@ -352,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                 rounds=args.rounds,
                 routes=(*BAR_ROUTES, "responses") if args.responses else BAR_ROUTES,
                 uvloop_floor=args.uvloop_floor,
+                connections_floor=args.connections_floor,
                 event_loop=args.event_loop,
                 works=tuple(args.work_floors),
                 featured=args.featured_floor,
