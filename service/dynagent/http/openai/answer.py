@@ -51,7 +51,7 @@ class AnswerText:
         return ""
 
     def text(self, events: Iterable[Event]) -> str:
-        return "".join(self.feed(event) for event in events)
+        return "".join(map(self.feed, events))
 
     def client_calls(self) -> list[dict[str, str]]:
         """The calls of client tools that ended the turn (empty when it ended with text)."""

@@ -92,6 +92,8 @@ def _session(body: ChatCompletionRequest | ResponsesRequest) -> tuple[str | None
 
 def ignored_fields(body: ChatCompletionRequest | ResponsesRequest, refused: Sequence[str]) -> str:
     """The header naming what this request asked for and did not get."""
+    if not (body.model_extra or refused or body.parallel_tool_calls is not None):
+        return ""  # the common case: nothing asked for that is not honoured
     extras = set(body.model_extra or {}) - _HONOURED_EXTRAS
     if body.parallel_tool_calls is not None:
         extras.add("parallel_tool_calls")
@@ -100,10 +102,10 @@ def ignored_fields(body: ChatCompletionRequest | ResponsesRequest, refused: Sequ
 
 async def chat_run(body: ChatCompletionRequest, name: str, pin: Any) -> RunRequest:
     fmt = body.response_format
-    schema = await output_schema(
-        fmt.type if fmt else None,
-        fmt.json_schema.schema_ if isinstance(fmt, SchemaResponseFormat) else None,
-    )
+    schema = None
+    if fmt is not None:  # most requests ask for none: no coroutine for them
+        inner = fmt.json_schema.schema_ if isinstance(fmt, SchemaResponseFormat) else None
+        schema = await output_schema(fmt.type, inner)
     tools = tuple(
         ToolDefinition(t.function.name, t.function.description, t.function.parameters)
         for t in body.tools or ()
@@ -158,6 +160,8 @@ def _run_request(
 
 
 def _unique(tools: tuple[ToolDefinition, ...]) -> None:
+    if len(tools) < 2:
+        return
     names = [tool.name for tool in tools]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
