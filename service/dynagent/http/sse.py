@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json as _json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Generator, Mapping
 from typing import Any, Literal
 
 import orjson
@@ -120,19 +120,33 @@ class EventStream:
         self._response = response
         self._held: list[bytes] = []
 
-    async def write(self, data: bytes, *, held: bool = False) -> None:
+    def write(self, data: bytes, *, held: bool = False) -> Awaitable[None]:
+        """Write ``data`` (with what is held), or hold it: awaited either way. No
+        coroutine of its own: a held event costs none, a write is aiohttp's."""
         if held:
             self._held.append(data)
-            return
+            return _WRITTEN
         if self._held:
             data = b"".join([*self._held, data])
             self._held.clear()
-        await self._response.write(data)
+        return self._response.write(data)
 
     async def end(self, data: bytes = b"") -> None:
         """Write what is held, then ``data``, with the stream's end."""
         await self._response.write_eof(b"".join([*self._held, data]))
         self._held.clear()
+
+
+class _Written:
+    """An awaitable that is done at once (a held event's write)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        yield from ()
+
+
+_WRITTEN = _Written()
 
 
 def event(name: str, data: Any) -> bytes:

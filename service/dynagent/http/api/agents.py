@@ -27,6 +27,8 @@ from dynagent.http.state import caller, service
 from dynagent.runtime.agent import RunResult
 
 routes = Routes("agents")
+_LAST = frozenset({FinalOutput, RunFinished})
+"""The kinds of the run's last events (``_followed``)."""
 
 
 # The run route is added first: aiohttp tries the routes under "/v1/agents" in the
@@ -133,7 +135,7 @@ def _followed(event: Event) -> bool:
     ``final_output`` by ``run_finished``."""
     if isinstance(event, ModelResponseEvent):
         return not event.tool_calls
-    return isinstance(event, (FinalOutput, RunFinished))
+    return type(event) in _LAST
 
 
 @routes.add(
