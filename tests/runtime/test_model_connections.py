@@ -241,3 +241,60 @@ async def test_a_stream_is_bounded_per_read_not_as_a_whole(trickling: str) -> No
         await pool.aclose()
     assert cut.value.kind == "timeout"
     assert "model.timeout = 0.5 s" in str(cut.value)
+
+
+@pytest.fixture
+async def smuggling() -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """An endpoint that answers each request, then, once told to, sends a second answer
+    nobody asked for on the same connection."""
+    send_more = asyncio.Event()
+
+    def answer(text: str) -> bytes:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+        body = json.dumps({**ANSWER, "choices": [choice]}).encode()
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+        return head.encode() + b"\r\n\r\n" + body
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                writer.write(answer("ok"))
+                await writer.drain()
+                await send_more.wait()
+                writer.write(answer("forged"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    host, port = server.sockets[0].getsockname()[:2]
+    try:
+        yield f"http://{host}:{port}/v1", send_more
+    finally:
+        server.close()
+
+
+async def test_an_answer_sent_to_an_idle_connection_is_never_read_as_the_next_calls(
+    smuggling: tuple[str, asyncio.Event],
+) -> None:
+    url, send_more = smuggling
+    pool = ClientPool()
+    try:
+        client = pool.get(url, "k")
+        model = OpenAIModel(client, "m", retries=0)
+        assert (await model.request(ASK)).content == "ok"
+        connections: Connections = client._connections
+        [(idle, _)] = connections._idle
+        send_more.set()
+        await _until(lambda: idle.should_close)  # the forged answer has arrived
+        send_more.clear()
+        assert (await model.request(ASK)).content == "ok"
+    finally:
+        await pool.aclose()

@@ -250,7 +250,10 @@ class Connections:
         while True:
             while self._idle:
                 connection, since = self._idle.pop()  # the most recent: the warmest
-                if connection.is_connected() and loop.time() - since < self._keepalive:
+                # Not one the endpoint closed, nor one it sent more on while idle (an
+                # answer to no request: read as the next call's, it would be a forged one).
+                usable = connection.is_connected() and not connection.should_close
+                if usable and loop.time() - since < self._keepalive:
                     self._busy.add(connection)
                     return connection
                 connection.close()
