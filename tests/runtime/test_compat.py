@@ -73,6 +73,13 @@ def test_every_private_part_reached_is_there(part: str) -> None:
     _resolve(part)
 
 
+async def test_a_model_connection_has_the_timer_attributes_it_reaches() -> None:
+    # Set by aiohttp's ResponseHandler on itself, so not resolvable on the class.
+    connection = aiohttp_compat.model_connection(asyncio.get_running_loop())
+    assert connection._read_timeout is None
+    assert connection._read_timeout_handle is None
+
+
 def test_the_private_parts_are_named_in_full() -> None:
     # Each module:attribute resolves from an importable module; none is left unnamed.
     for module in MODULES:

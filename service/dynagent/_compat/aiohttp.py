@@ -11,6 +11,8 @@
   HTTP): it answers that itself, before any handler or middleware, in plain text; the
   service answers it in its JSON error shape instead (``http/serving.py``).
 - A client connection paused under its feet, below.
+- The model calls' connections (``models/_http.py``): aiohttp's client protocol with two
+  of its per-read costs taken out (``model_connection``).
 
 Pacing the reads of a model's flood (``models/_sse.py``) stops the socket of an aiohttp
 response from being read for a moment: the kernel gathers what arrives, and one read
@@ -31,6 +33,7 @@ from dynagent._compat.versions import Tested
 
 if TYPE_CHECKING:
     from aiohttp import web
+    from aiohttp.client_proto import ResponseHandler
 
     from dynagent.models._http import ModelAnswer
 
@@ -43,8 +46,15 @@ PRIVATE_PARTS = (
     "aiohttp.web_protocol:RequestHandler._messages",
     "aiohttp.web_protocol:RequestHandler._request_count",
     "aiohttp.web_protocol:RequestHandler.handle_error",
+    "aiohttp.base_protocol:BaseProtocol._loop",
+    "aiohttp.base_protocol:BaseProtocol._reading_paused",
+    "aiohttp.client_proto:ResponseHandler._reschedule_timeout",
+    "aiohttp.client_proto:ResponseHandler._drop_timeout",
+    "aiohttp.client_proto:ResponseHandler._on_read_timeout",
 )
-"""What this module reaches, as ``module:attribute``."""
+"""What this module reaches, as ``module:attribute``; and two attributes a
+``ResponseHandler`` sets on itself, ``_read_timeout`` and ``_read_timeout_handle``
+(``tests/runtime/test_compat.py`` looks for them on one)."""
 
 
 def check() -> None:
@@ -136,3 +146,55 @@ async def leave_unread(response: ModelAnswer, seconds: float) -> None:
     finally:
         if not transport.is_closing():
             transport.resume_reading()
+
+
+def model_connection(loop: asyncio.AbstractEventLoop) -> ResponseHandler:
+    """A new connection protocol for model calls (``models/_http.py``)."""
+    return _model_connection_class()(loop)
+
+
+@functools.cache
+def _model_connection_class() -> type[ResponseHandler]:
+    from aiohttp.client_proto import ResponseHandler
+
+    class _Connection(ResponseHandler):
+        """aiohttp's client protocol, with two of its per-read costs taken out.
+
+        - Its ``StreamReader`` asks the protocol to resume reading after every read that
+          leaves its buffer low, paused or not; each ask fed the parser an empty block and
+          asked the transport to resume: a dozen calls per read of a stream. Only a paused
+          protocol resumes now.
+        - Its per-read timeout moved a timer on every block that arrived (a cancelled timer
+          and a new one). One timer now runs per wait: when it fires it looks at the time of
+          the last read, and waits again from there if a block came since.
+        """
+
+        _read_at = 0.0
+
+        def resume_reading(self, resume_parser: bool = True) -> None:
+            if self._reading_paused:
+                super().resume_reading(resume_parser)
+
+        def _reschedule_timeout(self) -> None:
+            timeout = self._read_timeout
+            if not timeout:
+                self._drop_timeout()
+                return
+            self._read_at = self._loop.time()
+            if self._read_timeout_handle is None:
+                self._read_timeout_handle = self._loop.call_at(
+                    self._read_at + timeout, self._look_at_reads
+                )
+
+        def _look_at_reads(self) -> None:
+            self._read_timeout_handle = None
+            timeout = self._read_timeout
+            if not timeout:
+                return
+            due = self._read_at + timeout
+            if self._loop.time() < due:
+                self._read_timeout_handle = self._loop.call_at(due, self._look_at_reads)
+            else:
+                self._on_read_timeout()
+
+    return _Connection

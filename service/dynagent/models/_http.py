@@ -8,7 +8,8 @@ URL joining), acquires the connection through its connector's bookkeeping and wr
 body from a task of its own. None of that is needed to post JSON to one known endpoint.
 Here the request's head is built once per endpoint and the request leaves in one send; a
 connection is taken from a list of idle ones. Everything that reads what the endpoint
-sends stays aiohttp's: its ``ResponseHandler`` protocol, with the C parser (llhttp), the
+sends stays aiohttp's: its ``ResponseHandler`` protocol (two of its per-read costs taken
+out: ``_compat.aiohttp.model_connection``), with the C parser (llhttp), the
 same limits on lines, fields and headers, decompression, the per-read timeout and flow
 control, and the response body as aiohttp's ``StreamReader``.
 
@@ -34,6 +35,8 @@ from aiohttp.streams import StreamReader
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from dynagent._compat import aiohttp as aiohttp_compat
+
 READ_BUFFER = 1 << 16
 """Bytes aiohttp's protocol reads ahead of its reader (aiohttp's default)."""
 MAX_LINE = MAX_FIELD = 8190
@@ -48,47 +51,6 @@ class UnsendableHeader(ValueError):
     text's own: the call is not made."""
 
 
-class _Connection(ResponseHandler):
-    """aiohttp's client protocol, with two of its per-read costs taken out.
-
-    - Its ``StreamReader`` asks the protocol to resume reading after every read that
-      leaves its buffer low, paused or not; each ask fed the parser an empty block and
-      asked the transport to resume: a dozen calls per read of a stream. Only a paused
-      protocol resumes now.
-    - Its per-read timeout moved a timer on every block that arrived (a cancelled timer
-      and a new one). One timer now runs per wait: when it fires it looks at the time of
-      the last read, and waits again from there if a block came since.
-    """
-
-    _read_at = 0.0
-
-    def resume_reading(self, resume_parser: bool = True) -> None:
-        if self._reading_paused:
-            super().resume_reading(resume_parser)
-
-    def _reschedule_timeout(self) -> None:
-        timeout = self._read_timeout
-        if not timeout:
-            self._drop_timeout()
-            return
-        self._read_at = self._loop.time()
-        if self._read_timeout_handle is None:
-            self._read_timeout_handle = self._loop.call_at(
-                self._read_at + timeout, self._look_at_reads
-            )
-
-    def _look_at_reads(self) -> None:
-        self._read_timeout_handle = None
-        timeout = self._read_timeout
-        if not timeout:
-            return
-        due = self._read_at + timeout
-        if self._loop.time() < due:
-            self._read_timeout_handle = self._loop.call_at(due, self._look_at_reads)
-        else:
-            self._on_read_timeout()
-
-
 class Answer:
     """An endpoint's answer, its body unread: what the model client reads of aiohttp's
     ``ClientResponse`` (``status``, ``headers``, ``content``, ``content_length``,
@@ -99,7 +61,7 @@ class Answer:
     def __init__(
         self,
         pool: Connections,
-        connection: _Connection,
+        connection: ResponseHandler,
         status: int,
         headers: CIMultiDictProxy[str],
         content: StreamReader,
@@ -180,8 +142,8 @@ class Connections:
         self._unsendable = _unsendable(fixed)
         self._head = (f"POST {target.raw_path_qs} HTTP/1.1\r\n" + "".join(_lines(fixed))).encode()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle: deque[tuple[_Connection, float]] = deque()
-        self._busy: set[_Connection] = set()
+        self._idle: deque[tuple[ResponseHandler, float]] = deque()
+        self._busy: set[ResponseHandler] = set()
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._prune: asyncio.TimerHandle | None = None
 
@@ -217,7 +179,7 @@ class Connections:
             self.drop(connection)
             raise
 
-    def give_back(self, connection: _Connection) -> None:
+    def give_back(self, connection: ResponseHandler) -> None:
         self._busy.discard(connection)
         if connection.should_close or not connection.is_connected() or self._loop is None:
             connection.close()
@@ -227,7 +189,7 @@ class Connections:
                 self._prune = self._loop.call_later(self._keepalive, self._close_idle)
         self._wake()
 
-    def drop(self, connection: _Connection) -> None:
+    def drop(self, connection: ResponseHandler) -> None:
         self._busy.discard(connection)
         connection.close()
         self._wake()
@@ -242,7 +204,7 @@ class Connections:
         self._busy.clear()
         self._idle.clear()
 
-    async def _take(self, connect_timeout: float | None) -> _Connection:
+    async def _take(self, connect_timeout: float | None) -> ResponseHandler:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             await self.aclose()
@@ -266,7 +228,7 @@ class Connections:
             finally:
                 with suppress(ValueError):
                     self._waiting.remove(waiter)
-        connection = _Connection(loop)
+        connection = aiohttp_compat.model_connection(loop)
         self._busy.add(connection)  # counted while it connects
         try:
             async with asyncio.timeout(connect_timeout):
