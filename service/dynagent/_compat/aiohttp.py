@@ -27,15 +27,13 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dynagent._compat.versions import Tested
 
 if TYPE_CHECKING:
     from aiohttp import web
     from aiohttp.client_proto import ResponseHandler
-
-    from dynagent.models._http import ModelAnswer
 
 TESTED = Tested("aiohttp", "3.14.5", "3.15")
 PRIVATE_PARTS = (
@@ -133,7 +131,15 @@ def requests_read(connection: web.RequestHandler) -> int:
     return count
 
 
-async def leave_unread(response: ModelAnswer, seconds: float) -> None:
+class ReadResponse(Protocol):
+    """What ``leave_unread`` reads of a model's answer (aiohttp's ``ClientResponse`` or a
+    model connection's): the connection, whose ``transport`` it pauses."""
+
+    @property
+    def connection(self) -> Any: ...
+
+
+async def leave_unread(response: ReadResponse, seconds: float) -> None:
     """Leave the socket of ``response`` unread for ``seconds``. Nothing is held (nor
     waited for) when aiohttp paused reading itself or the connection is gone."""
     connection = response.connection
