@@ -33,7 +33,7 @@ import json
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -53,6 +53,16 @@ def _messages(text: str) -> list[ChatCompletionMessageParam]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
 
 
+async def _texts(lines: AsyncIterable[bytes]) -> AsyncIterator[str]:
+    """The text deltas of a chat completions stream, read line by line with plain ``json``."""
+    async for line in lines:
+        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+            continue
+        choices = json.loads(line[6:])["choices"]
+        if choices and choices[0]["delta"].get("content"):
+            yield choices[0]["delta"]["content"]
+
+
 def raw_calls(session: aiohttp.ClientSession, base_url: str) -> tuple[Complete, Deltas]:
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": "Bearer bench-key", "Content-Type": "application/json"}
@@ -67,12 +77,8 @@ def raw_calls(session: aiohttp.ClientSession, base_url: str) -> tuple[Complete, 
     async def deltas(text: str) -> AsyncIterator[str]:
         body = json.dumps({"model": REPLY_MODEL, "messages": _messages(text), "stream": True})
         async with session.post(url, data=body, headers=headers) as response:
-            async for line in response.content:
-                if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
-                    continue
-                choices = json.loads(line[6:])["choices"]
-                if choices and choices[0]["delta"].get("content"):
-                    yield choices[0]["delta"]["content"]
+            async for text in _texts(response.content):
+                yield text
 
     return complete, deltas
 
@@ -103,12 +109,8 @@ def connection_calls(base_url: str) -> tuple[Complete, Deltas]:
         body = {"model": REPLY_MODEL, "messages": _messages(text), "stream": True}
         response = await pool.post(json.dumps(body).encode(), None, 30.0)
         try:
-            async for line in response.content:
-                if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
-                    continue
-                choices = json.loads(line[6:])["choices"]
-                if choices and choices[0]["delta"].get("content"):
-                    yield choices[0]["delta"]["content"]
+            async for text in _texts(response.content):
+                yield text
         finally:
             response.release()
 

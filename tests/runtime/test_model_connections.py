@@ -17,26 +17,13 @@ from dynagent import ModelError
 from dynagent.models import ClientPool, OpenAIModel
 from dynagent.models._http import Connections
 from dynagent.models.base import ModelRequest
+from tests.support._wire import WireAnswer, chunks, completion
 from tests.support.served import served
 
 ASK = ModelRequest(({"role": "user", "content": "hi"},))
-ANSWER = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "m",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
-    ],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-}
-CHUNK = {
-    "id": "c",
-    "object": "chat.completion.chunk",
-    "created": 1,
-    "model": "m",
-    "choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}],
-}
+ANSWER = completion(WireAnswer("chatcmpl-1", "m", "ok", (), 3, 1, ("ok",)))
+CHUNK = list(chunks(WireAnswer("c", "m", "ok", (), 3, 1, ("ok",)), include_usage=False))[1]
+"""The chunk of a stream that carries its one word, "ok"."""
 
 
 @dataclass
