@@ -156,6 +156,7 @@ class Connections:
         connecting and each read, None leaves the call to its caller's deadline."""
         if self._unsendable:
             raise UnsendableHeader(self._unsendable)
+        request = b"".join(_request(self._head, headers, body))  # refused before a connection
         connection = await self._take(read_timeout)
         try:
             connection.set_response_params(
@@ -169,7 +170,7 @@ class Connections:
             transport = connection.transport
             if transport is None:
                 raise ConnectionResetError("the connection to the model endpoint closed")
-            transport.write(b"".join(_request(self._head, headers, body)))
+            transport.write(request)
             connection.start_timeout()
             while True:  # an informational answer (100 Continue) is passed over
                 message, payload = await connection.read()
