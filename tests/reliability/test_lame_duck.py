@@ -2,8 +2,8 @@
 serving with ``/readyz`` at 503 and every response closing its connection (a balancer holding
 kept-alive connections drops them instead of sending on one the service is about to close),
 until the time is up or a second signal comes; then it closes its port, serves a request still
-coming on a connection it holds (one opened late, one kept after a stream begun before the
-signal), drains and exits 0."""
+coming on a connection it holds (one opened late, one kept idle all through, one kept after a
+stream begun before the signal), drains and exits 0."""
 
 from __future__ import annotations
 
@@ -149,4 +149,55 @@ async def test_a_connection_kept_by_a_stream_begun_before_stopping_serves_its_ne
     assert b'"begun before"' in first and b"event: run_finished" in first
     assert b"connection: close" in second_head.lower()
     assert json.loads(second)["output"] == "sent after"
+    assert (closed, code) == (True, 0)
+
+
+async def test_a_connection_kept_idle_through_the_lame_duck_serves_a_request_sent_after(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    # A balancer keeps idle connections and picks the most recently used first: one kept
+    # since before SIGTERM may go unused all through the lame duck and be picked just as
+    # the port closes. Closing it with the rest would reset the request sent on it.
+    model_server.script("gpt-main", [Reply("before"), Reply("sent after")])
+    config = lame_duck_service(tmp_path, model_server, seconds=2)
+    async with serve_process(config, free_port()) as served:
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(invoke_bytes("first"))
+        first_head, first = await read_answer(reader)
+        served.terminate()
+        await served.wait_log(
+            "stopping: the port is closed; 1 open connection(s) may still get a request"
+        )
+        writer.write(invoke_bytes("second"))
+        second_head, second = await read_answer(reader)
+        closed = await reader.read() == b""
+        writer.close()
+        code = await served.exit_code(within=10)
+
+    assert b"connection: close" not in first_head.lower()
+    assert json.loads(first)["output"] == "before"
+    assert b"connection: close" in second_head.lower()
+    assert json.loads(second)["output"] == "sent after"
+    assert (closed, code) == (True, 0)
+
+
+async def test_a_connection_never_used_again_is_closed_when_the_time_is_up(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    # The wait for a kept connection's request is bounded: a client that keeps one and
+    # never sends does not hold the stop beyond a second lame duck.
+    model_server.script("gpt-main", [Reply("before")])
+    config = lame_duck_service(tmp_path, model_server, seconds=1)
+    async with serve_process(config, free_port()) as served:
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(invoke_bytes("first"))
+        await read_answer(reader)
+        served.terminate()
+        await served.wait_log(
+            "stopping: the port is closed; 1 open connection(s) may still get a request"
+        )
+        closed = await asyncio.wait_for(reader.read(), timeout=10) == b""
+        writer.close()
+        code = await served.exit_code(within=10)
+
     assert (closed, code) == (True, 0)

@@ -9,12 +9,13 @@ send a POST twice). Then the port closes. The connections already waiting in the
 accept queue are accepted and served first: closing the port would reset them, after the
 balancer had sent its request on them. A connection after that is refused, which a
 balancer safely retries on another replica since nothing was sent. A connection that
-may still get a request (one just accepted, whose request is on its way; one whose
-answer began before SIGTERM, without ``Connection: close``, which the balancer keeps
-after it) is served for up to ``listen.lame_duck_seconds`` more, until it has a request
-whose answer closes it, or is closed: closing it would drop a request sent on it at that
-moment, which a balancer does not retry. Running requests get ``listen.drain_seconds``
-(``dynagent.core.drain``), then the process exits.
+may still get a request — one that has read none since SIGTERM: just accepted, with its
+request on its way; kept idle by the balancer all through the lame duck; or kept after an
+answer that began before SIGTERM, without ``Connection: close`` — is served for up to
+``listen.lame_duck_seconds`` more, until it has a request whose answer closes it, or is
+closed: closing it would drop a request sent on it at that moment, which a balancer does
+not retry. Running requests get ``listen.drain_seconds`` (``dynagent.core.drain``), then
+the process exits.
 
 SIGINT (Ctrl-C at a terminal), or a second signal, skips the lame-duck time.
 
@@ -168,25 +169,26 @@ async def _close_port(
 
 
 class _AtStop:
-    """The connections open when the service was told to stop: how many requests each
-    had read, and whether one was under way."""
+    """The connections open when the service was told to stop, and how many requests each
+    had read then."""
 
     def __init__(self, server: web.Server | None) -> None:
-        self._seen = {
-            c: (aiohttp_compat.requests_read(c), not aiohttp_compat.carries_no_request(c))
+        self._read = {
+            c: aiohttp_compat.requests_read(c)
             for c in (server.connections if server is not None else ())
         }
 
     def may_get_a_request(self, connection: web.RequestHandler) -> bool:
         """Whether closing ``connection`` now could drop a request its client is sending:
-        one opened since, whose first request is on its way; one whose answer began
-        before (without ``Connection: close``: it is kept after that answer). Not one
-        that read a request since (its answer closes it), nor one unused throughout."""
-        seen = self._seen.get(connection)
-        if seen is None:
+        whether it has read none since the stop. One opened since, whose first request is
+        on its way; one the client kept idle all along (a balancer sends on its kept
+        connections at any moment, the oldest last); one kept after an answer that began
+        before the stop (without ``Connection: close``). Not one that read a request since:
+        that request's answer closes it."""
+        read = self._read.get(connection)
+        if read is None:
             return aiohttp_compat.carries_no_request(connection)
-        read, busy = seen
-        return busy and aiohttp_compat.requests_read(connection) == read
+        return aiohttp_compat.requests_read(connection) == read
 
 
 async def _until_requests_arrive(
