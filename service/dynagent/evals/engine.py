@@ -7,6 +7,7 @@ texts, at most ``JSON_ATTEMPTS`` parses for ``contains-json``) and parses no mor
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -66,9 +67,10 @@ class Outcome:
     """None when the model's price is unknown."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
-    """One check's result: passed or not, a score in 0..1, and why."""
+    """One check's result: passed or not, a score in 0..1, and why. Frozen: the verdicts a
+    check gives most often are made once and shared (``_said``)."""
 
     passed: bool
     score: float
@@ -99,13 +101,20 @@ def evaluate(assertion: Assertion, outcome: Outcome) -> Verdict:
 
 def _text(check: TextCheck, outcome: Outcome) -> Verdict:
     answer = outcome.answer
-    if check.type in ("icontains", "not-icontains"):
+    kind = check.type
+    if kind in {"icontains", "not-icontains"}:
         found = check.value.casefold() in answer.casefold()
     else:
         found = check.value in answer
-    wanted = not check.type.startswith("not-")
+    return _said(kind, check.value, found)
+
+
+@functools.lru_cache(maxsize=1024)
+def _said(kind: str, value: str, found: bool) -> Verdict:
+    """A text check's verdict, made once per check and outcome: a suite asks every trial."""
+    wanted = not kind.startswith("not-")
     said = "contains" if found else "does not contain"
-    return _verdict(found == wanted, f"the answer {said} {_shown(check.value)}")
+    return _verdict(found == wanted, f"the answer {said} {_shown(value)}")
 
 
 def _equals(check: EqualsCheck, outcome: Outcome) -> Verdict:
@@ -165,19 +174,27 @@ def _tool(check: ToolCheck, outcome: Outcome) -> Verdict:
 def _ceiling(check: CeilingCheck, outcome: Outcome) -> Verdict:
     kind = check.type
     measured: float | None
-    if kind == "max-steps":
-        measured = float(outcome.steps)
-    elif kind == "max-latency-ms":
+    if kind == "max-steps":  # a few small counts: their verdicts are made once
+        return _within(kind, check.value, float(outcome.steps))
+    if kind == "max-latency-ms":
         measured = outcome.latency_ms
     elif kind == "max-tokens":
         measured = float(outcome.tokens)
     else:
         measured = outcome.cost
-    what = check.type.removeprefix("max-")
     if measured is None:
-        return _verdict(False, f"the run's {what} is not known")
-    within = measured <= check.value
-    return _verdict(within, f"{what} {measured:g} {'<=' if within else '>'} {check.value:g}")
+        return _verdict(False, f"the run's {kind.removeprefix('max-')} is not known")
+    return _measured(kind, check.value, measured)
+
+
+def _measured(kind: str, ceiling: float, measured: float) -> Verdict:
+    within = measured <= ceiling
+    what = kind.removeprefix("max-")
+    return _verdict(within, f"{what} {measured:g} {'<=' if within else '>'} {ceiling:g}")
+
+
+_within = functools.lru_cache(maxsize=1024)(_measured)
+"""``_measured`` for a count with few values (steps): each verdict made once."""
 
 
 _CHECKS: dict[type[Any], Callable[[Any, Outcome], Verdict]] = {

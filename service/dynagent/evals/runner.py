@@ -197,13 +197,18 @@ async def run_suite(
     shared = isolated(agent, {})
 
     async def one(case: Case) -> None:
-        if case.trials == 1:  # the common case: no task of its own per trial
-            trials = [await _trial(agent, case, limit, judging, shared=shared)]
+        trials: tuple[TrialResult, ...]
+        if case.trials == 1 and not case.judged:  # the common case: no coroutine per trial
+            async with limit:
+                outcome, error = await run_case(agent, case, shared=shared)
+            trials = (_scored(case, outcome, error, None),)
+        elif case.trials == 1:
+            trials = (await _trial(agent, case, limit, judging, shared=shared),)
         else:
-            trials = await asyncio.gather(
-                *(_trial(agent, case, limit, judging, shared=shared) for _ in range(case.trials))
-            )
-        result = CaseResult(case.id, case_verdict(case, [t.verdict for t in trials]), tuple(trials))
+            each = (_trial(agent, case, limit, judging, shared=shared) for _ in range(case.trials))
+            trials = tuple(await asyncio.gather(*each))
+        verdicts = [trials[0].verdict] if len(trials) == 1 else [t.verdict for t in trials]
+        result = CaseResult(case.id, case_verdict(case, verdicts), trials)
         results[case.id] = result
         run.cases.append(result)
         if on_case is not None:
@@ -246,11 +251,18 @@ async def _trial(
 ) -> TrialResult:
     async with limit:
         outcome, error = await run_case(agent, case, shared=shared)
+    judged = await _judged(case, outcome, judging) if case.judged and error is None else None
+    return _scored(case, outcome, error, judged)
+
+
+def _scored(
+    case: Case, outcome: Outcome, error: str | None, judged: Mapping[int, Verdict] | None
+) -> TrialResult:
+    """A trial's result: its checks judged against what the run produced."""
     if error is not None:
         failed = Verdict(False, 0.0, f"the run failed: {error}")
         checks = tuple(failed for _ in case.assert_)
         return TrialResult(TrialVerdict(False, 0.0, checks), "", outcome.latency_ms, 0, None, error)
-    judged = await _judged(case, outcome, judging) if case.judged else None
     verdict = trial_verdict(case, outcome, judged)
     answer = outcome.answer[:SHOWN_ANSWER]
     return TrialResult(verdict, answer, outcome.latency_ms, outcome.tokens, outcome.cost)
@@ -340,9 +352,9 @@ async def run_case(
 
 
 def _calls(events: Sequence[Event]) -> tuple[ToolCall, ...]:
-    asked = [event for event in events if isinstance(event, ToolCallEvent)]
-    if not asked:  # most runs of a suite: no tool was called
+    if ToolCallEvent not in map(type, events):  # most runs of a suite: no tool was called
         return ()
+    asked = [event for event in events if isinstance(event, ToolCallEvent)]
     results = {e.call_id: e.output for e in events if isinstance(e, ToolResultEvent)}
     return tuple(
         ToolCall(event.name, _args(event.arguments), results.get(event.call_id)) for event in asked

@@ -18,6 +18,7 @@ SHOWN_FAILURES = 5
 """Failed case ids named in a suite's reason; the rest are counted."""
 
 _EPSILON = 1e-9
+_ONE_PASSED = "1 of 1 trials passed"
 
 
 @dataclass(slots=True)
@@ -60,25 +61,29 @@ def trial_verdict(
     """Every check of ``case`` against one run; ``judged``: verdicts a judge gave, by the
     check's position (an ``llm-rubric`` check without one is not passed)."""
     # One pass over the checks: a suite runs this for every trial of every case.
-    checks: list[Verdict] = []
+    if judged:
+        checks = [judged.get(i) or evaluate(c, outcome) for i, c in enumerate(case.assert_)]
+    else:
+        checks = [evaluate(check, outcome) for check in case.assert_]
     total = weighted = 0.0
     passed = True
-    for index, check in enumerate(case.assert_):
-        verdict = (judged.get(index) if judged else None) or evaluate(check, outcome)
-        checks.append(verdict)
+    for check, verdict in zip(case.assert_, checks, strict=True):
         weight = check.weight
         total += weight
         weighted += weight * verdict.score
         if weight > 0 and not verdict.passed:
             passed = False
     score = weighted / total if total else 1.0
-    return TrialVerdict(passed, _unit(score), tuple(checks))
+    return TrialVerdict(passed, score if 0.0 <= score <= 1.0 else _unit(score), tuple(checks))
 
 
 def case_verdict(case: Case, trials: Sequence[TrialVerdict]) -> CaseVerdict:
     """The verdict of ``case`` from its trials' verdicts."""
     if not trials:
         return CaseVerdict(case.id, False, 0.0, 0.0, (), "no trial ran")
+    if len(trials) == 1 and trials[0].passed:  # most cases of most runs: their one trial passed
+        trial = trials[0]
+        return CaseVerdict(case.id, True, trial.score, 1.0, (trial,), _ONE_PASSED)
     passing, scores = 0, 0.0
     for trial in trials:  # one pass, no generator: a suite does this for every case
         passing += trial.passed
