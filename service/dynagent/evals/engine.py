@@ -11,7 +11,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dynagent.evals._json_path import MISSING, lookup, parse_path
 from dynagent.evals.spec import (
@@ -67,10 +67,11 @@ class Outcome:
     """None when the model's price is unknown."""
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """One check's result: passed or not, a score in 0..1, and why. Frozen: the verdicts a
-    check gives most often are made once and shared (``_said``)."""
+class Verdict(NamedTuple):
+    """One check's result: passed or not, a score in 0..1, and why. Immutable, since the
+    verdicts a check gives most often are made once and shared (``_said``), and a tuple:
+    a frozen dataclass costs four times as much to make, and a suite makes one per check
+    per trial."""
 
     passed: bool
     score: float

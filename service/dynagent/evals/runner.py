@@ -278,9 +278,7 @@ async def _judged(case: Case, outcome: Outcome, judging: _Judging) -> dict[int, 
         *(_judge_one(check, case, outcome, judging) for _, check in judged)
     )
     return {
-        index: dataclasses.replace(
-            verdict, passed=verdict.passed and verdict.score >= check.threshold
-        )
+        index: verdict._replace(passed=verdict.passed and verdict.score >= check.threshold)
         for (index, check), verdict in zip(judged, scored, strict=True)
     }
 
