@@ -3,26 +3,29 @@ judged, its verdict by the suite's pass rule.
 
 The runner works on ``Agent`` objects, not names: which version runs (a served variant,
 an old revision, a draft) is the caller's choice, and the version it was handed is the
-one that runs to the end, however the registry changes meanwhile.
-
-An evaluation has no effect outside itself. Every tool is replaced for the run
-(``eval_tools``): the case's recorded result where it has one, the real tool only where
-it is ``shadow_safe``, otherwise a placeholder the model sees; the run writes no
-session; its events reach no listener but the runner.
+one that runs to the end, however the registry changes meanwhile. Each case runs apart
+from the world (``dynagent.evals.isolation``): its tools replaced, no session written.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynagent.evals.engine import Outcome, ToolCall, Verdict
+from dynagent.evals.engine import Outcome, Verdict
+from dynagent.evals.isolation import (
+    PLACEHOLDER,
+    eval_tools,
+    failed,
+    isolated,
+    prepared,
+    produced,
+    run_case,
+)
 from dynagent.evals.judge import Judge
 from dynagent.evals.spec import Case, EvalSuite, PairwiseCheck, PassRule, RubricCheck
 from dynagent.evals.verdicts import (
@@ -33,16 +36,9 @@ from dynagent.evals.verdicts import (
     suite_verdict,
     trial_verdict,
 )
-from dynagent.events import Event, ToolCallEvent, ToolResultEvent
 from dynagent.exceptions import DynagentError
-from dynagent.models.base import Message
 from dynagent.runtime.agent import Agent
-from dynagent.tools.base import Tool
 
-PLACEHOLDER = (
-    "EVALUATION RUN: this tool was not executed (it is not shadow_safe and the case "
-    "records no result for it); continue as if it had succeeded."
-)
 SHOWN_ANSWER = 2000
 """Characters of an answer kept in a case's result."""
 
@@ -189,39 +185,68 @@ async def run_suite(
     run = run or SuiteRun(agent.name, agent.revision, variant, suite.revision, len(suite.cases))
     if judge is not None:
         run.judge = judge.label
-    limit = asyncio.Semaphore(max(1, concurrency))
-    results: dict[str, CaseResult] = {}
-    judging = _Judging(judge, references or {}, reference_run)
     # Cases without recorded tool results share one isolated agent (its placeholders and
     # shadow-safe tools keep no state between calls); the others get their own per trial.
-    shared = isolated(agent, {})
-
-    async def one(case: Case) -> None:
-        trials: tuple[TrialResult, ...]
-        if case.trials == 1 and not case.judged:  # the common case: no coroutine per trial
-            async with limit:
-                outcome, error = await run_case(agent, case, shared=shared)
-            trials = (_scored(case, outcome, error, None),)
-        elif case.trials == 1:
-            trials = (await _trial(agent, case, limit, judging, shared=shared),)
-        else:
-            each = (_trial(agent, case, limit, judging, shared=shared) for _ in range(case.trials))
-            trials = tuple(await asyncio.gather(*each))
-        verdicts = [trials[0].verdict] if len(trials) == 1 else [t.verdict for t in trials]
-        result = CaseResult(case.id, case_verdict(case, verdicts), trials)
-        results[case.id] = result
-        run.cases.append(result)
-        if on_case is not None:
-            on_case(run, result)
-
-    await asyncio.gather(*(one(case) for case in suite.cases))
+    cases = _Cases(
+        agent,
+        isolated(agent, {}),
+        asyncio.Semaphore(max(1, concurrency)),
+        _Judging(judge, references or {}, reference_run),
+        run,
+        on_case,
+    )
+    await asyncio.gather(*(cases.one(case) for case in suite.cases))
     run.cases.sort(key=_order(suite))
-    ordered = [results[case.id].verdict for case in suite.cases]
+    ordered = [cases.results[case.id].verdict for case in suite.cases]
     run.verdict = suite_verdict(rule or suite.pass_, ordered, baseline)
     if judge is not None:
         run.judge_tokens, run.judge_cost = judge.tokens, judge.cost
     run.finished_at = time.time()
     return run
+
+
+@dataclass(slots=True)
+class _Cases:
+    """What runs the cases of one suite run: each case's trials, its verdict, its record."""
+
+    agent: Agent
+    shared: Agent
+    limit: asyncio.Semaphore
+    judging: _Judging
+    run: SuiteRun
+    on_case: Callable[[SuiteRun, CaseResult], None] | None
+    results: dict[str, CaseResult] = field(default_factory=dict)
+
+    async def one(self, case: Case) -> None:
+        trials: tuple[TrialResult, ...]
+        error: str | None
+        if case.trials == 1 and not case.judged:
+            # The common case, awaited here: every coroutine between the task and the
+            # agent's run costs each time the run waits for its model and wakes.
+            runner, asked = prepared(self.agent, case, self.shared)
+            async with self.limit:
+                started = time.perf_counter()
+                try:
+                    ran = await runner.run(asked, variables=case.variables, variant="stable")
+                except DynagentError as exc:
+                    outcome, error = failed(exc, started)
+                else:
+                    outcome, error = produced(ran, started), None
+            trials = (_scored(case, outcome, error, None),)
+        elif case.trials == 1:
+            trials = (await _trial(self.agent, case, self.limit, self.judging, self.shared),)
+        else:
+            each = (
+                _trial(self.agent, case, self.limit, self.judging, self.shared)
+                for _ in range(case.trials)
+            )
+            trials = tuple(await asyncio.gather(*each))
+        verdicts = [trials[0].verdict] if len(trials) == 1 else [t.verdict for t in trials]
+        result = CaseResult(case.id, case_verdict(case, verdicts), trials)
+        self.results[case.id] = result
+        self.run.cases.append(result)
+        if self.on_case is not None:
+            self.on_case(self.run, result)
 
 
 def _order(suite: EvalSuite) -> Callable[[CaseResult], int]:
@@ -242,12 +267,7 @@ class _Judging:
 
 
 async def _trial(
-    agent: Agent,
-    case: Case,
-    limit: asyncio.Semaphore,
-    judging: _Judging,
-    *,
-    shared: Agent,
+    agent: Agent, case: Case, limit: asyncio.Semaphore, judging: _Judging, shared: Agent
 ) -> TrialResult:
     async with limit:
         outcome, error = await run_case(agent, case, shared=shared)
@@ -307,90 +327,13 @@ async def _judge_one(
     return await judge.rubric(check.value, case.input, outcome.answer)
 
 
-def isolated(
-    agent: Agent, recorded: Mapping[str, str | tuple[str, ...]], *, live: bool = True
-) -> Agent:
-    """``agent`` for an evaluation: its tools replaced (``eval_tools``), no session store."""
-    tools = eval_tools(agent.tools, recorded, live=live)
-    return dataclasses.replace(agent, tools=tools, sessions=None)
-
-
-async def run_case(
-    agent: Agent, case: Case, *, shared: Agent | None = None
-) -> tuple[Outcome, str | None]:
-    """One run of ``case`` on ``agent`` with its tools replaced (``eval_tools``): what it
-    produced, and why it failed if it did. ``shared``: ``isolated(agent, {})`` made once,
-    used when the case records no tool results and lets its safe tools run."""
-    if shared is not None and not case.tool_results and case.live_tools:
-        runner = shared
-    else:
-        runner = isolated(agent, case.tool_results, live=case.live_tools)
-    # A case without history is the caller's words alone, as a plain run is given them.
-    asked: str | list[Message] = case.input
-    if case.history:
-        asked = [{"role": t.role, "content": t.content} for t in case.history]
-        asked.append({"role": "user", "content": case.input})
-    started = time.perf_counter()
-    try:
-        result = await runner.run(asked, variables=case.variables, variant="stable")
-    except DynagentError as exc:  # a failed run's error carries its events (RunError)
-        latency = (time.perf_counter() - started) * 1000
-        events: Sequence[Event] = getattr(exc, "events", ())
-        return Outcome("", latency_ms=latency, tool_calls=_calls(events)), str(exc)
-    latency = (time.perf_counter() - started) * 1000
-    usage = result.usage
-    tokens = usage.input_tokens + usage.output_tokens
-    output = result.output
-    answer = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-    structured = None if isinstance(output, str) else output
-    outcome = Outcome(
-        answer, structured, _calls(result.events), result.steps, latency, tokens, result.cost_usd
-    )
-    return outcome, None
-
-
-def _calls(events: Sequence[Event]) -> tuple[ToolCall, ...]:
-    if ToolCallEvent not in map(type, events):  # most runs of a suite: no tool was called
-        return ()
-    asked = [event for event in events if isinstance(event, ToolCallEvent)]
-    results = {e.call_id: e.output for e in events if isinstance(e, ToolResultEvent)}
-    return tuple(
-        ToolCall(event.name, _args(event.arguments), results.get(event.call_id)) for event in asked
-    )
-
-
-def _args(arguments: str) -> Mapping[str, Any]:
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def eval_tools(
-    tools: Mapping[str, Tool],
-    recorded: Mapping[str, str | tuple[str, ...]],
-    *,
-    live: bool = True,
-) -> dict[str, Tool]:
-    """``tools`` for an evaluation: a recorded result where the case has one (a list: one
-    per call, in order, the last repeated), the real tool where it is ``shadow_safe`` (and
-    ``live``), otherwise a placeholder. No tool without a recorded result or
-    ``shadow_safe`` runs; with ``live`` False, none runs at all."""
-    return {name: _eval_tool(tool, recorded.get(name), live) for name, tool in tools.items()}
-
-
-def _eval_tool(tool: Tool, recorded: str | tuple[str, ...] | None, live: bool) -> Tool:
-    if recorded is None:
-        return tool if tool.shadow_safe and live else _answering(tool, (PLACEHOLDER,))
-    answers = (recorded,) if isinstance(recorded, str) else recorded
-    return _answering(tool, answers or (PLACEHOLDER,))
-
-
-def _answering(tool: Tool, answers: tuple[str, ...]) -> Tool:
-    calls = iter(range(1 << 62))
-
-    async def replay(arguments: dict[str, Any]) -> str:
-        return answers[min(next(calls), len(answers) - 1)]
-
-    return dataclasses.replace(tool, function=replay)
+__all__ = [
+    "PLACEHOLDER",
+    "CaseResult",
+    "SuiteRun",
+    "TrialResult",
+    "eval_tools",
+    "isolated",
+    "run_case",
+    "run_suite",
+]
