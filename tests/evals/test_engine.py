@@ -258,3 +258,25 @@ def test_a_json_path_of_names_quoted_names_and_indexes_finds_the_value_it_names(
     assert passed(
         {"type": "json-path", "path": written, "equals": "found"}, outcome(json.dumps(document))
     )
+
+
+def test_a_short_text_checks_verdicts_are_shared_and_cannot_be_changed() -> None:
+    # A suite asks every trial the same check: its verdicts are made once, so no caller
+    # may change one under the others.
+    short = check(type="icontains", value="Paris")
+    first, again = evaluate(short, outcome("paris it is")), evaluate(short, outcome("PARIS"))
+    assert first is again and first.passed
+    with pytest.raises(AttributeError):
+        first.passed = False  # type: ignore[misc]
+    assert evaluate(short, outcome("Lyon")) == Verdict(
+        False, 0.0, "the answer does not contain 'Paris'"
+    )
+
+
+def test_a_long_text_checks_verdicts_are_not_kept() -> None:
+    # The shared verdicts hold their check's value: a long one is judged afresh each time,
+    # so a suite of long values does not stay in memory after it.
+    value = "x" * 50_000
+    long = check(type="contains", value=value)
+    first, again = evaluate(long, outcome(value)), evaluate(long, outcome(value))
+    assert first.passed and first == again and first is not again

@@ -107,15 +107,20 @@ def _text(check: TextCheck, outcome: Outcome) -> Verdict:
         found = check.value.casefold() in answer.casefold()
     else:
         found = check.value in answer
-    return _said(kind, check.value, found)
+    value = check.value
+    return (_said if len(value) <= SHARED_TEXT else _saying)(kind, value, found)
 
 
-@functools.lru_cache(maxsize=1024)
-def _said(kind: str, value: str, found: bool) -> Verdict:
-    """A text check's verdict, made once per check and outcome: a suite asks every trial."""
+def _saying(kind: str, value: str, found: bool) -> Verdict:
     wanted = not kind.startswith("not-")
     said = "contains" if found else "does not contain"
     return _verdict(found == wanted, f"the answer {said} {_shown(value)}")
+
+
+SHARED_TEXT = 1000
+"""Characters of a text check's value up to which its verdicts are made once and shared:
+a suite asks every trial, and the cache keeps at most 1,024 such values (about 1 MB)."""
+_said = functools.lru_cache(maxsize=1024)(_saying)
 
 
 def _equals(check: EqualsCheck, outcome: Outcome) -> Verdict:
