@@ -15,10 +15,12 @@ from typing import Any
 import aiohttp
 
 from tests.support import Reply, ScriptedModelServer, Slow
-from tests.support.process import free_port, serve_process, write_config
+from tests.support.process import ServedProcess, free_port, serve_process, write_config
 from tests.support.service import agent_document, write_agent
 
 from .test_lifecycle import connection_refused
+
+WAITING = "stopping: the port is closed; 1 open connection(s) may still get a request"
 
 
 def lame_duck_service(tmp_path: Path, server: ScriptedModelServer, seconds: float) -> Path:
@@ -81,9 +83,7 @@ async def test_a_connection_opened_while_stopping_is_served_when_its_request_com
         served.terminate()
         await served.wait_log("stopping: /readyz answers 503")
         reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
-        await served.wait_log(
-            "stopping: the port is closed; 1 open connection(s) may still get a request"
-        )
+        await served.wait_log(WAITING)
         refused = await connection_refused(served.port)
         body = b'{"input": "hi"}'
         writer.write(
@@ -122,6 +122,22 @@ def invoke_bytes(text: str, *, stream: bool = False) -> bytes:
     )
 
 
+async def second_request(
+    served: ServedProcess,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    within: float,
+) -> tuple[bytes, bytes, bool, int]:
+    """A second request on a connection the stopping service holds: the answer's head and
+    body, whether the service closed the connection after it, and its exit code."""
+    writer.write(invoke_bytes("second"))
+    head, body = await read_answer(reader)
+    closed = await reader.read() == b""
+    writer.close()
+    return head, body, closed, await served.exit_code(within=within)
+
+
 async def test_a_connection_kept_by_a_stream_begun_before_stopping_serves_its_next_request(
     model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
@@ -135,15 +151,9 @@ async def test_a_connection_kept_by_a_stream_begun_before_stopping_serves_its_ne
         writer.write(invoke_bytes("first", stream=True))
         await model_server.wait_for_requests(1)
         served.terminate()
-        await served.wait_log(
-            "stopping: the port is closed; 1 open connection(s) may still get a request"
-        )
+        await served.wait_log(WAITING)
         first_head, first = await read_answer(reader)
-        writer.write(invoke_bytes("second"))
-        second_head, second = await read_answer(reader)
-        closed = await reader.read() == b""
-        writer.close()
-        code = await served.exit_code(within=15)
+        second_head, second, closed, code = await second_request(served, reader, writer, within=15)
 
     assert b"connection: close" not in first_head.lower()
     assert b'"begun before"' in first and b"event: run_finished" in first
@@ -165,14 +175,8 @@ async def test_a_connection_kept_idle_through_the_lame_duck_serves_a_request_sen
         writer.write(invoke_bytes("first"))
         first_head, first = await read_answer(reader)
         served.terminate()
-        await served.wait_log(
-            "stopping: the port is closed; 1 open connection(s) may still get a request"
-        )
-        writer.write(invoke_bytes("second"))
-        second_head, second = await read_answer(reader)
-        closed = await reader.read() == b""
-        writer.close()
-        code = await served.exit_code(within=10)
+        await served.wait_log(WAITING)
+        second_head, second, closed, code = await second_request(served, reader, writer, within=10)
 
     assert b"connection: close" not in first_head.lower()
     assert json.loads(first)["output"] == "before"
@@ -193,9 +197,7 @@ async def test_a_connection_never_used_again_is_closed_when_the_time_is_up(
         writer.write(invoke_bytes("first"))
         await read_answer(reader)
         served.terminate()
-        await served.wait_log(
-            "stopping: the port is closed; 1 open connection(s) may still get a request"
-        )
+        await served.wait_log(WAITING)
         closed = await asyncio.wait_for(reader.read(), timeout=10) == b""
         writer.close()
         code = await served.exit_code(within=10)
