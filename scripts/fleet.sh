@@ -205,11 +205,21 @@ location @unavailable {
 EOF
 }
 
+# A replica that refused a connection is skipped for fail_timeout: half the lame duck (in
+# whole seconds, at least 1, as nginx takes it), so that nginx comes back to a stopping
+# replica while it still serves the connections nginx keeps to it (it waits up to
+# FLEET_LAME_DUCK for each after closing its port) and uses them up, rather than at the
+# moment the replica closes one; 2 s when there is no lame duck.
+fail_timeout() {
+  awk -v s="$FLEET_LAME_DUCK" 'BEGIN { h = int(s / 2); print (s > 0 ? (h > 1 ? h : 1) : 2) "s" }'
+}
+
 write_nginx_config() {
   write_nginx_includes
-  local servers="" n user=""
+  local servers="" n user="" skip
+  skip="$(fail_timeout)"
   for ((n = 1; n <= FLEET_REPLICAS; n++)); do
-    servers+="        server $HOST:$(replica_port "$n") max_fails=1 fail_timeout=2s;"$'\n'
+    servers+="        server $HOST:$(replica_port "$n") max_fails=1 fail_timeout=$skip;"$'\n'
   done
   [[ "$(id -u)" -eq 0 ]] && user="user root;"
   cat >"$NGINX_DIR/nginx.conf" <<EOF
