@@ -151,7 +151,7 @@ def _figures(
     cpu = [a[1] / b[1] for a, b in zip(ours, theirs, strict=True)]
 
     def per_case(samples: list[tuple[float, float]], index: int) -> float:
-        return round(statistics.median(s[index] for s in samples) / (cases * repeats) * 1000, 3)
+        return round(statistics.median(s[index] for s in samples) / (cases * repeats) * 1000, 4)
 
     wall_ratio, cpu_ratio = round(statistics.median(wall), 3), round(statistics.median(cpu), 3)
     return {

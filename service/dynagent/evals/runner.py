@@ -197,7 +197,7 @@ async def run_suite(
     )
     await asyncio.gather(*(cases.one(case) for case in suite.cases))
     run.cases.sort(key=_order(suite))
-    ordered = [cases.results[case.id].verdict for case in suite.cases]
+    ordered = [result.verdict for result in run.cases]  # in the suite's order, as sorted
     run.verdict = suite_verdict(rule or suite.pass_, ordered, baseline)
     if judge is not None:
         run.judge_tokens, run.judge_cost = judge.tokens, judge.cost
@@ -215,7 +215,6 @@ class _Cases:
     judging: _Judging
     run: SuiteRun
     on_case: Callable[[SuiteRun, CaseResult], None] | None
-    results: dict[str, CaseResult] = field(default_factory=dict)
 
     async def one(self, case: Case) -> None:
         trials: tuple[TrialResult, ...]
@@ -243,7 +242,6 @@ class _Cases:
             trials = tuple(await asyncio.gather(*each))
         verdicts = [trials[0].verdict] if len(trials) == 1 else [t.verdict for t in trials]
         result = CaseResult(case.id, case_verdict(case, verdicts), trials)
-        self.results[case.id] = result
         self.run.cases.append(result)
         if self.on_case is not None:
             self.on_case(self.run, result)

@@ -74,7 +74,7 @@ def trial_verdict(
         if weight > 0 and not verdict.passed:
             passed = False
     score = weighted / total if total else 1.0
-    return TrialVerdict(passed, score if 0.0 <= score <= 1.0 else _unit(score), tuple(checks))
+    return TrialVerdict(passed, _unit(score), tuple(checks))
 
 
 def case_verdict(case: Case, trials: Sequence[TrialVerdict]) -> CaseVerdict:
